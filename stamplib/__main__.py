@@ -1,0 +1,5 @@
+import sys
+
+from stamplib.cli import main
+
+sys.exit(main())

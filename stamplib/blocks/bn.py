@@ -1,0 +1,114 @@
+"""BatchNorm configuration and parameter selection shared by the methods.
+
+Most methods normalise every forward with the statistics of the batch passed to that forward
+(stamp.md §2.1, §9 row 16). :class:`BatchStatsNorm2d` does exactly that, and can also treat a
+batch as ``groups`` equal blocks, each normalised with its own statistics. This lets STAMP run
+its K views in one forward while every view keeps its own BN statistics, exactly as K
+separate forwards would (convolutions and linear layers are per-sample; BN is the only layer
+that mixes samples).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+#: Module-name fragments of the last residual stage, frozen by STAMP and SAR (stamp.md §2.2).
+LAST_STAGE_NAMES = ("layer4", "conv5_x")
+
+
+class BatchStatsNorm2d(nn.BatchNorm2d):
+    """BatchNorm2d that always uses the current batch's statistics (no running buffers).
+
+    ``groups`` > 1 splits the batch into that many equal consecutive blocks and normalises each
+    block with its own mean and (biased) variance.
+    """
+
+    groups: int = 1
+
+    @classmethod
+    def from_bn(cls, bn: nn.BatchNorm2d) -> BatchStatsNorm2d:
+        new = cls(bn.num_features, eps=bn.eps, affine=bn.affine, track_running_stats=False)
+        if bn.affine:
+            # Keep the very same Parameter objects: optimisers built before configuration
+            # (as in the authors' code) still point at the live tensors.
+            new.weight = bn.weight
+            new.bias = bn.bias
+        new.train(bn.training)
+        return new
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        g = self.groups
+        if g == 1:
+            return F.batch_norm(x, None, None, self.weight, self.bias, True, 0.0, self.eps)
+        n, c, h, w = x.shape
+        assert n % g == 0, f"batch of {n} cannot be split into {g} view groups"
+        # [g·b, c, h, w] -> [b, g·c, h, w]: per-(group, channel) statistics over (b, h, w).
+        folded = x.view(g, n // g, c, h, w).transpose(0, 1).reshape(n // g, g * c, h, w)
+        weight = self.weight.repeat(g) if self.weight is not None else None
+        bias = self.bias.repeat(g) if self.bias is not None else None
+        out = F.batch_norm(folded, None, None, weight, bias, True, 0.0, self.eps)
+        return out.view(n // g, g, c, h, w).transpose(0, 1).reshape(n, c, h, w)
+
+
+def use_batch_statistics(model: nn.Module) -> nn.Module:
+    """Replace every BatchNorm2d by :class:`BatchStatsNorm2d` in place (stamp.md §2.1).
+
+    The source running statistics are discarded, as ``track_running_stats=False`` with
+    ``running_mean = running_var = None`` does in the authors' code.
+    """
+    for name, module in list(model.named_modules()):
+        for child_name, child in list(module.named_children()):
+            if isinstance(child, nn.BatchNorm2d) and not isinstance(child, BatchStatsNorm2d):
+                setattr(module, child_name, BatchStatsNorm2d.from_bn(child))
+    del name
+    return model
+
+
+@contextmanager
+def view_groups(model: nn.Module, groups: int) -> Iterator[None]:
+    """Within the block, every BatchStatsNorm2d normalises ``groups`` blocks separately."""
+    layers = [m for m in model.modules() if isinstance(m, BatchStatsNorm2d)]
+    assert groups == 1 or layers, "view_groups needs a model configured with use_batch_statistics"
+    for m in layers:
+        m.groups = groups
+    try:
+        yield
+    finally:
+        for m in layers:
+            m.groups = 1
+
+
+def norm_affine_parameters(
+    model: nn.Module, *, exclude_last_stage: bool
+) -> list[nn.Parameter]:
+    """Affine weight and bias of every BatchNorm/LayerNorm/GroupNorm, in module order.
+
+    With ``exclude_last_stage`` the layers whose name contains ``layer4`` or ``conv5_x`` are
+    skipped (STAMP and SAR: "freeze the top layer following SAR", stamp.md §2.2).
+    """
+    params: list[nn.Parameter] = []
+    for name, module in model.named_modules():
+        if not isinstance(module, (nn.BatchNorm2d, nn.LayerNorm, nn.GroupNorm)):
+            continue
+        if exclude_last_stage and any(stage in name for stage in LAST_STAGE_NAMES):
+            continue
+        for p in (module.weight, module.bias):
+            if p is not None:
+                params.append(p)
+    return params
+
+
+def freeze_all_but(model: nn.Module, params: list[nn.Parameter]) -> None:
+    """requires_grad only for ``params``."""
+    wanted = {id(p) for p in params}
+    for p in model.parameters():
+        p.requires_grad_(id(p) in wanted)
+
+
+def count_parameters(params: list[nn.Parameter]) -> int:
+    return sum(p.numel() for p in params)

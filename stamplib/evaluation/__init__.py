@@ -1,0 +1,1 @@
+"""RunSpec, run(), metrics and the results store."""

@@ -1,0 +1,124 @@
+"""run(spec): compute one cell — every corruption's stream, the method reset before each
+(protocol.md §1.2) — and store one JSON record per spec."""
+
+from __future__ import annotations
+
+import platform
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from stamplib import data, methods, models
+from stamplib.evaluation.metrics import aggregate, stream_metrics
+from stamplib.evaluation.spec import RunSpec
+from stamplib.evaluation.store import ResultsStore
+from stamplib.methods.base import TTAMethod
+from stamplib.profiles import get_profile
+
+
+@dataclass
+class StreamResult:
+    """Everything a method emitted on one stream, in stream order."""
+
+    probs: torch.Tensor  # [N, C]
+    ood_score: torch.Tensor  # [N], higher = outlier
+    labels: torch.Tensor  # [N], −1 = outlier
+    seconds: float
+
+    @property
+    def is_outlier(self) -> torch.Tensor:
+        return self.labels < 0
+
+
+def run_stream(method: TTAMethod, stream: data.Stream, device: str = "cpu", progress: bool = False) -> StreamResult:
+    """Feed a stream batch by batch through ``method`` (no reset here: the caller decides)."""
+    probs, scores, labels = [], [], []
+    start = time.perf_counter()
+    for batch in tqdm(stream.batches(device), total=len(stream), disable=not progress, leave=False):
+        out = method.step(batch.x)
+        probs.append(out.probs.detach().float().cpu())
+        scores.append(out.ood_score.detach().float().cpu())
+        labels.append(batch.y.cpu())
+    return StreamResult(torch.cat(probs), torch.cat(scores), torch.cat(labels), time.perf_counter() - start)
+
+
+def collapse_reason(result: StreamResult) -> str | None:
+    """Why a stream's output cannot be trusted, or None (issue: never average a collapse)."""
+    if not torch.isfinite(result.probs).all() or not torch.isfinite(result.ood_score).all():
+        return "non-finite outputs"
+    preds = result.probs.argmax(dim=1)
+    if preds.numel() >= 128 and preds.unique().numel() == 1:
+        return f"predicts a single class ({int(preds[0])}) for the whole stream"
+    return None
+
+
+def _versions() -> dict[str, str]:
+    import numpy
+    import sklearn
+    import torchvision
+
+    import stamplib
+
+    return {
+        "stamplib": stamplib.__version__,
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+        "numpy": numpy.__version__,
+        "scikit-learn": sklearn.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def run(
+    spec: RunSpec,
+    store: ResultsStore | None = None,
+    device: str = "cpu",
+    force: bool = False,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Compute ``spec`` (or return its stored record) and store the result."""
+    store = store if store is not None else ResultsStore()
+    if not force:
+        record = store.get(spec)
+        if record is not None:
+            return record
+    profile = get_profile(spec.profile)
+    num_classes = data.num_classes(spec.dataset)
+    source = models.source_model(spec.dataset, progress=progress).to(device)
+    method = methods.create(
+        spec.method, source, num_classes, dataset=spec.dataset, seed=spec.seed, **dict(spec.overrides)
+    )
+    per_corruption: dict[str, dict[str, Any]] = {}
+    started = time.perf_counter()
+    for corruption in tqdm(spec.corruptions, desc=f"{spec.method}/{spec.outliers}", disable=not progress, leave=False):
+        stream = data.build_stream(
+            spec.dataset, spec.outliers, corruption, spec.severity, spec.outlier_ratio, spec.seed, profile.max_id
+        )
+        method.reset()
+        result = run_stream(method, stream, device)
+        metrics = stream_metrics(result.probs, result.ood_score, result.labels)
+        reason = collapse_reason(result)
+        per_corruption[corruption] = {
+            **metrics,
+            "n_id": int((result.labels >= 0).sum()),
+            "n_outliers": int(result.is_outlier.sum()),
+            "seconds": round(result.seconds, 3),
+            "collapsed": reason is not None,
+            "collapse_reason": reason,
+        }
+    record = {
+        "key": spec.key(),
+        "spec": spec.to_dict(),
+        "config": repr(method.config),
+        "per_corruption": per_corruption,
+        "mean": aggregate(per_corruption),
+        "collapsed": sorted(c for c, m in per_corruption.items() if m["collapsed"]),
+        "seconds": round(time.perf_counter() - started, 3),
+        "device": device,
+        "versions": _versions(),
+    }
+    store.put(record)
+    return record

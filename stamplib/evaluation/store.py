@@ -1,0 +1,49 @@
+"""The results store: one JSON record per RunSpec hash, written atomically.
+
+A record is complete or absent: it is written to a temporary file and renamed, so a run
+killed mid-write leaves no partial record (and a stray temporary file is never read).
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+from stamplib import paths
+from stamplib.evaluation.spec import RunSpec
+
+
+class ResultsStore:
+    def __init__(self, root: str | Path | None = None) -> None:
+        self.root = Path(root) if root is not None else paths.results_dir()
+
+    def path(self, spec: RunSpec) -> Path:
+        return self.root / f"{spec.method}__{spec.dataset}__{spec.outliers}__{spec.key()}.json"
+
+    def get(self, spec: RunSpec) -> dict[str, Any] | None:
+        path = self.path(spec)
+        if not path.is_file():
+            return None
+        try:
+            record = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            warnings.warn(f"ignoring unreadable results record {path}; it will be recomputed", stacklevel=2)
+            return None
+        return record if record.get("key") == spec.key() else None
+
+    def put(self, record: dict[str, Any]) -> Path:
+        spec = RunSpec.from_dict(record["spec"])
+        path = self.path(spec)
+        paths.atomic_write_bytes(path, json.dumps(record, indent=1, sort_keys=True).encode())
+        return path
+
+    def records(self) -> list[dict[str, Any]]:
+        out = []
+        for p in sorted(self.root.glob("*.json")):
+            try:
+                out.append(json.loads(p.read_text()))
+            except json.JSONDecodeError:
+                continue
+        return out

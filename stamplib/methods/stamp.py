@@ -1,0 +1,235 @@
+"""STAMP: outlier-aware test-time adaptation with stable memory replay (Yu et al., ECCV 2024).
+
+Per batch (stamp.md §4, §8):
+
+1. K views (view 0 clean, K−1 augmented, §3); p̂ = mean of the K softmax outputs, each view
+   normalised with its own BN statistics (§9 row 16).
+2. Reliability filters: entropy H(p̂) < α·ln C (with the 1e-5 epsilon, §4.1.7–8) and, outside
+   ImageNet, consistency between the current model's clean-view label and a frozen copy of the
+   source weights in batch-statistics mode (§9 rows 1–2).
+3. Reliable samples (clean view, clean-view label, §9 row 3) enter the class-balanced memory.
+4. Prediction argmax p̂ and OOD score H(p̂) are emitted *before* adapting.
+5. One adaptation step on the whole memory: self-weighted entropy whose weights keep their
+   gradient (§4.4), SAM over plain SGD, cosine step size that is periodic (§4.5).
+
+Defaults reproduce the authors' code; ``variant="paper"`` switches every row of §9 where the
+paper says otherwise, and the ablation switches (memory, weighting, sam, lr_decay, num_views,
+consistency_filter) serve Table 5 and Figs. 3–4.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from stamplib.blocks.bn import freeze_all_but, norm_affine_parameters, use_batch_statistics, view_groups
+from stamplib.blocks.entropy import logit_entropy, prob_entropy
+from stamplib.blocks.memory import ClassBalancedMemory
+from stamplib.blocks.sam import SAM
+from stamplib.blocks.views import ViewKind, make_views
+from stamplib.methods.base import TTAMethod, TTAOutput, register
+
+Weighting = Literal["adaptive", "static", "eata", "none"]
+
+
+@dataclass(frozen=True)
+class StampConfig:
+    lr: float  # η₀ (stamp.md §7, run-script values)
+    alpha: float  # entropy threshold coefficient: H_thr = α·ln C
+    period: int = 150  # T of the cosine step size: 150 CIFAR, 750 ImageNet (§2.5)
+    capacity: int = 64  # memory size, also the loss scale constant (§4.4.5)
+    beta: float = 0.1  # class-frequency EMA rate (Eq. 5)
+    rho: float = 0.05  # SAM radius
+    num_views: int = 16  # K, the clean view included; 1 = no augmentation averaging
+    view_kind: ViewKind = "cotta"  # CoTTA views for CIFAR10-C, crop+flip elsewhere (§3)
+    crop_fill: tuple[float, ...] = (0.0,)  # padding colour of crop views ([0,1] space)
+    consistency_filter: bool = True  # off on ImageNet (§4.2)
+    # ablation switches (Table 5, Fig. 3)
+    memory: bool = True  # off: optimise on the current batch's clean view
+    weighting: Weighting = "adaptive"  # adaptive (with gradient) / static / eata / none
+    sam: bool = True
+    lr_decay: bool = True
+    # paper-vs-code switches (stamp.md §9); defaults = the authors' code
+    variant: Literal["code", "paper"] = "code"  # "paper" sets every switch below to the paper
+    consistency_reference: Literal["bn_stats", "source_eval"] = "bn_stats"  # row 1
+    compare_label: Literal["clean", "averaged"] = "clean"  # row 2
+    stored_label: Literal["clean", "averaged"] = "clean"  # row 3
+    loss_scale: Literal["capacity", "sum"] = "capacity"  # row 5
+    score_eps: float = 1e-5  # row 6 (paper: exact entropy)
+    schedule: Literal["periodic", "clamped"] = "periodic"  # row 7
+    xi_update: Literal["before_step", "after_step"] = "before_step"  # row 8
+    batched_views: bool = True  # all views in one forward with per-view BN statistics (exact)
+
+    def __post_init__(self) -> None:
+        assert self.lr > 0 and self.alpha > 0, "lr and alpha must be positive"
+        assert self.num_views >= 1 and self.capacity >= 1 and self.period >= 1
+        assert self.weighting in ("adaptive", "static", "eata", "none"), self.weighting
+
+    def resolved(self) -> StampConfig:
+        """This config with ``variant='paper'`` expanded into the individual switches."""
+        if self.variant == "code":
+            return self
+        return dataclasses.replace(
+            self,
+            consistency_reference="source_eval",
+            compare_label="averaged",
+            stored_label="averaged",
+            loss_scale="sum",
+            score_eps=0.0,
+            schedule="clamped",
+            xi_update="after_step",
+        )
+
+
+_IMAGENET_MEAN = (0.485, 0.456, 0.406)
+
+
+def cosine_step_size(lr0: float, step: int, period: int, periodic: bool = True) -> float:
+    """η at the (step+1)-th adaptation step: η₀·½(1 + cos(π·n/T)) (stamp.md §4.5).
+
+    ``periodic`` reproduces PyTorch's CosineAnnealingLR, which rises again after T;
+    otherwise n is clamped at T (the paper's reading of a decay).
+    """
+    n = step if periodic else min(step, period)
+    return lr0 * 0.5 * (1.0 + math.cos(math.pi * n / period))
+
+
+@register("stamp")
+class Stamp(TTAMethod):
+    config_cls = StampConfig
+    configs = {
+        "cifar10_c": StampConfig(lr=0.1, alpha=0.25),
+        "cifar100_c": StampConfig(lr=0.05, alpha=0.9, view_kind="crop_flip"),
+        "imagenet_c": StampConfig(
+            lr=0.01, alpha=0.8, period=750, view_kind="crop_flip", crop_fill=_IMAGENET_MEAN,
+            consistency_filter=False,
+        ),
+        "cifar10_c_8_2": StampConfig(lr=0.1, alpha=0.25, view_kind="crop_flip"),
+        "cifar100_c_80_20": StampConfig(lr=0.1, alpha=0.6, view_kind="crop_flip"),
+    }
+
+    def setup(self) -> None:
+        self.cfg = self.config.resolved()
+        cfg = self.cfg
+        params = norm_affine_parameters(self.model, exclude_last_stage=True)
+        if cfg.consistency_reference == "source_eval":
+            self.reference = copy.deepcopy(self.model).eval()
+        use_batch_statistics(self.model).train()
+        freeze_all_but(self.model, params)
+        if cfg.consistency_reference == "bn_stats":
+            self.reference = copy.deepcopy(self.model)
+        self.reference.requires_grad_(False)
+        if cfg.sam:
+            self.optimizer = SAM(params, torch.optim.SGD, rho=cfg.rho, lr=cfg.lr)
+        else:
+            self.optimizer = torch.optim.SGD(params, lr=cfg.lr)
+        self.threshold = cfg.alpha * math.log(self.num_classes)
+        self.memory = ClassBalancedMemory(
+            self.num_classes, cfg.capacity, cfg.beta, generator=self.cpu_generator
+        )
+        self.record_trace = False
+
+    def reset_buffers(self) -> None:
+        self.memory.clear()
+        self.adaptation_steps = 0
+        self.trace: list[dict] = []
+        self._set_lr(self.cfg.lr)
+
+    # -- per batch --------------------------------------------------------------------------------
+    def step(self, x: torch.Tensor) -> TTAOutput:
+        fill = torch.tensor(self.cfg.crop_fill, device=x.device, dtype=x.dtype)
+        views = make_views(x, self.cfg.num_views, self.cfg.view_kind, self.generator, fill=fill)
+        return self.step_on_views(views)
+
+    def step_on_views(self, views: torch.Tensor) -> TTAOutput:
+        """One STAMP step on given views [K, B, 3, H, W] (view 0 = the clean batch)."""
+        cfg = self.cfg
+        k, b = views.shape[:2]
+        clean = views[0]
+        with torch.no_grad():
+            logits = self._view_logits(views)  # [K, B, C]
+            probs = torch.softmax(logits, dim=2).mean(dim=0)
+            entropy = prob_entropy(probs, cfg.score_eps)
+            clean_label = logits[0].argmax(dim=1)
+            averaged_label = probs.argmax(dim=1)
+            reliable = entropy < self.threshold
+            if cfg.consistency_filter:
+                reference_label = self.reference(clean).argmax(dim=1)
+                own = clean_label if cfg.compare_label == "clean" else averaged_label
+                reliable &= own == reference_label
+            stored = clean_label if cfg.stored_label == "clean" else averaged_label
+            if cfg.memory:
+                self.memory.add(clean[reliable], stored[reliable].cpu())
+        output = TTAOutput(probs, entropy)
+        if cfg.memory:
+            if len(self.memory) > 0:
+                self._adapt(self.memory.samples(), scale=cfg.capacity)
+        else:
+            self._adapt(clean, scale=b)
+        if self.record_trace:
+            self.trace.append(
+                dict(
+                    n_reliable=int(reliable.sum()),
+                    memory_counts=self.memory.class_counts().tolist(),
+                    lr=self.optimizer.param_groups[0]["lr"],
+                    adaptation_steps=self.adaptation_steps,
+                )
+            )
+        return output
+
+    def _view_logits(self, views: torch.Tensor) -> torch.Tensor:
+        k, b = views.shape[:2]
+        if self.cfg.batched_views and k > 1:
+            with view_groups(self.model, k):
+                return self.model(views.reshape(k * b, *views.shape[2:])).view(k, b, -1)
+        return torch.stack([self.model(v) for v in views])
+
+    # -- adaptation ---------------------------------------------------------------------------------
+    def loss(self, logits: torch.Tensor, scale: int) -> torch.Tensor:
+        """Self-weighted entropy (stamp.md §4.4.3–5): mean_i H_i·scale·ŵ_i, ŵ = softmax(−H).
+
+        With ``weighting='adaptive'`` the weights keep their gradient (the paper's point);
+        'static' detaches them; 'eata' uses exp(H_thr − H) detached; 'none' is plain mean entropy.
+        """
+        entropy = logit_entropy(logits)
+        weighting = self.cfg.weighting
+        if weighting == "none":
+            return entropy.mean()
+        if weighting == "eata":
+            return (entropy * torch.exp(self.threshold - entropy.detach())).mean()
+        weights = torch.softmax(-entropy, dim=0)
+        if weighting == "static":
+            weights = weights.detach()
+        if self.cfg.loss_scale == "sum":
+            return (entropy * weights).sum()
+        return (entropy * scale * weights).mean()
+
+    def _adapt(self, data: torch.Tensor, scale: int) -> None:
+        cfg = self.cfg
+        if cfg.memory and cfg.xi_update == "before_step":
+            self.memory.update_frequency()
+        with torch.enable_grad():
+            self.loss(self.model(data), scale).backward()
+            if cfg.sam:
+                self.optimizer.first_step(zero_grad=True)
+                self.loss(self.model(data), scale).backward()
+                self.optimizer.second_step(zero_grad=True)
+            else:
+                self.optimizer.step()
+                self.optimizer.zero_grad(set_to_none=True)
+        if cfg.memory and cfg.xi_update == "after_step":
+            self.memory.update_frequency()
+        self.adaptation_steps += 1
+        if cfg.lr_decay:
+            self._set_lr(
+                cosine_step_size(cfg.lr, self.adaptation_steps, cfg.period, cfg.schedule == "periodic")
+            )
+
+    def _set_lr(self, lr: float) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr

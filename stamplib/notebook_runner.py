@@ -1,0 +1,124 @@
+"""Execute the notebooks headless with papermill (run_all.sh and the tests use this).
+
+Executed copies go to a build folder, never over the committed notebooks; parameter names
+are checked against each notebook's ``parameters`` cell before running (papermill itself only
+warns about unknown names, notebooks.md).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stamplib import paths
+
+
+def notebooks_dir() -> Path:
+    root = paths.repo_root()
+    if root is None:
+        raise FileNotFoundError("the notebooks live in the source checkout; clone the repository")
+    return root / "notebooks"
+
+
+def discover(only: Sequence[str] = ()) -> list[Path]:
+    """Notebooks in dependency order (their numeric prefix); ``only`` filters by name or prefix."""
+    found = sorted(notebooks_dir().glob("[0-9][0-9]_*.ipynb"))
+    if not only:
+        return found
+    chosen = [nb for nb in found if any(nb.stem == o or nb.stem.startswith(o) for o in only)]
+    missing = [o for o in only if not any(nb.stem == o or nb.stem.startswith(o) for nb in found)]
+    if missing:
+        raise ValueError(f"no notebook matches {missing}; available: {', '.join(nb.stem for nb in found)}")
+    return chosen
+
+
+def notebook_parameters(nb: Path) -> dict[str, Any]:
+    import papermill
+
+    return papermill.inspect_notebook(str(nb))
+
+
+def check_parameters(nb: Path, params: dict[str, Any]) -> None:
+    known = notebook_parameters(nb)
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        raise ValueError(f"{nb.name}: unknown parameter(s) {unknown}; it takes {', '.join(sorted(known))}")
+
+
+@dataclass
+class NotebookRun:
+    notebook: str
+    output: Path
+    seconds: float
+    error: str | None = None
+
+
+def execute(
+    nb: Path,
+    output_dir: Path,
+    params: dict[str, Any],
+    timeout: int | None = None,
+    progress: bool = True,
+) -> NotebookRun:
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    output_dir.mkdir(parents=True, exist_ok=True)
+    out = output_dir / nb.name
+    accepted = notebook_parameters(nb)
+    given = {k: v for k, v in params.items() if k in accepted}
+    start = time.perf_counter()
+    try:
+        papermill.execute_notebook(
+            str(nb),
+            str(out),
+            parameters=given,
+            kernel_name="python3",
+            cwd=str(nb.parent),
+            progress_bar=progress,
+            execution_timeout=timeout,
+        )
+    except PapermillExecutionError as err:
+        cell = err.exec_count if err.exec_count is not None else err.cell_index
+        message = f"cell {cell}: {err.ename}: {err.evalue}"
+        return NotebookRun(nb.stem, out, time.perf_counter() - start, message)
+    return NotebookRun(nb.stem, out, time.perf_counter() - start)
+
+
+def run_notebooks(
+    profile: str = "quick",
+    only: Sequence[str] = (),
+    data_root: str | None = None,
+    device: str = "cpu",
+    build_dir: Path | None = None,
+    extra: dict[str, Any] | None = None,
+    timeout: int | None = None,
+) -> int:
+    """Run the chosen notebooks in order; print a summary; return a process exit code."""
+    build_dir = build_dir or (paths.repo_root() or Path.cwd()) / "build" / "notebooks" / profile
+    common: dict[str, Any] = {"profile": profile, "device": device, "data_root": data_root or ""}
+    extra = extra or {}
+    notebooks = discover(only)
+    for nb in notebooks:
+        check_parameters(nb, extra)
+    runs = []
+    for i, nb in enumerate(notebooks, 1):
+        print(f"[{i}/{len(notebooks)}] {nb.name} (profile {profile})", flush=True)
+        result = execute(nb, build_dir, {**common, **extra}, timeout=timeout)
+        status = "ok" if result.error is None else f"FAILED at {result.error}"
+        print(f"    {status} in {result.seconds:.0f} s -> {result.output}", flush=True)
+        runs.append(result)
+    print("\nsummary")
+    for r in runs:
+        print(f"  {'ok    ' if r.error is None else 'FAILED'} {r.notebook:40s} {r.seconds:7.1f} s"
+              + (f"   {r.error}" if r.error else ""))
+    total = sum(r.seconds for r in runs)
+    failed = [r for r in runs if r.error]
+    print(f"  {len(runs) - len(failed)} passed, {len(failed)} failed in {total:.0f} s")
+    for r in failed:
+        print(f"  see the executed copy with the failing cell marked: {r.output}", file=sys.stderr)
+    return 1 if failed else 0

@@ -1,0 +1,63 @@
+"""Where stamplib reads and writes. One convention everywhere:
+
+* data root — datasets and generated data: argument ``data_root``, else ``$STAMPLIB_DATA_ROOT``,
+  else ``<home>/data``;
+* home — ``$STAMPLIB_HOME``, else ``<repo>/.cache`` in a source checkout, else
+  ``~/.cache/stamplib``; checkpoints live in ``<home>/checkpoints``;
+* results — ``$STAMPLIB_RESULTS``, else ``<repo>/results`` (``<home>/results`` outside a checkout);
+* figures — ``$STAMPLIB_FIGURES``, else ``<repo>/figures``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+_CHECKOUT = PACKAGE_DIR.parent if (PACKAGE_DIR.parent / "pyproject.toml").is_file() else None
+
+
+def repo_root() -> Path | None:
+    """The source checkout holding this package, or None for a plain install."""
+    return _CHECKOUT
+
+
+def home() -> Path:
+    if "STAMPLIB_HOME" in os.environ:
+        return Path(os.environ["STAMPLIB_HOME"])
+    return _CHECKOUT / ".cache" if _CHECKOUT else Path.home() / ".cache" / "stamplib"
+
+
+def data_root(data_root: str | os.PathLike | None = None) -> Path:
+    if data_root:
+        return Path(data_root)
+    if os.environ.get("STAMPLIB_DATA_ROOT"):
+        return Path(os.environ["STAMPLIB_DATA_ROOT"])
+    return home() / "data"
+
+
+def checkpoints_dir() -> Path:
+    return home() / "checkpoints"
+
+
+def results_dir() -> Path:
+    if os.environ.get("STAMPLIB_RESULTS"):
+        return Path(os.environ["STAMPLIB_RESULTS"])
+    return _CHECKOUT / "results" if _CHECKOUT else home() / "results"
+
+
+def figures_dir() -> Path:
+    if os.environ.get("STAMPLIB_FIGURES"):
+        return Path(os.environ["STAMPLIB_FIGURES"])
+    return _CHECKOUT / "figures" if _CHECKOUT else Path.cwd() / "figures"
+
+
+def atomic_write_bytes(path: Path, payload: bytes) -> None:
+    """Write to a temporary sibling, fsync, then rename: readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
+    with open(tmp, "wb") as fh:
+        fh.write(payload)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
