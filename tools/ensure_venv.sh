@@ -17,6 +17,9 @@ echo "[stamplib] setting up $venv (first run takes a few minutes: torch is large
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
     "torch==2.14.1" "torchvision==0.29.1"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e "$root[dev]"
+# Frost textures only (corruptions.py reads the image files it ships): --no-deps keeps
+# OpenCV and scikit-image, which we do not need, out of the environment.
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "imagecorruptions==1.1.2"
 "$venv/bin/python" -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (stamplib)" >/dev/null
 echo "$want" > "$venv/.requirements-hash"
 echo "[stamplib] environment ready" >&2

@@ -19,7 +19,9 @@ from stamplib.data.benchmark import load_digits_benchmark
 from stamplib.models.resnet_cifar import resnet_cifar_tiny
 from stamplib.models.training import TrainRecipe, evaluate_accuracy, train_classifier
 
-DIGITS_RECIPE = TrainRecipe(epochs=30, lr=0.05, weight_decay=5e-4, crop_padding=2, hflip=False)
+# The CIFAR recipe's augmentation (crop with 4-px padding + horizontal flip, protocol.md §4.2):
+# the source model must be flip-invariant, since STAMP's test-time views flip half the time.
+DIGITS_RECIPE = TrainRecipe(epochs=30, lr=0.05, weight_decay=5e-4, crop_padding=4, hflip=True)
 DIGITS_CHECKPOINT = "digits_resnet_cifar_tiny"
 
 
