@@ -70,12 +70,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     print(f"checkpoints: {paths.checkpoints_dir()}")
     print(f"results:     {paths.results_dir()}")
     print(f"methods:     {', '.join(methods.available())}")
-    print("datasets:")
-    for name in sorted(data.ID_SETS):
-        print(f"  {name:20s} built-in (no download needed)")
-    print("outlier sets:")
-    for name in sorted(data.OUTLIER_SETS):
-        print(f"  {name:20s} built-in (no download needed)")
+    print("datasets and outlier sets:")
+    for name, found, where in data.dataset_status(args.data_root):
+        print(f"  {name:22s} {'found    ' if found else 'missing  '} {where}")
     ckpts = sorted(paths.checkpoints_dir().glob("*.pt")) if paths.checkpoints_dir().is_dir() else []
     print("checkpoints found:" + ("" if ckpts else " none yet (the built-in one trains on first use)"))
     for c in ckpts:

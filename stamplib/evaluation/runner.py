@@ -88,8 +88,13 @@ def run(
     profile = get_profile(spec.profile)
     num_classes = data.num_classes(spec.dataset)
     source = models.source_model(spec.dataset, progress=progress).to(device)
+    source_data = None
+    if methods.method_class(spec.method).needs_source_data:
+        images, labels = data.source_train(spec.dataset)
+        source_data = methods.SourceData(spec.dataset, images, labels)
     method = methods.create(
-        spec.method, source, num_classes, dataset=spec.dataset, seed=spec.seed, **dict(spec.overrides)
+        spec.method, source, num_classes, dataset=spec.dataset, seed=spec.seed,
+        source_data=source_data, **dict(spec.overrides),
     )
     per_corruption: dict[str, dict[str, Any]] = {}
     started = time.perf_counter()

@@ -1,9 +1,13 @@
 """TTA methods: ``available()`` lists them, ``create(name, model, num_classes, dataset=...)``
-builds one. Importing this package registers every method module."""
+builds one. Every module of this package is imported here, so a new method module registers
+itself with its ``@register`` decorator and nothing else needs editing."""
 
-from stamplib.methods import bn_stats, source, stamp, tent  # noqa: F401  (registration)
+import importlib
+import pkgutil
+
 from stamplib.methods.base import (
     SETTINGS,
+    SourceData,
     TTAMethod,
     TTAOutput,
     available,
@@ -14,8 +18,13 @@ from stamplib.methods.base import (
     setting_for,
 )
 
+for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+    if _module != "base" and not _module.startswith("_"):
+        importlib.import_module(f"{__name__}.{_module}")
+
 __all__ = [
     "SETTINGS",
+    "SourceData",
     "TTAMethod",
     "TTAOutput",
     "available",

@@ -33,8 +33,29 @@ DATASET_SETTING = {
     "imagenet_c": "imagenet_c",
     "cifar10_c_8_2": "cifar10_c_8_2",
     "cifar100_c_80_20": "cifar100_c_80_20",
+    "cifar10": "cifar10_c",  # clean CIFAR-10 test set corrupted on the fly
+    "cifar100": "cifar100_c",
+    "cifar10_8_2": "cifar10_c_8_2",
+    "cifar100_80_20": "cifar100_c_80_20",
+    "cifar10_jpeg": "cifar10_c",  # the JPEG re-encoded CIFAR-10 of shared/data
+    "cifar10_jpeg_8_2": "cifar10_c_8_2",
     "digits": "cifar10_c",
 }
+
+
+@dataclass(frozen=True)
+class SourceData:
+    """Clean source-domain training data for methods that need source statistics
+    (EATA's Fisher information, OWTTT's prototypes). Methods never read files: the evaluation
+    layer hands this in. ``name`` keys the statistics cache."""
+
+    name: str
+    images: torch.Tensor  # uint8 [N, H, W, 3]
+    labels: torch.Tensor  # long [N]
+
+
+#: Source statistics computed in this process, keyed by (source name, statistic name).
+_SOURCE_STATISTICS: dict[tuple[str, str], Any] = {}
 
 
 @dataclass(frozen=True)
@@ -61,8 +82,21 @@ class TTAMethod:
     config_cls: ClassVar[type]
     configs: ClassVar[dict[str, Any]]
 
-    def __init__(self, model: nn.Module, num_classes: int, config: Any, seed: int = 0) -> None:
+    #: Set True by methods that need :class:`SourceData` (``create`` then insists on it).
+    needs_source_data: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        model: nn.Module,
+        num_classes: int,
+        config: Any,
+        seed: int = 0,
+        source_data: SourceData | None = None,
+    ) -> None:
         assert num_classes >= 2, "a classifier needs at least two classes"
+        if self.needs_source_data and source_data is None:
+            raise ValueError(f"method {self.name!r} needs source_data=SourceData(...) (clean training images)")
+        self.source_data = source_data
         self.model = model
         self.num_classes = num_classes
         self.config = config
@@ -86,6 +120,14 @@ class TTAMethod:
         raise NotImplementedError
 
     # -- shared ---------------------------------------------------------------------------------
+    def source_statistic(self, key: str, compute: Callable[[], Any]) -> Any:
+        """``compute()`` once per process for this source data set and ``key``, then cached."""
+        assert self.source_data is not None, "source statistics need source_data"
+        cache_key = (self.source_data.name, key)
+        if cache_key not in _SOURCE_STATISTICS:
+            _SOURCE_STATISTICS[cache_key] = compute()
+        return _SOURCE_STATISTICS[cache_key]
+
     def adapted_parameters(self) -> list[nn.Parameter]:
         """The tensors the optimiser updates (empty for methods that do not adapt)."""
         if self.optimizer is None:
@@ -169,8 +211,14 @@ def create(
     num_classes: int,
     dataset: str = "cifar10_c",
     seed: int = 0,
+    source_data: SourceData | None = None,
     **overrides: Any,
 ) -> TTAMethod:
-    """Build method ``name`` around a private copy of ``model`` (the caller's model is untouched)."""
+    """Build method ``name`` around a private copy of ``model`` (the caller's model is untouched).
+
+    ``dataset`` picks the hyperparameter setting; ``overrides`` replace single hyperparameters;
+    ``source_data`` is required by methods that compute source statistics (EATA, OWTTT).
+    """
     config = resolve_config(name, dataset, **overrides)
-    return method_class(name)(copy.deepcopy(model), num_classes, config, seed=seed)
+    cls = method_class(name)
+    return cls(copy.deepcopy(model), num_classes, config, seed=seed, source_data=source_data)

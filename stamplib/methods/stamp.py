@@ -166,6 +166,8 @@ class Stamp(TTAMethod):
             if cfg.memory:
                 self.memory.add(clean[reliable], stored[reliable].cpu())
         output = TTAOutput(probs, entropy)
+        lr_used = self.optimizer.param_groups[0]["lr"]
+        steps_before = self.adaptation_steps
         if cfg.memory:
             if len(self.memory) > 0:
                 self._adapt(self.memory.samples(), scale=cfg.capacity)
@@ -176,8 +178,8 @@ class Stamp(TTAMethod):
                 dict(
                     n_reliable=int(reliable.sum()),
                     memory_counts=self.memory.class_counts().tolist(),
-                    lr=self.optimizer.param_groups[0]["lr"],
-                    adaptation_steps=self.adaptation_steps,
+                    adapted=self.adaptation_steps > steps_before,
+                    lr=lr_used,
                 )
             )
         return output

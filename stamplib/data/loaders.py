@@ -1,0 +1,592 @@
+"""Dataset loaders: every dataset of protocol.md §1 as uint8 N×H×W×3 tensors plus labels.
+
+One data-root convention (``stamplib.paths.data_root``: argument, else ``$STAMPLIB_DATA_ROOT``)
+and the on-disk layouts of the official releases, relative to it:
+
+=====================  ====================================================================
+CIFAR-10 / 100         ``cifar-10-batches-py/`` / ``cifar-100-python/`` (torchvision's pickles)
+CIFAR-10-C / 100-C     ``CIFAR-10-C/<corruption>.npy`` + ``labels.npy`` (Hendrycks: 5 severity
+                       blocks of 10,000 rows, severity 1 first)
+ImageNet-C             ``ImageNet-C/<corruption>/<severity>/<wnid>/*.JPEG``
+SVHN                   ``svhn/test_32x32.mat`` (torchvision)
+LSUN (resize)          ``LSUN_resize/`` (ODIN release; image folder)
+Tiny-ImageNet-C        ``Tiny-ImageNet-C/<corruption>/<severity>/<wnid>/*.JPEG`` (Hendrycks)
+Tiny-ImageNet (clean)  ``tiny-imagenet-200/val/`` (only to generate Tiny-ImageNet-C ourselves)
+Textures (DTD)         ``dtd/images/<class>/*.jpg``
+Places365              ``places365/`` (an ImageFolder; torchvision's ``val_256`` works)
+=====================  ====================================================================
+
+Two generic offline sources: an ``.npz`` with ``images`` (uint8 N×H×W×3) and ``labels``, and
+an ImageFolder directory (sorted class folders, sorted files — torchvision's order), decoded
+once with Pillow and cached as ``.npz`` (atomically written, keyed by the file list, sizes and
+modification times).
+
+Order matters (protocol.md §1.1: outlier sets are cut to their *first* N images), so every
+loader returns images in the documented order and never shuffles.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import warnings
+import zipfile
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+
+from stamplib import paths
+from stamplib.data import downloads
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+
+#: Seed of the Tiny-ImageNet-C order (protocol.md §1.1: a random permutation made once and
+#: cached; the authors drew it with ``torch.randperm`` under their RNG_SEED 2020).
+TINY_PERMUTATION_SEED = 2020
+
+
+class DatasetNotFound(FileNotFoundError):
+    """Dataset files are missing; the message says where they go and how to get them."""
+
+
+class DatasetFormatError(ValueError):
+    """Dataset files exist but have the wrong format, shape, dtype or are truncated."""
+
+
+@dataclass(frozen=True)
+class ImageSet:
+    images: torch.Tensor  # uint8 [N, H, W, 3]
+    labels: torch.Tensor  # int64 [N]
+    classes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        assert self.images.dtype == torch.uint8 and self.images.dim() == 4 and self.images.shape[3] == 3
+        assert self.labels.shape == (self.images.shape[0],)
+
+    def __len__(self) -> int:
+        return int(self.images.shape[0])
+
+    def select(self, mask: torch.Tensor) -> ImageSet:
+        return ImageSet(self.images[mask], self.labels[mask], self.classes)
+
+
+def _root(data_root: str | os.PathLike | None) -> Path:
+    return paths.data_root(data_root)
+
+
+def _to_set(images: np.ndarray, labels: np.ndarray, classes: Sequence[str] = ()) -> ImageSet:
+    return ImageSet(
+        torch.from_numpy(np.ascontiguousarray(images)),
+        torch.from_numpy(np.asarray(labels, dtype=np.int64).copy()),
+        tuple(classes),
+    )
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def check_images(arr: np.ndarray, where: str | os.PathLike) -> np.ndarray:
+    """Validate a uint8 N×H×W×3 array; errors say what is wrong and how to fix it."""
+    if not isinstance(arr, np.ndarray):
+        raise DatasetFormatError(f"{where}: expected a numpy array of images, got {type(arr).__name__}")
+    if arr.ndim == 4 and arr.shape[1] == 3 and arr.shape[3] != 3:
+        raise DatasetFormatError(
+            f"{where}: images have shape {arr.shape}, which looks like N×3×H×W; store them "
+            "channels-last (N×H×W×3), e.g. arr.transpose(0, 2, 3, 1)"
+        )
+    if arr.ndim != 4 or arr.shape[3] != 3:
+        raise DatasetFormatError(f"{where}: images must be N×H×W×3 RGB, got shape {arr.shape}")
+    if arr.dtype != np.uint8:
+        hint = "cast to uint8"
+        if np.issubdtype(arr.dtype, np.floating) and arr.size and float(np.nanmax(arr)) <= 1.0:
+            hint = "values look like floats in [0, 1]: store (x * 255).round().astype(np.uint8)"
+        elif arr.size and (arr.min() < 0 or arr.max() > 255):
+            hint = f"values span [{arr.min()}, {arr.max()}], outside 0..255: rescale, then cast to uint8"
+        raise DatasetFormatError(f"{where}: images must be uint8 (0..255), got {arr.dtype}; {hint}")
+    return arr
+
+
+def check_labels(labels: np.ndarray, n: int, where: str | os.PathLike) -> np.ndarray:
+    labels = np.asarray(labels)
+    if labels.ndim == 2 and 1 in labels.shape:
+        labels = labels.reshape(-1)
+    if labels.ndim != 1 or labels.shape[0] != n:
+        raise DatasetFormatError(f"{where}: expected {n} labels (one per image), got shape {labels.shape}")
+    if not np.issubdtype(labels.dtype, np.integer):
+        raise DatasetFormatError(f"{where}: labels must be integers, got {labels.dtype}")
+    if n and labels.min() < 0:
+        raise DatasetFormatError(f"{where}: labels must be ≥ 0 (outlier labels are set by the stream)")
+    return labels.astype(np.int64)
+
+
+def _missing(what: Path, resource: str | None, data_root: Path, extra: str = "") -> DatasetNotFound:
+    hint = downloads.missing_hint(resource, data_root) if resource else f"{what} is missing"
+    env = "" if os.environ.get("STAMPLIB_DATA_ROOT") else " (data root: --data-root or $STAMPLIB_DATA_ROOT)"
+    return DatasetNotFound(f"{hint}{env}{'. ' + extra if extra else ''}")
+
+
+def _ensure(resource: str, target: Path, root: Path, download: bool, extra: str = "") -> None:
+    """Make ``target`` exist: fetch ``resource`` if allowed (an archive already placed in the
+    data root is unpacked without network access), else raise with the fix."""
+    if target.exists():
+        return
+    archive = root / downloads.RESOURCES[resource].filename
+    if download or archive.exists():
+        downloads.fetch(resource, root, download_missing=download)
+    if not target.exists():
+        raise _missing(target, resource, root, extra)
+
+
+# --------------------------------------------------------------------------- generic sources
+
+
+def load_npz(path: str | os.PathLike, *, require_labels: bool = True) -> ImageSet:
+    """An ``.npz`` holding ``images`` (uint8 N×H×W×3) and ``labels`` (int, N)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetNotFound(
+            f"{path} does not exist; write one with np.savez(path, images=uint8 N×H×W×3, labels=int N)"
+        )
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if "images" not in z.files:
+                raise DatasetFormatError(f"{path}: no 'images' array (found {z.files})")
+            images = check_images(z["images"], path)
+            if "labels" in z.files:
+                labels = check_labels(z["labels"], images.shape[0], path)
+            elif require_labels:
+                raise DatasetFormatError(f"{path}: no 'labels' array (found {z.files}); ID sets need labels")
+            else:
+                labels = np.zeros(images.shape[0], dtype=np.int64)
+    except (zipfile.BadZipFile, EOFError, OSError) as exc:
+        raise DatasetFormatError(f"{path} is truncated or not an .npz ({exc}); write it again") from exc
+    except ValueError as exc:
+        if isinstance(exc, DatasetFormatError):
+            raise
+        raise DatasetFormatError(f"{path} is damaged ({exc}); write it again") from exc
+    return _to_set(images, labels)
+
+
+def list_image_folder(root: str | os.PathLike) -> tuple[list[Path], list[int], list[str]]:
+    """Files of an ImageFolder in torchvision's order: sorted class folders, each walked in
+    sorted order with sorted file names. A folder holding images directly is one class ''."""
+    root = Path(root)
+    if not root.is_dir():
+        raise DatasetNotFound(f"image folder {root} does not exist")
+    classes = sorted(e.name for e in os.scandir(root) if e.is_dir() and not e.name.startswith("."))
+    files: list[Path] = []
+    labels: list[int] = []
+    if classes:
+        for index, cls in enumerate(classes):
+            for dirpath, dirnames, filenames in sorted(os.walk(root / cls, followlinks=True)):
+                dirnames.sort()
+                for fname in sorted(filenames):
+                    if fname.lower().endswith(IMAGE_EXTENSIONS):
+                        files.append(Path(dirpath) / fname)
+                        labels.append(index)
+    else:
+        files = [root / f for f in sorted(os.listdir(root)) if f.lower().endswith(IMAGE_EXTENSIONS)]
+        labels = [0] * len(files)
+        classes = [""]
+    if not files:
+        raise DatasetNotFound(f"image folder {root} holds no images ({', '.join(IMAGE_EXTENSIONS)})")
+    return files, labels, classes
+
+
+def _decode(path: Path, resize: int | None, center_crop: int | None) -> np.ndarray:
+    try:
+        with Image.open(path) as im:
+            im = im.convert("RGB")
+            if center_crop is not None and im.size != (center_crop, center_crop):
+                w, h = im.size
+                left, top = (w - center_crop) // 2, (h - center_crop) // 2
+                if left < 0 or top < 0:
+                    raise DatasetFormatError(f"{path} is {w}×{h}, smaller than the {center_crop} crop")
+                im = im.crop((left, top, left + center_crop, top + center_crop))
+            if resize is not None and im.size != (resize, resize):
+                # torchvision's Resize((s, s)) on a PIL image = PIL bilinear (protocol.md §1.3).
+                im = im.resize((resize, resize), Image.BILINEAR)
+            return np.asarray(im, dtype=np.uint8)
+    except (OSError, SyntaxError) as exc:
+        raise DatasetFormatError(f"{path} cannot be decoded ({exc}); the file is truncated or not an image") from exc
+
+
+def decode_images(
+    files: Sequence[Path], *, resize: int | None = None, center_crop: int | None = None, workers: int | None = None
+) -> np.ndarray:
+    """Decode image files into one uint8 N×H×W×3 array (Pillow; threads, as decoding releases
+    the GIL). All images must end up the same size — pass ``resize`` otherwise."""
+    if not files:
+        return np.zeros((0, resize or 0, resize or 0, 3), np.uint8)
+    first = _decode(files[0], resize, center_crop)
+    # Preallocated: ImageNet-C is 7.5 GB per corruption, a list + np.stack would double that.
+    out = np.empty((len(files), *first.shape), np.uint8)
+    out[0] = first
+
+    def put(i: int) -> None:
+        arr = _decode(files[i], resize, center_crop)
+        if arr.shape != first.shape:
+            raise DatasetFormatError(
+                f"{files[i]} is {arr.shape[1]}×{arr.shape[0]}, {files[0]} is {first.shape[1]}×{first.shape[0]}: "
+                "images have different sizes; pass a resize size"
+            )
+        out[i] = arr
+
+    with ThreadPoolExecutor(workers or min(4, os.cpu_count() or 1)) as pool:
+        list(pool.map(put, range(1, len(files))))
+    return out
+
+
+def _fingerprint(files: Sequence[Path], root: Path, extra: str) -> str:
+    h = hashlib.sha256(extra.encode())
+    for f in files:
+        st = f.stat()
+        h.update(f"{f.relative_to(root)}\t{st.st_size}\t{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def _cache_path(root: Path, tag: str) -> Path:
+    """Next to the folder if that is writable, else under ``<data_root>/cache``."""
+    sibling = root.with_name(f"{root.name}.stamplib{tag}.npz")
+    if os.access(root.parent, os.W_OK):
+        return sibling
+    key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
+    return paths.data_root() / "cache" / f"{root.name}-{key}{tag}.npz"
+
+
+def atomic_save_npz(path: Path, **arrays: np.ndarray) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
+    try:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def load_image_folder(
+    root: str | os.PathLike,
+    *,
+    resize: int | None = None,
+    center_crop: int | None = None,
+    limit: int | None = None,
+    order: Sequence[int] | None = None,
+    cache: bool = True,
+) -> ImageSet:
+    """An ImageFolder as uint8 images in torchvision's order (optionally re-ordered by
+    ``order``, then cut to the first ``limit``). With ``cache`` the full decoded folder is
+    stored as ``<folder>.stamplib<tag>.npz`` and reused while the files are unchanged."""
+    root = Path(root)
+    files, labels, classes = list_image_folder(root)
+    idx = np.asarray(order if order is not None else range(len(files)), dtype=np.int64)
+    if order is not None and sorted(idx.tolist()) != list(range(len(files))):
+        raise DatasetFormatError(f"{root}: the order has {len(idx)} entries for {len(files)} images")
+    tag = "".join(f"-{k}{v}" for k, v in (("r", resize), ("c", center_crop)) if v is not None)
+    cache_file = _cache_path(root, tag) if cache else None
+    fingerprint = _fingerprint(files, root, tag) if cache else ""
+    if cache_file is not None and cache_file.is_file():
+        try:
+            with np.load(cache_file, allow_pickle=False) as z:
+                if str(z["fingerprint"]) == fingerprint:
+                    sel = idx if limit is None else idx[:limit]
+                    return _to_set(z["images"][sel], z["labels"][sel], classes)
+        except (zipfile.BadZipFile, EOFError, OSError, KeyError, ValueError):
+            pass  # a stale or damaged cache is rebuilt below
+    if limit is not None and limit < len(files):
+        sel = idx[:limit]
+        images = decode_images([files[i] for i in sel], resize=resize, center_crop=center_crop)
+        return _to_set(images, np.asarray(labels)[sel], classes)
+    images = decode_images(files, resize=resize, center_crop=center_crop)
+    label_arr = np.asarray(labels, dtype=np.int64)
+    if cache_file is not None:
+        try:
+            atomic_save_npz(cache_file, images=images, labels=label_arr, fingerprint=np.array(fingerprint))
+        except OSError as exc:
+            warnings.warn(f"could not cache {root} as {cache_file}: {exc}", stacklevel=2)
+    sel = idx if limit is None else idx[:limit]
+    return _to_set(images[sel], label_arr[sel], classes)
+
+
+# --------------------------------------------------------------------------- CIFAR
+
+
+_CIFAR = {
+    "cifar10": ("cifar-10-batches-py", [f"data_batch_{i}" for i in range(1, 6)], ["test_batch"], b"labels"),
+    "cifar100": ("cifar-100-python", ["train"], ["test"], b"fine_labels"),
+}
+
+
+@lru_cache(maxsize=8)
+def _read_cifar_batch(path: str, mtime: int, label_key: bytes) -> tuple[np.ndarray, np.ndarray]:
+    try:
+        with open(path, "rb") as fh:
+            # The official format is a pickle (as torchvision reads it); only load trusted files.
+            batch = pickle.load(fh, encoding="bytes")
+    except (pickle.UnpicklingError, EOFError, ValueError) as exc:
+        raise DatasetFormatError(f"{path} is truncated or not a CIFAR batch ({exc}); delete it and download again") from exc
+    try:
+        data = np.asarray(batch[b"data"], dtype=np.uint8)
+        labels = np.asarray(batch[label_key])
+    except (KeyError, TypeError) as exc:
+        raise DatasetFormatError(f"{path}: not a CIFAR python batch (missing {exc})") from exc
+    if data.ndim != 2 or data.shape[1] != 3072 or data.shape[0] != labels.shape[0]:
+        raise DatasetFormatError(f"{path}: data has shape {data.shape}, expected N×3072 with N labels")
+    return data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1), labels
+
+
+def load_cifar(
+    name: str, split: str = "test", data_root: str | os.PathLike | None = None, *, download: bool = False
+) -> ImageSet:
+    """CIFAR-10 / CIFAR-100 (``name`` = cifar10 | cifar100) in torchvision's on-disk format;
+    CIFAR-100 labels are the fine labels."""
+    if name not in _CIFAR or split not in ("train", "test"):
+        raise ValueError(f"unknown CIFAR set {name!r}/{split!r}")
+    root = _root(data_root)
+    folder_name, train_files, test_files, label_key = _CIFAR[name]
+    folder = root / folder_name
+    files = [folder / f for f in (train_files if split == "train" else test_files)]
+    if not all(f.is_file() for f in files):
+        if download:
+            downloads.fetch(name, root)
+        missing = [f.name for f in files if not f.is_file()]
+        if missing:
+            raise _missing(folder, name, root, f"missing in it: {', '.join(missing)}")
+    parts = [_read_cifar_batch(str(f), f.stat().st_mtime_ns, label_key) for f in files]
+    images = np.concatenate([p[0] for p in parts])
+    labels = np.concatenate([p[1] for p in parts])
+    return _to_set(images, check_labels(labels, images.shape[0], folder))
+
+
+_CIFAR_C = {"cifar10": ("CIFAR-10-C", "cifar10_c"), "cifar100": ("CIFAR-100-C", "cifar100_c")}
+
+
+def _open_npy(path: Path) -> np.ndarray:
+    try:
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise DatasetFormatError(
+            f"{path} is truncated or not a .npy array ({exc}); delete it and extract/download it again"
+        ) from exc
+
+
+@lru_cache(maxsize=6)
+def _cifar_c_block(npy: str, labels_npy: str, severity: int, stamp: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    arr = _open_npy(Path(npy))
+    if arr.ndim != 4 or arr.shape[1:] != (32, 32, 3) or arr.dtype != np.uint8:
+        raise DatasetFormatError(f"{npy}: expected uint8 N×32×32×3, got {arr.dtype} {arr.shape}")
+    rows = arr.shape[0]
+    if rows % 5:
+        raise DatasetFormatError(f"{npy}: {rows} rows are not 5 severity blocks (Hendrycks: 50,000 = 5 × 10,000)")
+    labels = np.asarray(_open_npy(Path(labels_npy)))
+    labels = check_labels(labels, rows, labels_npy)
+    block = rows // 5
+    sl = slice((severity - 1) * block, severity * block)
+    return np.array(arr[sl]), labels[sl]
+
+
+def load_cifar_c(
+    name: str,
+    corruption: str,
+    severity: int,
+    data_root: str | os.PathLike | None = None,
+    *,
+    download: bool = False,
+) -> ImageSet:
+    """CIFAR-10-C / CIFAR-100-C (``name`` = cifar10 | cifar100), Hendrycks' ``.npy`` layout:
+    rows ``(severity−1)·n … severity·n−1`` with ``n`` = rows/5 (10,000 in the release)."""
+    if name not in _CIFAR_C:
+        raise ValueError(f"unknown CIFAR-C set {name!r}")
+    if severity not in (1, 2, 3, 4, 5):
+        raise ValueError(f"severity must be 1..5, got {severity}")
+    root = _root(data_root)
+    folder_name, resource = _CIFAR_C[name]
+    folder = root / folder_name
+    _ensure(resource, folder, root, download)
+    npy, labels_npy = folder / f"{corruption}.npy", folder / "labels.npy"
+    for f in (npy, labels_npy):
+        if not f.is_file():
+            raise DatasetNotFound(
+                f"{f} is missing although {folder} exists: the extraction was incomplete; delete "
+                f"{folder} and unpack {downloads.RESOURCES[resource].filename} again"
+            )
+    stamp = (npy.stat().st_mtime_ns, labels_npy.stat().st_mtime_ns)
+    images, labels = _cifar_c_block(str(npy), str(labels_npy), int(severity), stamp)
+    return _to_set(images, labels)
+
+
+# --------------------------------------------------------------------------- ImageNet-C
+
+
+def load_imagenet_c(
+    corruption: str,
+    severity: int,
+    data_root: str | os.PathLike | None = None,
+    *,
+    limit: int | None = None,
+    expect_classes: int | None = 1000,
+    download: bool = False,
+    cache: bool = False,
+) -> ImageSet:
+    """ImageNet-C ``<corruption>/<severity>/<wnid>/*.JPEG``; class index = sorted wnid order
+    (= torchvision's ImageNet index). ``CenterCrop(224)`` is applied (a no-op on the release).
+    Not cached by default: the 15 corruptions would take ~110 GB as uint8 arrays."""
+    root = _root(data_root)
+    folder = root / "ImageNet-C" / corruption / str(severity)
+    group = downloads.IMAGENET_C_GROUP.get(corruption)
+    if not folder.is_dir():
+        if group is not None:
+            _ensure(f"imagenet_c_{group}", root / "ImageNet-C" / corruption, root, download)
+        if not folder.is_dir():
+            raise DatasetNotFound(f"{folder} is missing (expected ImageNet-C/<corruption>/<severity>/<wnid>/*.JPEG)")
+    _, _, classes = list_image_folder(folder)
+    if expect_classes is not None and len(classes) != expect_classes:
+        raise DatasetFormatError(
+            f"{folder} has {len(classes)} class folders, expected {expect_classes}: a partial copy "
+            "would shift every class index; unpack the archive again"
+        )
+    return load_image_folder(folder, center_crop=224, limit=limit, cache=cache)
+
+
+# --------------------------------------------------------------------------- outlier pools
+
+
+def load_svhn(
+    split: str = "test", data_root: str | os.PathLike | None = None, *, path: str | os.PathLike | None = None,
+    download: bool = False,
+) -> ImageSet:
+    """SVHN ``<split>_32x32.mat`` (torchvision's file): X is 32×32×3×N, y in 1..10 (10 = digit 0)."""
+    import scipy.io
+
+    root = _root(data_root)
+    mat = Path(path) if path is not None else root / "svhn" / f"{split}_32x32.mat"
+    if path is None and split == "test":
+        _ensure("svhn", mat, root, download)
+    if not mat.is_file():
+        raise DatasetNotFound(f"{mat} is missing; torchvision.datasets.SVHN(root, split={split!r}, download=True) fetches it")
+    try:
+        content = scipy.io.loadmat(mat)
+    except (ValueError, OSError, TypeError, scipy.io.matlab.MatReadError) as exc:
+        raise DatasetFormatError(f"{mat} is truncated or not a MATLAB file ({exc}); delete it and download again") from exc
+    if "X" not in content or "y" not in content:
+        raise DatasetFormatError(f"{mat}: expected variables X and y, found {sorted(k for k in content if not k.startswith('__'))}")
+    x = content["X"]
+    if x.ndim != 4 or x.shape[:3] != (32, 32, 3):
+        raise DatasetFormatError(f"{mat}: X has shape {x.shape}, expected 32×32×3×N")
+    images = check_images(np.ascontiguousarray(x.transpose(3, 0, 1, 2)), mat)
+    labels = check_labels(content["y"], images.shape[0], mat) % 10
+    return _to_set(images, labels)
+
+
+def load_lsun_resize(data_root: str | os.PathLike | None = None, *, limit: int | None = None, download: bool = False) -> ImageSet:
+    """LSUN (resize), ODIN's 10,000 32×32 images, sorted file names (protocol.md §1.1)."""
+    root = _root(data_root)
+    folder = root / "LSUN_resize"
+    _ensure("lsun_resize", folder, root, download)
+    return load_image_folder(folder, limit=limit)
+
+
+def load_textures(
+    data_root: str | os.PathLike | None = None, *, size: int | None = 224, limit: int | None = None, download: bool = False
+) -> ImageSet:
+    """DTD ``dtd/images/<47 classes>/`` in sorted class/file order, ``Resize((size, size))``
+    (protocol.md §6.5; the first 5,000 = 41 classes plus 80 images of "swirly")."""
+    root = _root(data_root)
+    folder = root / "dtd" / "images"
+    _ensure("textures", folder, root, download)
+    return load_image_folder(folder, resize=size, limit=limit)
+
+
+def load_places365(
+    data_root: str | os.PathLike | None = None, *, size: int | None = 224, limit: int | None = None, download: bool = False
+) -> ImageSet:
+    """Places365 as an ImageFolder at ``places365/`` (sorted class folders, sorted files),
+    ``Resize((size, size))`` (protocol.md §6.4; which subset the paper used is unknown)."""
+    root = _root(data_root)
+    folder = root / "places365"
+    if not folder.is_dir():
+        _ensure("places365", folder / "val_256", root, download)
+    return load_image_folder(folder, resize=size, limit=limit)
+
+
+def tiny_permutation(n: int, folder: Path) -> np.ndarray:
+    """The cached Tiny-ImageNet-C order (protocol.md §1.1): ``torch.randperm(n)`` with seed
+    2020, stored once as ``<folder>/permutation-<n>.npy`` so that every run uses the same one."""
+    path = folder / f"permutation-{n}.npy"
+    if path.is_file():
+        perm = np.load(path, allow_pickle=False)
+        if perm.shape == (n,) and np.array_equal(np.sort(perm), np.arange(n)):
+            return perm
+        raise DatasetFormatError(f"{path} is not a permutation of {n}; delete it to recreate it")
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(TINY_PERMUTATION_SEED)).numpy()
+    try:
+        tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
+        with open(tmp, "wb") as fh:
+            np.save(fh, perm)
+        os.replace(tmp, path)
+    except OSError as exc:  # read-only data: the permutation is seeded, so nothing is lost
+        warnings.warn(f"could not store {path}: {exc}", stacklevel=2)
+    return perm
+
+
+def load_tiny_imagenet_c(
+    corruption: str,
+    severity: int,
+    data_root: str | os.PathLike | None = None,
+    *,
+    limit: int | None = None,
+    download: bool = False,
+) -> ImageSet:
+    """Hendrycks' Tiny-ImageNet-C ``<corruption>/<severity>/<wnid>/*.JPEG`` (200 × 50, 64×64)
+    in the cached permuted order; images stay 64×64 (the stream resizes them)."""
+    root = _root(data_root)
+    base = root / "Tiny-ImageNet-C"
+    _ensure("tiny_imagenet_c", base, root, download)
+    folder = base / corruption / str(severity)
+    if not folder.is_dir():
+        raise DatasetNotFound(f"{folder} is missing (expected Tiny-ImageNet-C/<corruption>/<severity>/<wnid>/*.JPEG)")
+    files, _, _ = list_image_folder(folder)
+    return load_image_folder(folder, order=tiny_permutation(len(files), base), limit=limit)
+
+
+def load_tiny_imagenet_val(data_root: str | os.PathLike | None = None, *, limit: int | None = None) -> ImageSet:
+    """Clean Tiny-ImageNet validation images (``tiny-imagenet-200/val/images`` +
+    ``val_annotations.txt``) in the order of the -C release (sorted wnid, sorted file name),
+    permuted like Tiny-ImageNet-C — the source for generating Tiny-ImageNet-C ourselves."""
+    root = _root(data_root)
+    base = root / "tiny-imagenet-200"
+    ann = base / "val" / "val_annotations.txt"
+    if not ann.is_file():
+        raise DatasetNotFound(f"{ann} is missing; unpack tiny-imagenet-200.zip (cs231n.stanford.edu) into {root}")
+    entries = []
+    for line in ann.read_text().splitlines():
+        if line.strip():
+            fname, wnid = line.split("\t")[:2]
+            entries.append((wnid, fname))
+    entries.sort()
+    wnids = sorted({w for w, _ in entries})
+    files = [base / "val" / "images" / f for _, f in entries]
+    labels = np.array([wnids.index(w) for w, _ in entries], dtype=np.int64)
+    perm = tiny_permutation(len(files), base)
+    sel = perm if limit is None else perm[:limit]
+    images = decode_images([files[i] for i in sel])
+    return _to_set(images, labels[sel], wnids)
+
+
+def resize_images(images: torch.Tensor, size: int) -> torch.Tensor:
+    """Resize uint8 N×H×W×3 images to size×size with PIL bilinear (torchvision's
+    ``Resize((size, size))`` on PIL images; protocol.md §1.3, e.g. Tiny-ImageNet-C 64 → 32)."""
+    if images.shape[1] == size and images.shape[2] == size:
+        return images
+    arr = images.cpu().numpy()
+    out = np.stack([np.asarray(Image.fromarray(a).resize((size, size), Image.BILINEAR)) for a in arr])
+    return torch.from_numpy(out)

@@ -1,0 +1,301 @@
+"""STAMP acceptance tests (issue 5): memory rules, self-weighted loss gradient, the periodic
+cosine step size, parameter selection, reset identity, and a plain loop-based oracle of
+stamp.md §8 that step() must match."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+from conftest import tiny_net
+from torch import nn
+
+from stamplib import methods
+from stamplib.blocks.memory import ClassBalancedMemory
+from stamplib.blocks.views import make_views
+from stamplib.methods.stamp import Stamp, cosine_step_size
+from stamplib.models import create as create_model
+
+
+def _sample(value: float) -> torch.Tensor:
+    return torch.full((1, 2, 2), value)
+
+
+def _memory_values(mem: ClassBalancedMemory) -> list[list[float]]:
+    return [[float(s[0, 0, 0]) for s in cls] for cls in mem.items]
+
+
+# -- memory (stamp.md §4.3) ---------------------------------------------------------------------------
+def test_memory_fills_then_evicts_oldest_of_top_class():
+    mem = ClassBalancedMemory(num_classes=3, capacity=4, generator=torch.Generator().manual_seed(0))
+    mem.add(torch.stack([_sample(v) for v in (1, 2, 3, 4)]), torch.tensor([0, 0, 0, 1]))
+    mem.update_frequency()  # ξ = 0.1·(3, 1, 0)
+    assert torch.allclose(mem.xi, torch.tensor([0.3, 0.1, 0.0], dtype=torch.float64))
+    mem.add(_sample(5).unsqueeze(0), torch.tensor([2]))
+    assert _memory_values(mem) == [[2, 3], [4], [5]]  # class 0 had the top ξ: its oldest (1) left
+
+
+def test_xi_frozen_during_a_batch_can_empty_the_top_class():
+    mem = ClassBalancedMemory(num_classes=3, capacity=3, generator=torch.Generator().manual_seed(0))
+    mem.add(torch.stack([_sample(v) for v in (1, 2, 3)]), torch.tensor([0, 0, 1]))
+    mem.update_frequency()  # ξ = (0.2, 0.1, 0)
+    # Three new class-2 samples in one batch: ξ stays (0.2, 0.1, 0) throughout, so class 0 is
+    # emptied first (oldest first), then class 1 (the only present class with ξ > 0 left) ...
+    mem.add(torch.stack([_sample(v) for v in (7, 8, 9)]), torch.tensor([2, 2, 2]))
+    assert _memory_values(mem) == [[], [], [7, 8, 9]]
+    assert torch.allclose(mem.xi, torch.tensor([0.2, 0.1, 0.0], dtype=torch.float64))
+
+
+def test_never_present_class_is_protected_and_ties_use_the_seeded_generator():
+    picks = set()
+    for seed in range(12):
+        mem = ClassBalancedMemory(num_classes=3, capacity=2, generator=torch.Generator().manual_seed(seed))
+        mem.add(torch.stack([_sample(1), _sample(2)]), torch.tensor([0, 1]))
+        # ξ is all zero: classes 0 and 1 tie (both present), class 2 is not present.
+        mem.add(_sample(3).unsqueeze(0), torch.tensor([2]))
+        picks.add(tuple(len(c) for c in mem.items))
+        again = ClassBalancedMemory(num_classes=3, capacity=2, generator=torch.Generator().manual_seed(seed))
+        again.add(torch.stack([_sample(1), _sample(2)]), torch.tensor([0, 1]))
+        again.add(_sample(3).unsqueeze(0), torch.tensor([2]))
+        assert _memory_values(again) == _memory_values(mem)  # same seed, same choice
+    assert picks == {(0, 1, 1), (1, 0, 1)}  # both tied classes get picked across seeds
+
+
+def test_xi_moves_once_per_adaptation_step():
+    net = tiny_net(4)
+    stamp = methods.create("stamp", net, 4, dataset="cifar100_c", alpha=10.0, consistency_filter=False, num_views=2)
+    x = torch.rand(8, 3, 32, 32)
+    stamp.step(x)
+    counts = stamp.memory.class_counts()
+    assert counts.sum() == 8
+    assert torch.allclose(stamp.memory.xi, 0.1 * counts)  # one update after the insertions
+    stamp.step(x)
+    assert torch.allclose(stamp.memory.xi, 0.9 * 0.1 * counts + 0.1 * stamp.memory.class_counts())
+
+
+# -- loss (stamp.md §4.4) -------------------------------------------------------------------------------
+def test_self_weighted_loss_gradient_flows_through_the_weights():
+    stamp = methods.create("stamp", tiny_net(4), 4, dataset="cifar100_c")
+    logits = torch.randn(10, 4, requires_grad=True)
+    stamp.loss(logits, scale=64).backward()
+    ours = logits.grad.clone()
+
+    explicit = logits.detach().clone().requires_grad_(True)
+    p = torch.softmax(explicit, 1)
+    h = -(p * torch.log_softmax(explicit, 1)).sum(1)
+    w = torch.exp(-h) / torch.exp(-h).sum()
+    (h * 64 * w).mean().backward()
+    assert torch.allclose(ours, explicit.grad, atol=1e-6)
+
+    detached = logits.detach().clone().requires_grad_(True)
+    p = torch.softmax(detached, 1)
+    h = -(p * torch.log_softmax(detached, 1)).sum(1)
+    w = (torch.exp(-h) / torch.exp(-h).sum()).detach()
+    (h * 64 * w).mean().backward()
+    assert not torch.allclose(ours, detached.grad, atol=1e-4)
+
+
+def test_weighting_switches_give_different_losses():
+    logits = torch.randn(10, 4)
+    values = {}
+    for weighting in ("adaptive", "static", "eata", "none"):
+        stamp = methods.create("stamp", tiny_net(4), 4, dataset="cifar100_c", weighting=weighting)
+        values[weighting] = float(stamp.loss(logits, scale=10))
+    assert values["adaptive"] == pytest.approx(values["static"])  # same value, different gradient
+    assert len({round(values[k], 6) for k in ("adaptive", "eata", "none")}) == 3
+
+
+# -- step size (stamp.md §4.5) -----------------------------------------------------------------------
+def test_cosine_step_size_matches_closed_form_and_torch_including_the_rise_after_T():
+    period, lr0 = 150, 0.1
+    opt = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=lr0)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=period)
+    for n in range(2 * period + 1):
+        expected = lr0 * 0.5 * (1 + math.cos(math.pi * n / period))
+        assert cosine_step_size(lr0, n, period) == pytest.approx(expected, abs=1e-12)
+        assert opt.param_groups[0]["lr"] == pytest.approx(expected, abs=1e-9)
+        opt.step()
+        sched.step()
+    assert cosine_step_size(lr0, 195, period) == pytest.approx(0.206 * lr0, abs=5e-4)
+    assert cosine_step_size(lr0, 300, period) == pytest.approx(lr0)
+    assert cosine_step_size(lr0, 300, period, periodic=False) == 0.0
+
+
+def test_step_sizes_used_by_the_method_follow_the_schedule_for_0_to_2T():
+    period = 4
+    stamp = methods.create(
+        "stamp", tiny_net(4), 4, dataset="cifar100_c", period=period, alpha=10.0,
+        consistency_filter=False, num_views=1,
+    )
+    stamp.record_trace = True
+    x = torch.rand(8, 3, 32, 32)
+    for _ in range(2 * period + 1):
+        stamp.step(x)
+    used = [t["lr"] for t in stamp.trace]
+    assert all(t["adapted"] for t in stamp.trace)
+    assert used == pytest.approx([cosine_step_size(0.05, n, period) for n in range(2 * period + 1)])
+    assert used[period] == pytest.approx(0.0) and used[2 * period] == pytest.approx(0.05)
+
+
+# -- parameters (stamp.md §2.2) ------------------------------------------------------------------------
+def test_adapted_parameter_counts():
+    cifar = methods.create("stamp", create_model("resnet18_cifar", 10), 10, dataset="cifar10_c")
+    assert sum(p.numel() for p in cifar.adapted_parameters()) == 4480
+    imagenet = methods.create("stamp", create_model("resnet50", 1000), 1000, dataset="imagenet_c")
+    assert sum(p.numel() for p in imagenet.adapted_parameters()) == 30592
+    names = {id(p): n for n, p in cifar.model.named_parameters()}
+    assert not any("conv5_x" in names[id(p)] or "fc" in names[id(p)] for p in cifar.adapted_parameters())
+
+
+# -- reset ------------------------------------------------------------------------------------------------
+def _state(method: Stamp) -> list[torch.Tensor]:
+    tensors = list(method.model.state_dict().values())
+    tensors += [t for s in method.optimizer.state_dict()["state"].values() for t in s.values() if torch.is_tensor(t)]
+    tensors += [method.memory.xi, method.generator.get_state(), method.cpu_generator.get_state()]
+    return tensors
+
+
+def test_reset_restores_a_bit_identical_state():
+    x = [torch.rand(8, 3, 32, 32, generator=torch.Generator().manual_seed(i)) for i in range(3)]
+    fresh = methods.create("stamp", tiny_net(4), 4, dataset="cifar10_c", alpha=10.0, num_views=3)
+    used = methods.create("stamp", tiny_net(4), 4, dataset="cifar10_c", alpha=10.0, num_views=3)
+    for xb in x:
+        used.step(xb)
+    assert len(used.memory) > 0
+    used.reset()
+    assert len(used.memory) == 0 and used.adaptation_steps == 0
+    assert used.optimizer.param_groups[0]["lr"] == fresh.optimizer.param_groups[0]["lr"]
+    for a, b in zip(_state(used), _state(fresh)):
+        assert torch.equal(a, b)
+    for xb in x:  # and it behaves identically afterwards
+        assert torch.equal(used.step(xb).probs, fresh.step(xb).probs)
+
+
+# -- views -------------------------------------------------------------------------------------------------
+def test_batched_view_forward_equals_the_per_view_loop():
+    x = torch.rand(16, 3, 32, 32)
+    fast = methods.create("stamp", tiny_net(4), 4, dataset="cifar10_c", batched_views=True)
+    loop = methods.create("stamp", tiny_net(4), 4, dataset="cifar10_c", batched_views=False)
+    views = make_views(x, 16, "cotta", torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert torch.allclose(fast._view_logits(views), loop._view_logits(views), atol=1e-5)
+
+
+def test_views_are_sampled_per_image_and_per_view():
+    x = torch.rand(1, 3, 32, 32).expand(4, 3, 32, 32).contiguous()
+    views = make_views(x, 5, "crop_flip", torch.Generator().manual_seed(0))
+    assert torch.equal(views[0], x)
+    flat = views[1:].reshape(16, -1)
+    assert len({tuple(v.tolist()) for v in flat}) > 8  # same image, different draws
+
+
+# -- paper variant -------------------------------------------------------------------------------------
+def test_paper_variant_switches_every_row_of_section_9():
+    cfg = methods.resolve_config("stamp", "cifar10_c", variant="paper").resolved()
+    assert (cfg.consistency_reference, cfg.compare_label, cfg.stored_label) == ("source_eval", "averaged", "averaged")
+    assert (cfg.loss_scale, cfg.score_eps, cfg.schedule, cfg.xi_update) == ("sum", 0.0, "clamped", "after_step")
+    stamp = methods.create("stamp", tiny_net(4), 4, dataset="cifar10_c", variant="paper", num_views=2)
+    out = stamp.step(torch.rand(8, 3, 32, 32))
+    assert torch.isfinite(out.probs).all()
+
+
+@pytest.mark.parametrize(
+    "switches",
+    [dict(memory=False), dict(sam=False), dict(lr_decay=False), dict(num_views=1), dict(consistency_filter=False)],
+)
+def test_ablation_switches_run(switches):
+    stamp = methods.create("stamp", tiny_net(4), 4, dataset="cifar10_c", alpha=10.0, **switches)
+    before = [p.detach().clone() for p in stamp.adapted_parameters()]
+    for _ in range(2):
+        out = stamp.step(torch.rand(8, 3, 32, 32))
+    assert torch.isfinite(out.probs).all()
+    assert any(not torch.equal(a, p) for a, p in zip(before, stamp.adapted_parameters()))
+
+
+# -- the oracle: a plain transcription of stamp.md §8 -------------------------------------------------------
+class OracleStamp:
+    """Deliberately plain: standard BatchNorm2d in batch-statistics mode (the authors'
+    configuration), one forward per view, Python lists for the memory, SAM written out."""
+
+    def __init__(self, net: nn.Module, num_classes: int, lr: float, alpha: float, period: int, seed: int) -> None:
+        self.model = copy.deepcopy(net)
+        self.params = []
+        for name, m in self.model.named_modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.track_running_stats, m.running_mean, m.running_var = False, None, None
+                if "conv5_x" not in name:
+                    self.params += [m.weight, m.bias]
+        self.model.train()
+        self.norm_model = copy.deepcopy(self.model)
+        self.lr0, self.period, self.steps = lr, period, 0
+        self.threshold = alpha * math.log(num_classes)
+        self.memory = [[] for _ in range(num_classes)]
+        self.xi = [0.0] * num_classes
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def loss(self, data):
+        logits = self.model(data)
+        h = -(torch.softmax(logits, 1) * torch.log_softmax(logits, 1)).sum(1)
+        w = 1 / torch.exp(h)
+        return (h * 64 * (w / w.sum())).mean()
+
+    def step(self, views):
+        with torch.no_grad():
+            z0 = self.model(views[0])
+            keep = z0.argmax(1) == self.norm_model(views[0]).argmax(1)
+            probs = sum(torch.softmax(self.model(v), 1) for v in views) / len(views)
+            h = -(probs * torch.log(probs + 1e-5)).sum(1)
+            keep = keep & (h < self.threshold)
+            for i in range(views.shape[1]):
+                if not keep[i]:
+                    continue
+                if sum(len(c) for c in self.memory) >= 64:
+                    present = [c for c in range(len(self.memory)) if self.memory[c]]
+                    top = max(0.0, max(self.xi[c] for c in present))
+                    cands = [c for c in present if self.xi[c] == top]
+                    self.memory[cands[int(torch.randint(len(cands), (1,), generator=self.gen))]].pop(0)
+                self.memory[int(z0[i].argmax())].append(views[0][i].clone())
+        if sum(len(c) for c in self.memory):
+            data = torch.stack([s for c in self.memory for s in c])
+            self.xi = [0.9 * self.xi[c] + 0.1 * len(self.memory[c]) for c in range(len(self.memory))]
+            lr = self.lr0 * 0.5 * (1 + math.cos(math.pi * self.steps / self.period))
+            grads = torch.autograd.grad(self.loss(data), self.params)
+            norm = torch.norm(torch.stack([g.norm() for g in grads]))
+            eps = [0.05 * g / (norm + 1e-12) for g in grads]
+            with torch.no_grad():
+                for p, e in zip(self.params, eps):
+                    p.add_(e)
+            grads = torch.autograd.grad(self.loss(data), self.params)
+            with torch.no_grad():
+                for p, e, g in zip(self.params, eps, grads):
+                    p.sub_(e)
+                    p.sub_(lr * g)
+            self.steps += 1
+        return probs, h
+
+
+def test_step_matches_the_plain_oracle():
+    torch.manual_seed(0)
+    net = tiny_net(4, seed=3)
+    ours = methods.create("stamp", net, 4, dataset="cifar10_c", lr=0.5, alpha=0.99, period=3, seed=5)
+    oracle = OracleStamp(net, 4, lr=0.5, alpha=0.99, period=3, seed=5)
+    g = torch.Generator().manual_seed(1)
+    filled = []
+    for _ in range(6):
+        x = torch.rand(40, 3, 32, 32, generator=g)
+        views = make_views(x, 4, "cotta", g)
+        out = ours.step_on_views(views)
+        probs, h = oracle.step(views)
+        assert torch.allclose(out.probs, probs, atol=1e-5)
+        assert torch.allclose(out.ood_score, h, atol=1e-5)
+        ours_mem = [[s for s in cls] for cls in ours.memory.items]
+        assert [len(c) for c in ours_mem] == [len(c) for c in oracle.memory]
+        for a_cls, b_cls in zip(ours_mem, oracle.memory):
+            for a, b in zip(a_cls, b_cls):
+                assert torch.equal(a, b)
+        for a, b in zip(ours.adapted_parameters(), oracle.params):
+            assert torch.allclose(a, b, atol=1e-5)
+        filled.append(len(ours.memory))
+    assert filled[-1] == 64 and ours.adaptation_steps == 6  # evictions happened, schedule went past T
