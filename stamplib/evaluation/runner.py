@@ -45,6 +45,15 @@ def run_stream(method: TTAMethod, stream: data.Stream, device: str = "cpu", prog
     return StreamResult(torch.cat(probs), torch.cat(scores), torch.cat(labels), time.perf_counter() - start)
 
 
+@torch.no_grad()
+def frozen_entropy(model: torch.nn.Module, stream: data.Stream, device: str = "cpu") -> torch.Tensor:
+    """Entropy of a model's prediction for every sample of a stream, without adapting it
+    (BN as the model is configured). Used to compare a model before and after adaptation."""
+    from stamplib.blocks.entropy import logit_entropy
+
+    return torch.cat([logit_entropy(model(b.x)).cpu() for b in stream.batches(device)])
+
+
 def collapse_reason(result: StreamResult) -> str | None:
     """Why a stream's output cannot be trusted, or None (issue: never average a collapse)."""
     if not torch.isfinite(result.probs).all() or not torch.isfinite(result.ood_score).all():

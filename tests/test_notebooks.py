@@ -1,0 +1,38 @@
+"""Every notebook runs end to end under papermill in the smoke profile, and is committed clean."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stamplib.notebook_runner import check_parameters, discover, notebook_parameters
+
+NOTEBOOKS = discover()
+
+
+def test_there_are_notebooks():
+    assert any(nb.stem == "00_walkthrough" for nb in NOTEBOOKS)
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_is_committed_clean_with_one_typed_parameters_cell(nb):
+    cells = json.loads(nb.read_text())["cells"]
+    tagged = [c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert len(tagged) == 1
+    assert not any(c.get("outputs") or c.get("execution_count") for c in cells if c["cell_type"] == "code")
+    params = notebook_parameters(nb)
+    assert {"profile", "device", "data_root"} <= set(params)
+    assert all(p["inferred_type_name"] != "None" for p in params.values())
+    with pytest.raises(ValueError, match="unknown parameter"):
+        check_parameters(nb, {"epcohs": 3})
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_runs_in_smoke_profile(nb, tmp_path):
+    import papermill
+
+    papermill.execute_notebook(
+        str(nb), str(tmp_path / nb.name), parameters={"profile": "smoke"},
+        kernel_name="python3", cwd=str(nb.parent), progress_bar=False, execution_timeout=600,
+    )
