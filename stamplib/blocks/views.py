@@ -7,6 +7,10 @@ come from the generator passed in, never from the global RNG.
 * :func:`cotta_augment` — the CoTTA test-time transform (stamp.md §3, CIFAR10-C): clip,
   colour jitter in a random order (brightness, contrast, saturation, hue, gamma), edge pad by
   size/2, random affine, Gaussian blur k=5, centre crop, h-flip, N(0, 0.005²) noise, clip.
+* :func:`cotta_augment_shared` — the same transform with ONE draw of random parameters per
+  call, shared by the whole batch (what torchvision does to a batch tensor; CoTTA and RoTTA
+  augment their batch that way, baselines.md §4 step 4, §7). The Gaussian noise stays
+  per pixel.
 * :func:`crop_flip_augment` — random crop with zero (``fill``) padding of 4 px, then h-flip
   (CIFAR100-C, the class-split sets, ImageNet-C).
 """
@@ -24,6 +28,11 @@ ViewKind = Literal["cotta", "crop_flip"]
 
 def _uniform(n: int, low: float, high: float, g: torch.Generator, device) -> torch.Tensor:
     return torch.rand(n, generator=g, device=device) * (high - low) + low
+
+
+def _draws(n: int, shared: bool) -> int:
+    """How many parameter sets to draw for a batch of ``n``: one per image, or one in all."""
+    return 1 if shared else n
 
 
 def _gray(x: torch.Tensor) -> torch.Tensor:
@@ -68,16 +77,16 @@ def _hsv_to_rgb(x: torch.Tensor) -> torch.Tensor:
     return table.gather(2, idx).squeeze(2)
 
 
-def _colour_jitter(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
-    """CoTTA's ColorJitterPro with per-image factors and a per-image random op order."""
-    n, dev = x.shape[0], x.device
+def _colour_jitter(x: torch.Tensor, g: torch.Generator, shared: bool = False) -> torch.Tensor:
+    """CoTTA's ColorJitterPro with per-image (or, ``shared``, per-batch) factors and op order."""
+    n, dev = _draws(x.shape[0], shared), x.device
     view = (n, 1, 1, 1)
     brightness = _uniform(n, 0.6, 1.4, g, dev).view(view)
     contrast = _uniform(n, 0.7, 1.3, g, dev).view(view)
     saturation = _uniform(n, 0.5, 1.5, g, dev).view(view)
     hue = _uniform(n, -0.06, 0.06, g, dev).view(n, 1, 1)
     gamma = _uniform(n, 0.7, 1.3, g, dev).view(view)
-    order = torch.argsort(torch.rand(n, 5, generator=g, device=dev), dim=1)  # a randperm per image
+    order = torch.argsort(torch.rand(n, 5, generator=g, device=dev), dim=1)  # a randperm per draw
 
     def apply(op: int, img: torch.Tensor) -> torch.Tensor:
         if op == 0:
@@ -103,10 +112,10 @@ def _colour_jitter(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
     return x
 
 
-def _random_affine(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+def _random_affine(x: torch.Tensor, g: torch.Generator, shared: bool = False) -> torch.Tensor:
     """Rotation ±15°, translation ≤ 1/16 of the size (whole pixels), scale 0.9–1.1, bilinear, fill 0."""
-    n, _, h, w = x.shape
-    dev = x.device
+    batch, _, h, w = x.shape
+    n, dev = _draws(batch, shared), x.device
     angle = _uniform(n, -15.0, 15.0, g, dev) * math.pi / 180.0
     max_dx, max_dy = w / 16.0, h / 16.0
     tx = torch.round(_uniform(n, -max_dx, max_dx, g, dev))
@@ -122,14 +131,14 @@ def _random_affine(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
         ),
         dim=1,
     )
-    grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+    grid = F.affine_grid(theta.expand(batch, 2, 3), list(x.shape), align_corners=False)
     return F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
 
 
-def _gaussian_blur(x: torch.Tensor, g: torch.Generator, kernel: int = 5) -> torch.Tensor:
-    """Per-image σ ~ U(0.001, 0.5), separable kernel, reflect padding (torchvision's rule)."""
+def _gaussian_blur(x: torch.Tensor, g: torch.Generator, kernel: int = 5, shared: bool = False) -> torch.Tensor:
+    """Per-image (or shared) σ ~ U(0.001, 0.5), separable kernel, reflect padding (torchvision's rule)."""
     n, c, h, w = x.shape
-    sigma = _uniform(n, 0.001, 0.5, g, x.device)
+    sigma = _uniform(_draws(n, shared), 0.001, 0.5, g, x.device).expand(n)
     half = (kernel - 1) / 2
     pos = torch.linspace(-half, half, kernel, device=x.device)
     k1d = torch.exp(-0.5 * (pos.view(1, -1) / sigma.view(-1, 1)) ** 2)
@@ -141,8 +150,8 @@ def _gaussian_blur(x: torch.Tensor, g: torch.Generator, kernel: int = 5) -> torc
     return flat.view(n, c, h, w)
 
 
-def _hflip(x: torch.Tensor, g: torch.Generator, p: float = 0.5) -> torch.Tensor:
-    flip = (torch.rand(x.shape[0], generator=g, device=x.device) < p).view(-1, 1, 1, 1)
+def _hflip(x: torch.Tensor, g: torch.Generator, p: float = 0.5, shared: bool = False) -> torch.Tensor:
+    flip = (torch.rand(_draws(x.shape[0], shared), generator=g, device=x.device) < p).view(-1, 1, 1, 1)
     return torch.where(flip, x.flip(-1), x)
 
 
@@ -155,6 +164,25 @@ def cotta_augment(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
     x = _gaussian_blur(x, g)
     x = x[:, :, h // 2 : h // 2 + h, w // 2 : w // 2 + w]
     x = _hflip(x, g)
+    x = x + 0.005 * torch.randn(x.shape, generator=g, device=x.device)
+    return x.clamp(0.0, 1.0)
+
+
+def cotta_augment_shared(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """CoTTA's test-time augmentation with one draw of parameters for the whole batch [N,3,H,W].
+
+    The authors' CoTTA and RoTTA pass the whole batch tensor through torchvision transforms,
+    which draw their parameters once per call (baselines.md §4 step 4, §7): every image gets the
+    same colour factors and op order, affine, blur σ and flip; only the additive N(0, 0.005²)
+    noise differs per pixel. Same op order and ranges as :func:`cotta_augment`.
+    """
+    n, c, h, w = x.shape
+    x = _colour_jitter(x.clamp(0.0, 1.0), g, shared=True)
+    x = F.pad(x, (w // 2, w // 2, h // 2, h // 2), mode="replicate")
+    x = _random_affine(x, g, shared=True)
+    x = _gaussian_blur(x, g, shared=True)
+    x = x[:, :, h // 2 : h // 2 + h, w // 2 : w // 2 + w]
+    x = _hflip(x, g, shared=True)
     x = x + 0.005 * torch.randn(x.shape, generator=g, device=x.device)
     return x.clamp(0.0, 1.0)
 

@@ -1,15 +1,29 @@
-"""Source networks. Every model takes raw [0,1] images; normalisation, where a network needs
-it, lives in :class:`InputNormalization`, never in the data loaders."""
+"""Source networks (protocol.md §4). Every model takes raw [0,1] images; normalisation, where a
+network needs it, lives in :class:`InputNormalization`, never in the data loaders.
+
+* :func:`create` builds an architecture and loads weights strictly: a registered checkpoint
+  name (:mod:`stamplib.models.checkpoints`), a state_dict file, or — for ``resnet50`` — a
+  torchvision weights name such as ``IMAGENET1K_V1``.
+* :func:`source_model` is the source network of a benchmark dataset.
+* :func:`train_source` trains a CIFAR source model with a §4.2 recipe (:mod:`.recipes`).
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from stamplib import paths
+from stamplib.models import checkpoints
+from stamplib.models.checkpoints import (
+    REGISTRY,
+    CheckpointMismatchError,
+    ChecksumMismatchError,
+    MissingCheckpointError,
+)
 from stamplib.models.resnet_cifar import CifarResNet, resnet18_cifar, resnet_cifar_tiny
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -41,23 +55,92 @@ ARCHITECTURES: dict[str, Callable[[int], nn.Module]] = {
     "resnet50": _resnet50,
 }
 
+# Which torchvision weights enum serves which architecture (protocol.md §4.3).
+_TORCHVISION_WEIGHTS = {"resnet50": "ResNet50_Weights"}
 
-def create(name: str, num_classes: int, weights: str | Path | None = None) -> nn.Module:
-    """Build architecture ``name``; ``weights`` is the path of a state_dict, loaded strictly."""
+
+def _torchvision_weights(name: str, weights: str):  # -> torchvision WeightsEnum member | None
+    enum_name = _TORCHVISION_WEIGHTS.get(name)
+    if enum_name is None:
+        return None
+    import torchvision.models
+
+    enum = getattr(torchvision.models, enum_name)
+    member = weights.removeprefix(f"{enum_name}.")
+    return enum[member] if member in enum.__members__ else None
+
+
+def _torchvision_state_dict(member, progress: bool) -> dict[str, torch.Tensor]:
+    """torchvision's weights API (cache first, download otherwise); one clear error offline."""
+    file = Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(member.url)
+    try:
+        return member.get_state_dict(progress=progress)
+    except Exception as err:  # URLError, socket and HTTP errors when there is no network
+        if file.is_file():
+            raise CheckpointMismatchError(
+                f"torchvision weights {type(member).__name__}.{member.name} are cached at {file} but "
+                f"cannot be loaded ({type(err).__name__}: {err}); delete the file and fetch it again "
+                f"from {member.url}"
+            ) from err
+        raise MissingCheckpointError(
+            f"torchvision weights {type(member).__name__}.{member.name} are not cached and could not "
+            f"be downloaded ({type(err).__name__}: {err}). torchvision looks for {file} "
+            "($TORCH_HOME/hub/checkpoints/, TORCH_HOME defaults to ~/.cache/torch): copy "
+            f"{member.url} there from a machine with internet access."
+        ) from err
+
+
+def create(name: str, num_classes: int, weights: str | Path | None = None, progress: bool = False) -> nn.Module:
+    """Build architecture ``name`` with ``num_classes`` outputs and load ``weights`` strictly.
+
+    ``weights``: None (random init), a registered checkpoint name (``ResNet18_10``, …; the file
+    is SHA-256-verified), a torchvision weights name for ``resnet50`` (``IMAGENET1K_V1``), or the
+    path of a state_dict file. Keys or shapes that do not fit raise
+    :class:`CheckpointMismatchError` naming the expected vs found keys/shapes.
+    """
     if name not in ARCHITECTURES:
         raise ValueError(f"unknown model {name!r}; available: {', '.join(sorted(ARCHITECTURES))}")
-    model = ARCHITECTURES[name](num_classes)
-    if weights is not None:
+    if weights is None:
+        return ARCHITECTURES[name](num_classes)
+    # Weights are resolved before the network is built: a missing file fails fast, without
+    # initialising 25M parameters first.
+    tv_member = _torchvision_weights(name, weights) if isinstance(weights, str) else None
+    if isinstance(weights, str) and weights in REGISTRY:
+        entry = REGISTRY[weights]
+        if (entry.architecture, entry.num_classes) != (name, num_classes):
+            raise CheckpointMismatchError(
+                f"checkpoint {weights!r} is a {entry.architecture} with {entry.num_classes} classes, "
+                f"not a {name} with {num_classes}: call create({entry.architecture!r}, "
+                f"{entry.num_classes}, weights={weights!r})"
+            )
+        state, source = checkpoints.load(weights), f"checkpoint {weights!r} ({checkpoints.checkpoint_path(weights)})"
+    elif tv_member is not None:
+        state, source = _torchvision_state_dict(tv_member, progress), f"torchvision {tv_member}"
+    else:
         path = Path(weights)
         if not path.is_file():
-            raise FileNotFoundError(f"checkpoint {path} does not exist")
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        target = model.net if isinstance(model, InputNormalization) else model
-        target.load_state_dict(state, strict=True)
+            if isinstance(weights, str) and not path.suffix and os.sep not in weights:
+                tv = f"; torchvision weights for {name}" if name in _TORCHVISION_WEIGHTS else ""
+                raise MissingCheckpointError(
+                    f"weights {weights!r} is neither a registered checkpoint ({', '.join(REGISTRY)}){tv} "
+                    "nor an existing file"
+                )
+            raise FileNotFoundError(f"checkpoint file {path} does not exist")
+        state, source = checkpoints.load_file(path), f"checkpoint file {path}"
+    model = ARCHITECTURES[name](num_classes)
+    target = model.net if isinstance(model, InputNormalization) else model
+    checkpoints.load_strict(target, state, source)
     return model
 
 
-__all__ = ["ARCHITECTURES", "CifarResNet", "InputNormalization", "create", "resnet18_cifar", "resnet_cifar_tiny"]
+# Benchmark dataset → (architecture, classes, weights) of its source network (protocol.md §1).
+SOURCE_MODELS: dict[str, tuple[str, int, str]] = {
+    "cifar10_c": ("resnet18_cifar", 10, "ResNet18_10"),
+    "cifar100_c": ("resnet18_cifar", 100, "ResNet18_100"),
+    "cifar10_c_8_2": ("resnet18_cifar", 8, "ResNet18_8"),
+    "cifar100_c_80_20": ("resnet18_cifar", 80, "ResNet18_80"),
+    "imagenet_c": ("resnet50", 1000, "IMAGENET1K_V1"),
+}
 
 
 def source_model(dataset: str, progress: bool = True) -> nn.Module:
@@ -66,9 +149,29 @@ def source_model(dataset: str, progress: bool = True) -> nn.Module:
         from stamplib.models.builtin import digits_source_model
 
         return digits_source_model(progress=progress)
-    raise FileNotFoundError(
-        f"no source model for dataset {dataset!r} yet. Ways to get one: (1) train it with "
-        "stamplib.models.train_source, (2) put the authors' released checkpoint in "
-        f"{paths.checkpoints_dir()}, or (3) for ImageNet use "
-        "torchvision's ResNet-50 weights."
-    )
+    if dataset not in SOURCE_MODELS:
+        raise ValueError(f"no source model for dataset {dataset!r}; known: digits, {', '.join(SOURCE_MODELS)}")
+    arch, num_classes, weights = SOURCE_MODELS[dataset]
+    return create(arch, num_classes, weights=weights, progress=progress).eval()
+
+
+# Last: recipes imports this package's ``create`` lazily and its ``checkpoints`` eagerly.
+from stamplib.models.recipes import RECIPES, TrainSourceResult, train_source  # noqa: E402
+
+__all__ = [
+    "ARCHITECTURES",
+    "RECIPES",
+    "REGISTRY",
+    "SOURCE_MODELS",
+    "TrainSourceResult",
+    "CheckpointMismatchError",
+    "ChecksumMismatchError",
+    "CifarResNet",
+    "InputNormalization",
+    "MissingCheckpointError",
+    "create",
+    "resnet18_cifar",
+    "resnet_cifar_tiny",
+    "source_model",
+    "train_source",
+]

@@ -1,0 +1,169 @@
+"""CoTTA (Wang et al., CVPR 2022) as run in the official STAMP evaluation (baselines.md §4).
+
+Student: every weight/bias tensor trainable (conv, BN, fc), BN in batch-statistics mode,
+Adam. Per batch (§4 steps 1–9):
+
+1. student logits s = f(x);
+2. anchor confidence a = batch mean of the max softmax of a frozen source copy (batch-stat BN);
+3. teacher logits t = teacher(x) — unless a < AP, in which case t is the mean of the teacher
+   *logits* over 32 CoTTA augmentations of the batch (one random parameter draw per
+   augmentation, shared by the whole batch; the un-augmented logits are not included);
+4. loss = mean cross-entropy of s against softmax(t) (CIFAR settings) or its symmetric
+   version (ImageNet), Adam step;
+5. teacher ← m·teacher + (1 − m)·student (m = 0.999), all parameters;
+6. stochastic restore: each element of every trainable tensor returns to its source value with
+   probability p (independent Bernoulli draws);
+7. return t: prediction softmax(t), OOD score H(softmax(t)) (§0.2: teacher of the previous step).
+
+Quirks of the official code, reproduced by default, each behind a switch:
+
+* ``clip_normalized_inputs`` (on for ImageNet-C, §4 "Augmentation"): the authors augment the
+  mean/std-*normalised* ImageNet tensor, whose [0, 1] clipping distorts it. Our models
+  normalise inside :class:`~stamplib.models.InputNormalization`, so the quirk is reproduced by
+  normalising, augmenting, and un-normalising; ``False`` augments the [0, 1] image.
+* ImageNet restore probability: the run script uses p = 5e-4, the paper states 5e-5
+  (§0.1, §10); pass ``restore_prob=PAPER_IMAGENET_RESTORE_PROB`` for the paper's value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import nn
+
+from stamplib.blocks.bn import freeze_all_but, use_batch_statistics
+from stamplib.blocks.ema import ema_update, make_teacher
+from stamplib.blocks.entropy import logit_entropy
+from stamplib.blocks.views import cotta_augment, cotta_augment_shared
+from stamplib.methods.base import TTAMethod, TTAOutput, register
+from stamplib.models import InputNormalization
+
+#: The paper's ImageNet-C restore probability (App. A); the run script uses 5e-4 (§0.1).
+PAPER_IMAGENET_RESTORE_PROB = 5e-5
+
+
+@dataclass(frozen=True)
+class CottaConfig:
+    lr: float
+    restore_prob: float  # p of the stochastic restore
+    aug_threshold: float  # AP: augmentation averaging fires when anchor confidence < AP
+    ema_momentum: float = 0.999  # teacher ← m·teacher + (1 − m)·student
+    num_augmentations: int = 32
+    loss: Literal["cross_entropy", "symmetric"] = "cross_entropy"  # §4 step 5: CIFAR / ImageNet
+    clip_normalized_inputs: bool = False  # ImageNet quirk: augment the normalised tensor (§4)
+    shared_augmentation: bool = True  # one parameter draw per batch, as torchvision on a batch
+
+    def __post_init__(self) -> None:
+        assert self.lr > 0 and 0.0 <= self.restore_prob <= 1.0 and 0.0 <= self.ema_momentum <= 1.0
+        assert self.num_augmentations >= 1
+        assert self.loss in ("cross_entropy", "symmetric"), self.loss
+
+
+def input_normalization(model: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mean, std) buffers [1, 3, 1, 1] of the model's :class:`InputNormalization`."""
+    for module in model.modules():
+        if isinstance(module, InputNormalization):
+            return module.mean, module.std
+    raise ValueError(
+        "clip_normalized_inputs=True needs a model wrapped in InputNormalization "
+        "(the quirk concerns mean/std-normalised inputs); pass clip_normalized_inputs=False"
+    )
+
+
+def augment_batch(
+    x: torch.Tensor,
+    g: torch.Generator,
+    normalization: tuple[torch.Tensor, torch.Tensor] | None = None,
+    shared: bool = True,
+) -> torch.Tensor:
+    """The CoTTA augmentation of a [0,1] batch, optionally in normalised space.
+
+    With ``normalization = (mean, std)`` the batch is normalised, augmented (the transform
+    clips to [0, 1] at both ends) and un-normalised, so the network behind the model's own
+    normalisation sees exactly the clipped normalised tensor of the authors' ImageNet runs
+    (baselines.md §4, §7).
+    """
+    aug = cotta_augment_shared if shared else cotta_augment
+    if normalization is None:
+        return aug(x, g)
+    mean, std = normalization
+    return aug((x - mean) / std, g) * std + mean
+
+
+def soft_cross_entropy(student_logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:
+    """Per-sample −Σ softmax(t)·log_softmax(s)."""
+    return -(teacher_logits.softmax(dim=1) * student_logits.log_softmax(dim=1)).sum(dim=1)
+
+
+@register("cotta")
+class Cotta(TTAMethod):
+    config_cls = CottaConfig
+    configs = {
+        "cifar10_c": CottaConfig(lr=1e-3, restore_prob=0.005, aug_threshold=0.95),
+        "cifar100_c": CottaConfig(lr=1e-3, restore_prob=0.005, aug_threshold=0.9),
+        "imagenet_c": CottaConfig(
+            lr=1e-4, restore_prob=5e-4, aug_threshold=0.05, loss="symmetric", clip_normalized_inputs=True
+        ),
+        "cifar10_c_8_2": CottaConfig(lr=1e-4, restore_prob=0.02, aug_threshold=0.95),
+        "cifar100_c_80_20": CottaConfig(lr=1e-3, restore_prob=0.01, aug_threshold=0.72),
+    }
+
+    def setup(self) -> None:
+        cfg = self.config
+        use_batch_statistics(self.model).train()
+        named = [(n, p) for n, p in self.model.named_parameters() if n.rsplit(".", 1)[-1] in ("weight", "bias")]
+        assert named, "CoTTA found no weight/bias parameters"
+        params = [p for _, p in named]
+        freeze_all_but(self.model, params)
+        self.optimizer = torch.optim.Adam(params, lr=cfg.lr, betas=(0.9, 0.999), weight_decay=0.0)
+        # Source values for the stochastic restore: the configured model at init equals the
+        # restored model at every reset, so one copy serves all corruptions.
+        self.restorable = params
+        self.source_values = [p.detach().clone() for p in params]
+        self.normalization = input_normalization(self.model) if cfg.clip_normalized_inputs else None
+
+    def reset_buffers(self) -> None:
+        # Re-made from the (restored) student at every reset, as the official reset() does.
+        self.anchor = make_teacher(self.model)
+        self.teacher = make_teacher(self.model)
+        self.last_augmented = False
+
+    def step(self, x: torch.Tensor) -> TTAOutput:
+        cfg = self.config
+        self.model.train()
+        with torch.enable_grad():
+            student_logits = self.model(x)
+        with torch.no_grad():
+            anchor_conf = self.anchor(x).softmax(dim=1).amax(dim=1).mean()
+            self.teacher.train()  # BN uses batch statistics in either mode; kept for fidelity
+            self.last_augmented = bool(anchor_conf < cfg.aug_threshold)
+            if self.last_augmented:
+                outs = [
+                    self.teacher(augment_batch(x, self.generator, self.normalization, cfg.shared_augmentation))
+                    for _ in range(cfg.num_augmentations)
+                ]
+                teacher_logits = torch.stack(outs).mean(dim=0)
+            else:
+                teacher_logits = self.teacher(x)
+        with torch.enable_grad():
+            loss = soft_cross_entropy(student_logits, teacher_logits)
+            if cfg.loss == "symmetric":
+                loss = 0.5 * loss + 0.5 * soft_cross_entropy(teacher_logits, student_logits)
+            loss.mean().backward()
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        ema_update(self.teacher, self.model, cfg.ema_momentum)
+        self._stochastic_restore()
+        return TTAOutput(teacher_logits.softmax(dim=1), logit_entropy(teacher_logits))
+
+    @torch.no_grad()
+    def _stochastic_restore(self) -> None:
+        """Each element of every trainable tensor returns to its source value with prob. p (§4 step 8)."""
+        p_restore = self.config.restore_prob
+        if p_restore == 0.0:
+            return
+        for p, source in zip(self.restorable, self.source_values):
+            mask = torch.rand(p.shape, generator=self.generator, device=p.device) < p_restore
+            p.copy_(torch.where(mask, source, p))

@@ -1,0 +1,285 @@
+"""OWTTT (Li et al., ICCV 2023) as run in the STAMP evaluation (baselines.md §9, §0.1, §0.2).
+
+The network is split into an encoder (global-average-pooled penultimate features) and an
+unused fc; classification is by cosine similarity to the L2-normalised class-mean features
+of the clean source training set (the *prototypes*), with temperature δ = 0.1. Per batch:
+
+1. eval-mode forward; cosine to the C source prototypes and, once strong-OOD prototypes
+   exist, the max cosine to that pool as an extra "outlier" column;
+2. outlier score os = 1 − max cos_src, pushed into a 512-long queue; the Otsu threshold τ₁ of
+   the queue splits the batch into seen (os < τ₁) and unseen samples;
+3. prototype expansion: unseen samples far from every prototype (Otsu threshold τ₂ on the
+   unseen samples' 1 − max cos over [source, pool]) join the FIFO pool (at most 100);
+4. loss = λ·0.05·(symmetric KL between the source feature Gaussian and an EMA Gaussian of
+   train-mode test features) if any sample is seen, plus ½·(CE of the most confident seen
+   samples to their prototype + CE of the most confident unseen samples to the pool column)
+   once the pool existed at step 1; SGD (momentum 0.9) over *all* network parameters;
+5. a fresh eval-mode forward gives the prediction softmax(cos_src/δ) and the score.
+
+OOD score (§0.2): the authors return max cos_src (ID-positive) from the forward *after* the
+update; here ``ood_score = −max cos_src`` (= os − 1, higher = outlier, same ranking as os).
+``score_after_update=False`` takes prediction and score from step 1 instead (before the step).
+
+The encoder of the CIFAR ResNet is its ``features`` method; for other networks whose last
+layer is an ``fc`` attribute (torchvision ResNets, possibly inside ``InputNormalization``)
+the forward is run with that fc swapped for an identity.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.distributions import MultivariateNormal, kl_divergence
+
+from stamplib.blocks.otsu import otsu_threshold
+from stamplib.blocks.source_stats import iter_batches, model_fingerprint
+from stamplib.methods.base import TTAMethod, TTAOutput, register
+
+
+@dataclass(frozen=True)
+class OWTTTConfig:
+    lr: float
+    da_scale: float  # λ, weight of the distribution-alignment loss (DA_SCALE)
+    ce_scale: float = 1.0  # weight of the prototype-clustering cross-entropy
+    delta: float = 0.1  # temperature of the cosine logits
+    queue_length: int = 512  # N_m, outlier scores kept for τ₁
+    max_prototypes: int = 100  # strong-OOD pool capacity (FIFO)
+    ema_length: int = 1280  # α = 1 / min(n, ema_length)
+    da_loss_scale: float = 0.05
+    momentum: float = 0.9
+    template_divisor: float = 30.0  # T = I·max(Σ_src) / 30
+    source_batch_size: int = 256  # only speed: batching of the source feature pass
+    #: True (authors' code, §0.2/§9 step 9): prediction and score from a fresh forward after
+    #: the update; False: from the step-1 forward, before the update.
+    score_after_update: bool = True
+    #: Mean of the source Gaussian. "prototypes" (STAMP code, §9): mean of the L2-normalised
+    #: prototypes; "features": mean of the raw source features (original OWTTT code).
+    source_mean: Literal["prototypes", "features"] = "prototypes"
+
+    def __post_init__(self) -> None:
+        assert self.lr > 0 and self.da_scale >= 0 and self.ce_scale >= 0 and self.delta > 0
+        assert self.queue_length >= 1 and self.max_prototypes >= 1 and self.ema_length >= 1
+        assert self.source_mean in ("prototypes", "features"), self.source_mean
+
+
+def feature_encoder(model: nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Everything before the final linear layer, as a function of the input batch.
+
+    Uses the model's ``features`` method when it has one (our CIFAR ResNet); otherwise finds
+    the module holding ``fc`` (unwrapping ``.net`` wrappers such as InputNormalization) and
+    runs the full forward with ``fc`` temporarily replaced by an identity, so that the very
+    same parameters (and BN buffers) serve both the encoder and the classifier.
+    """
+    features = getattr(model, "features", None)
+    if inspect.ismethod(features):
+        return features
+    holder = model
+    while not isinstance(getattr(holder, "fc", None), nn.Module):
+        inner = getattr(holder, "net", None)
+        if not isinstance(inner, nn.Module):
+            raise ValueError(
+                f"cannot find the encoder of {type(model).__name__}: it needs a features() "
+                "method or a final layer named fc (optionally inside a .net wrapper)"
+            )
+        holder = inner
+
+    def encode(x: torch.Tensor) -> torch.Tensor:
+        fc = holder.fc
+        holder.fc = nn.Identity()
+        try:
+            return torch.flatten(model(x), 1)
+        finally:
+            holder.fc = fc
+
+    return encode
+
+
+@dataclass(frozen=True)
+class OWTTTSourceStats:
+    prototypes: torch.Tensor  # [C, D] L2-normalised class means
+    prototype_mean: torch.Tensor  # [D] mean of the normalised prototypes (μ_src in §9)
+    feature_mean: torch.Tensor  # [D] mean of the raw features (μ_src of the original OWTTT)
+    cov: torch.Tensor  # [D, D] sample covariance (N − 1) of the raw features
+
+
+@register("owttt")
+class OWTTT(TTAMethod):
+    config_cls = OWTTTConfig
+    configs = {
+        "cifar10_c": OWTTTConfig(lr=1e-3, da_scale=5.0),
+        "cifar100_c": OWTTTConfig(lr=1e-5, da_scale=1.0),
+        "imagenet_c": OWTTTConfig(lr=2.5e-5, da_scale=1.0),
+        "cifar10_c_8_2": OWTTTConfig(lr=1e-3, da_scale=1.0),
+        "cifar100_c_80_20": OWTTTConfig(lr=1e-5, da_scale=0.2),
+    }
+    needs_source_data = True
+
+    def setup(self) -> None:
+        cfg = self.config
+        self.encode = feature_encoder(self.model)
+        self.model.eval()
+        key = f"owttt_source/{model_fingerprint(self.model)}/{self.device}"
+        stats: OWTTTSourceStats = self.source_statistic(key, self._compute_source_stats)
+        self.prototypes = stats.prototypes
+        self.feature_dim = stats.prototypes.shape[1]
+        template = torch.eye(self.feature_dim, device=self.device) * (
+            stats.cov.max() / cfg.template_divisor
+        )
+        self.template = template
+        mean = stats.prototype_mean if cfg.source_mean == "prototypes" else stats.feature_mean
+        self.source_gaussian = MultivariateNormal(mean, stats.cov + template, validate_args=False)
+        self.model.requires_grad_(True)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+
+    @torch.no_grad()
+    def _compute_source_stats(self) -> OWTTTSourceStats:
+        data = self.source_data
+        labels = data.labels.to(self.device)
+        assert labels.min() >= 0 and labels.max() < self.num_classes, "source labels outside [0, C)"
+        feats = torch.cat(
+            [
+                self.encode(x)
+                for _, x in iter_batches(data.images, self.config.source_batch_size, self.device)
+            ]
+        )
+        means = []
+        for c in range(self.num_classes):
+            mask = labels == c
+            assert mask.any(), f"OWTTT: class {c} has no source image, so no prototype"
+            means.append(feats[mask].mean(dim=0))
+        prototypes = F.normalize(torch.stack(means), dim=1)
+        return OWTTTSourceStats(
+            prototypes, prototypes.mean(dim=0), feats.mean(dim=0), torch.cov(feats.T)
+        )
+
+    def reset_buffers(self) -> None:
+        d = self.feature_dim
+        self.pool = torch.zeros(0, d, device=self.device)
+        self.os_queue: deque[float] = deque(maxlen=self.config.queue_length)
+        self.ema_mean = torch.zeros(d, device=self.device)
+        self.ema_cov = torch.zeros(d, d, device=self.device)
+        self.ema_count = 0
+        self.num_updates = 0
+
+    # -- pieces, exposed for tests --------------------------------------------------------------
+    def push_prototype(self, z: torch.Tensor) -> None:
+        """Append one normalised feature [D]; beyond capacity the oldest one leaves."""
+        if self.pool.shape[0] >= self.config.max_prototypes:
+            self.pool = self.pool[1:]
+        self.pool = torch.cat([self.pool, z.detach().view(1, -1)], dim=0)
+
+    def expand_pool(
+        self, feat: torch.Tensor, cos_src: torch.Tensor, tau1: float, tau2: float
+    ) -> None:
+        """§9 step 3: visit samples by increasing max cos_src while 1 − max cos_src > τ₁; each
+        visited one joins the pool if 1 − max cos over [source, current pool] > τ₂."""
+        z = F.normalize(feat.detach(), dim=1)
+        cos_src = cos_src.detach()
+        r = cos_src.max(dim=1).values.clone()
+        while True:
+            r_min, i = r.min(dim=0)
+            if not bool(1 - r_min > tau1):
+                return
+            r_all = cos_src[i].max()
+            if self.pool.shape[0] > 0:
+                r_all = torch.maximum(r_all, (self.pool @ z[i]).max())
+            r[i] = 1.0  # visited; as in the authors' loop, never picked again
+            if bool(1 - r_all > tau2):
+                self.push_prototype(z[i])
+
+    def alignment_loss(self, feats: torch.Tensor) -> torch.Tensor:
+        """§9 step 5: fold the batch into the EMA Gaussian and return the symmetric KL to the
+        source Gaussian (both with the template covariance added); the gradient flows through
+        this batch's contribution only, the stored EMA is detached."""
+        b = feats.shape[0]
+        self.ema_count += b
+        alpha = 1.0 / min(self.ema_count, self.config.ema_length)
+        diff = feats - self.ema_mean
+        shift = alpha * diff.sum(dim=0)
+        mean = self.ema_mean + shift
+        cov = self.ema_cov + alpha * (diff.T @ diff - b * self.ema_cov) - torch.outer(shift, shift)
+        self.ema_mean, self.ema_cov = mean.detach(), cov.detach()
+        target = MultivariateNormal(mean, cov + self.template, validate_args=False)
+        return kl_divergence(self.source_gaussian, target) + kl_divergence(
+            target, self.source_gaussian
+        )
+
+    @staticmethod
+    def confident_split(
+        os: torch.Tensor, seen: torch.Tensor, unseen: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """§9 step 6, the authors' exact index arithmetic (Python's a[-0] is a[0])."""
+        down = torch.sort(os[seen], descending=True).values
+        up = torch.sort(os[unseen], descending=True).values
+        filter_down = down[-int(down.numel() / 2)]
+        filter_up = up[int(up.numel() / 2)]
+        return seen & (os < filter_down), unseen & (os > filter_up)
+
+    def _cosines(self, feat: torch.Tensor) -> torch.Tensor:
+        return F.normalize(feat, dim=1) @ self.prototypes.T
+
+    # -- per batch ------------------------------------------------------------------------------
+    def step(self, x: torch.Tensor) -> TTAOutput:
+        cfg = self.config
+        c = self.num_classes
+        self.optimizer.zero_grad(set_to_none=True)
+        with torch.enable_grad():
+            self.model.eval()
+            feat = self.encode(x)
+            cos_src = self._cosines(feat)
+            had_pool = self.pool.shape[0] > 0
+            cos = cos_src
+            if had_pool:
+                cos_pool = (F.normalize(feat, dim=1) @ self.pool.T).max(dim=1, keepdim=True).values
+                cos = torch.cat([cos_src, cos_pool], dim=1)
+            logits = cos / cfg.delta
+            before = cos_src.detach()
+
+            os_src = 1 - before.max(dim=1).values
+            self.os_queue.extend(os_src.tolist())
+            tau1 = otsu_threshold(list(self.os_queue))
+            seen = os_src < tau1
+            unseen = ~seen
+            if unseen.any():
+                os_all = 1 - cos.detach().max(dim=1).values
+                tau2 = otsu_threshold(os_all[unseen])
+                self.expand_pool(feat, before, tau1, tau2)
+            labels = before.argmax(dim=1)
+
+            terms: list[torch.Tensor] = []
+            if seen.any():
+                self.model.train()
+                da = self.alignment_loss(self.encode(x))
+                terms.append(cfg.da_scale * cfg.da_loss_scale * da)
+            if had_pool:
+                if seen.any() and unseen.any():
+                    seen, unseen = self.confident_split(os_src, seen, unseen)
+                # An empty group gives a NaN mean with zero gradient in the authors' code;
+                # dropping it leaves the same gradient (the ½ stays).
+                ce = []
+                if seen.any():
+                    ce.append(F.cross_entropy(logits[seen, :c], labels[seen]))
+                if unseen.any():
+                    outlier = torch.full((int(unseen.sum()),), c, dtype=torch.long, device=x.device)
+                    ce.append(F.cross_entropy(logits[unseen], outlier))
+                if ce:
+                    terms.append(cfg.ce_scale * 0.5 * torch.stack(ce).sum())
+            if terms:
+                torch.stack(terms).sum().backward()
+                self.optimizer.step()
+                self.num_updates += 1
+            self.optimizer.zero_grad(set_to_none=True)
+        self.model.eval()
+        if cfg.score_after_update:
+            with torch.no_grad():
+                after = self._cosines(self.encode(x))
+        else:
+            after = before
+        return TTAOutput(torch.softmax(after / cfg.delta, dim=1), -after.max(dim=1).values)

@@ -1,0 +1,252 @@
+"""The CIFAR source-model recipes of protocol.md §4.2 as typed config, and ``train_source``.
+
+| recipe | checkpoint | classes | optimiser | schedule | augmentation |
+| --- | --- | --- | --- | --- | --- |
+| ``cifar10`` | ResNet18_10 | 10 | SGD 0.1, m 0.9, wd 2e-4 | multistep [60,120,160] γ 0.2, 200 ep | crop 4 + flip |
+| ``cifar10_8`` | ResNet18_8 | 0–7 | as cifar10 | as cifar10 | as cifar10 |
+| ``cifar100`` | ResNet18_100 | 100 | SGD 0.1, m 0.9, wd 5e-4, Nesterov | cosine T_max 200, 200 ep | crop 4 + flip + rotation 15° |
+| ``cifar100_80`` | ResNet18_80 | 0–79 | as cifar100 | as cifar100 | as cifar100 |
+
+Batch size 128, cross-entropy, no input normalisation, scheduler stepped once per epoch, the
+saved weights are those of the epoch with the best clean test accuracy. The split variants
+train on the images whose label is below the class count (protocol.md §4.2 (c)).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from stamplib import paths
+from stamplib.models import checkpoints
+from stamplib.models.training import TrainRecipe, fit
+
+if TYPE_CHECKING:
+    from stamplib.data.loaders import ImageSet
+
+CIFAR10_TRAIN = TrainRecipe(
+    epochs=200, lr=0.1, momentum=0.9, weight_decay=2e-4, nesterov=False, batch_size=128,
+    crop_padding=4, hflip=True, schedule="multistep", milestones=(60, 120, 160), gamma=0.2,
+)
+CIFAR100_TRAIN = TrainRecipe(
+    epochs=200, lr=0.1, momentum=0.9, weight_decay=5e-4, nesterov=True, batch_size=128,
+    crop_padding=4, hflip=True, rotation_degrees=15.0, schedule="cosine",
+)
+
+
+@dataclass(frozen=True)
+class SourceRecipe:
+    name: str
+    checkpoint: str  # registry name written by a full run
+    architecture: str
+    num_classes: int  # labels >= num_classes are dropped (the class-split variants)
+    train: TrainRecipe
+
+
+RECIPES: dict[str, SourceRecipe] = {
+    r.name: r
+    for r in (
+        SourceRecipe("cifar10", "ResNet18_10", "resnet18_cifar", 10, CIFAR10_TRAIN),
+        SourceRecipe("cifar10_8", "ResNet18_8", "resnet18_cifar", 8, CIFAR10_TRAIN),
+        SourceRecipe("cifar100", "ResNet18_100", "resnet18_cifar", 100, CIFAR100_TRAIN),
+        SourceRecipe("cifar100_80", "ResNet18_80", "resnet18_cifar", 80, CIFAR100_TRAIN),
+    )
+}
+
+
+@dataclass(frozen=True)
+class ProfilePlan:
+    """How much of a recipe a notebook profile trains (``None`` = everything)."""
+
+    epochs: int
+    max_train: int | None
+    max_test: int | None
+
+    def checkpoint_name(self, recipe: SourceRecipe, profile: str) -> str:
+        # Only a full run may occupy the registry name that source_model() resolves; shorter
+        # runs get their own file so they never pass for the paper's source model.
+        return recipe.checkpoint if profile == "full" else f"{recipe.checkpoint}.{profile}"
+
+
+PROFILE_PLANS: dict[str, ProfilePlan] = {
+    "smoke": ProfilePlan(epochs=1, max_train=256, max_test=256),
+    "quick": ProfilePlan(epochs=3, max_train=10_000, max_test=2_000),
+    "full": ProfilePlan(epochs=200, max_train=None, max_test=None),
+}
+
+
+def profile_plan(profile: str, epochs: int = 0) -> ProfilePlan:
+    """The plan of ``profile``; ``epochs > 0`` overrides its epoch count."""
+    if profile not in PROFILE_PLANS:
+        raise ValueError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILE_PLANS)}")
+    plan = PROFILE_PLANS[profile]
+    return dataclasses.replace(plan, epochs=epochs) if epochs > 0 else plan
+
+
+def spread_subset(labels: torch.Tensor, n: int | None) -> torch.Tensor:
+    """Indices of ``n`` samples taken round-robin over the classes, in index order within a
+    class (deterministic, class-balanced; all indices when ``n`` is None or too large)."""
+    labels = torch.as_tensor(labels)
+    if n is None or n >= labels.numel():
+        return torch.arange(labels.numel())
+    # rank of each sample within its class; sorting by (rank, index) interleaves the classes
+    order = torch.argsort(labels, stable=True)
+    sorted_labels = labels[order]
+    starts = torch.searchsorted(sorted_labels, sorted_labels, side="left")
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(labels.numel()) - starts
+    key = rank * labels.numel() + torch.arange(labels.numel())
+    return torch.sort(torch.argsort(key)[:n]).values
+
+
+def load_cifar_folder(data_root: str | Path, dataset: str = "cifar10") -> tuple[ImageSet, ImageSet]:
+    """(train, test) of a CIFAR data set for source training, from ``data_root`` holding it as an
+    ImageFolder (``train/<class>/*.jpg`` + ``test/<class>/*.jpg``, directly or in a ``<dataset>``
+    or ``<dataset>-jpeg`` sub-folder; sorted class names = label order) or, failing that, in
+    torchvision's pickled layout (``stamplib.data.loaders.load_cifar``)."""
+    from stamplib.data import loaders
+
+    root = Path(data_root)
+    for cand in (root, root / dataset, root / f"{dataset}-jpeg"):
+        if (cand / "train").is_dir() and (cand / "test").is_dir():
+            return loaders.load_image_folder(cand / "train"), loaders.load_image_folder(cand / "test")
+    try:
+        return loaders.load_cifar(dataset, "train", root), loaders.load_cifar(dataset, "test", root)
+    except FileNotFoundError as err:
+        raise FileNotFoundError(
+            f"no {dataset} under {root}: expected an ImageFolder (train/<class>/*.jpg and "
+            f"test/<class>/*.jpg, e.g. /work/shared/data/{dataset}-jpeg.tar.gz extracted there) "
+            f"or torchvision's files ({err})"
+        ) from err
+
+
+def _as_uint8_images(x: Any) -> torch.Tensor:
+    t = torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x)
+    assert t.dtype == torch.uint8 and t.ndim == 4 and t.shape[-1] == 3, "images: uint8 N×H×W×3"
+    return t.contiguous()
+
+
+def _fingerprint(recipe: SourceRecipe, train: TrainRecipe, seed: int, bf16: bool, tensors: list[torch.Tensor]) -> str:
+    h = hashlib.sha256()
+    config = {"recipe": dataclasses.asdict(recipe), "train": dataclasses.asdict(train), "seed": seed, "bf16": bf16}
+    h.update(json.dumps(config, sort_keys=True).encode())
+    for t in tensors:
+        h.update(str(tuple(t.shape)).encode())
+        h.update(memoryview(t.cpu().contiguous().numpy()).cast("B"))
+    return h.hexdigest()
+
+
+@dataclass
+class TrainSourceResult:
+    model: nn.Module  # best-epoch weights, eval mode, on the training device
+    checkpoint: Path | None  # None until the run is complete
+    sidecar: dict[str, Any]
+    complete: bool
+
+
+def train_source(
+    recipe_name: str | SourceRecipe,
+    images: torch.Tensor | np.ndarray,
+    labels: torch.Tensor | np.ndarray,
+    test_images: torch.Tensor | np.ndarray,
+    test_labels: torch.Tensor | np.ndarray,
+    *,
+    name: str | None = None,
+    epochs: int | None = None,
+    architecture: str | None = None,
+    seed: int = 0,
+    device: str | torch.device = "cpu",
+    bf16: bool = False,
+    resume: bool = True,
+    overwrite: bool = False,
+    stop_after: int | None = None,
+    progress: bool = True,
+) -> TrainSourceResult:
+    """Train a source network with a protocol.md §4.2 recipe and register its checkpoint.
+
+    Writes ``<checkpoints_dir>/<name>.pt`` (best clean-test-accuracy epoch) and ``<name>.json``
+    (recipe, epochs, clean test accuracy, per-epoch history, seconds, SHA-256); ``name``
+    defaults to the recipe's registry name (ResNet18_10, …). During training a resume state
+    ``<name>.resume.pt`` is saved after every epoch; calling again with the same arguments
+    continues from it (``resume=False`` starts afresh). A finished checkpoint whose sidecar has
+    the same fingerprint is returned without training unless ``overwrite``.
+
+    ``epochs`` shortens the recipe (multistep milestones scale along), ``architecture``
+    swaps the network (tests use ``resnet_cifar_tiny``), ``stop_after`` interrupts the run after
+    that many epochs (the result is then ``complete=False``, checkpoint None).
+    """
+    from stamplib.models import create  # the package imports this module
+
+    recipe = RECIPES[recipe_name] if isinstance(recipe_name, str) else recipe_name
+    if architecture is not None:
+        recipe = dataclasses.replace(recipe, architecture=architecture)
+    train = recipe.train.with_epochs(epochs) if epochs else recipe.train
+    name = name or recipe.checkpoint
+    dev = torch.device(device)
+
+    images, test_images = _as_uint8_images(images), _as_uint8_images(test_images)
+    labels, test_labels = torch.as_tensor(labels).long(), torch.as_tensor(test_labels).long()
+    keep, keep_test = labels < recipe.num_classes, test_labels < recipe.num_classes
+    images, labels = images[keep], labels[keep]
+    test_images, test_labels = test_images[keep_test], test_labels[keep_test]
+    assert labels.numel() and test_labels.numel(), "no training or test images of the known classes"
+    assert int(labels.min()) >= 0, "labels must be class indices"
+
+    fingerprint = _fingerprint(recipe, train, seed, bf16, [images, labels, test_images, test_labels])
+    ckpt = paths.checkpoints_dir() / f"{name}.pt"
+    resume_path = ckpt.with_name(f"{name}.resume.pt")
+    previous = checkpoints.read_sidecar(ckpt) if ckpt.is_file() else None
+    if previous is not None and previous.get("fingerprint") == fingerprint and not overwrite:
+        model = create(recipe.architecture, recipe.num_classes, weights=ckpt).to(dev).eval()
+        return TrainSourceResult(model, ckpt, previous, True)
+    if not resume and resume_path.is_file():
+        resume_path.unlink()
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)  # initial weights; the global RNG is restored afterwards
+        model = create(recipe.architecture, recipe.num_classes)
+    model = model.to(dev)
+    log = fit(
+        model, images.to(dev), labels.to(dev), train, seed=seed,
+        test_images=test_images.to(dev), test_labels=test_labels.to(dev), bf16=bf16,
+        resume_path=resume_path, fingerprint=fingerprint, stop_after=stop_after,
+        progress=progress, desc=f"{name} ({recipe.name})",
+    )
+    assert log.best_state is not None
+    meta: dict[str, Any] = {
+        "name": name,
+        "architecture": recipe.architecture,
+        "num_classes": recipe.num_classes,
+        "recipe_name": recipe.name,
+        "recipe": dataclasses.asdict(train),
+        "epochs": log.epochs_done,
+        "best_epoch": log.best_epoch,
+        "clean_test_accuracy": log.best_accuracy,
+        "seconds": round(log.seconds, 2),
+        "seed": seed,
+        "bf16": bf16,
+        "device": str(dev),
+        "n_train": int(labels.numel()),
+        "n_test": int(test_labels.numel()),
+        "history": log.history,
+        "torch": torch.__version__,
+        "fingerprint": fingerprint,
+    }
+    model.load_state_dict(log.best_state)
+    model.eval()
+    if not log.complete:
+        return TrainSourceResult(model, None, meta, False)
+    meta["created"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    sidecar = checkpoints.save_checkpoint(ckpt, log.best_state, meta)
+    resume_path.unlink(missing_ok=True)  # the checkpoint is final; the state is ~3× its size
+    return TrainSourceResult(model, ckpt, sidecar, True)
+

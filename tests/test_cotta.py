@@ -1,0 +1,318 @@
+"""CoTTA (baselines.md §4, §0.1, §0.2) and the shared blocks it uses (EMA teacher, shared
+CoTTA augmentation)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from stamplib import methods
+from stamplib.blocks.bn import BatchStatsNorm2d
+from stamplib.blocks.ema import ema_update, make_teacher
+from stamplib.blocks.views import cotta_augment, cotta_augment_shared
+from stamplib.methods.cotta import PAPER_IMAGENET_RESTORE_PROB, Cotta, augment_batch
+from stamplib.models import IMAGENET_MEAN, IMAGENET_STD, InputNormalization
+
+C = 4
+
+
+class TinyNet(nn.Module):
+    def __init__(self, num_classes: int = C) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 6, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(6)
+        self.conv2 = nn.Conv2d(6, 8, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(8)
+        self.fc = nn.Linear(8, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = F.relu(self.bn2(self.conv2(x)))
+        return self.fc(x.mean(dim=(2, 3)))
+
+
+def tiny_net(seed: int = 0) -> nn.Module:
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        net = TinyNet()
+        for bn in (net.bn1, net.bn2):
+            bn.running_mean.uniform_(-0.2, 0.2)
+            bn.running_var.uniform_(0.5, 1.5)
+            bn.weight.data.uniform_(0.5, 1.5)
+            bn.bias.data.uniform_(-0.3, 0.3)
+    return net.eval()
+
+
+def batch(n: int = 16, seed: int = 1, size: int = 8) -> torch.Tensor:
+    return torch.rand(n, 3, size, size, generator=torch.Generator().manual_seed(seed))
+
+
+def make(dataset: str = "cifar10_c", net: nn.Module | None = None, **overrides) -> Cotta:
+    method = methods.create("cotta", net if net is not None else tiny_net(), C, dataset=dataset, seed=3, **overrides)
+    assert isinstance(method, Cotta)
+    return method
+
+
+def params_of(module: nn.Module) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in module.parameters()]
+
+
+# -- blocks ------------------------------------------------------------------------------------------
+def test_make_teacher_is_a_detached_independent_copy() -> None:
+    student = tiny_net()
+    teacher = make_teacher(student)
+    assert all(not p.requires_grad for p in teacher.parameters())
+    assert all(p.requires_grad for p in student.parameters())
+    with torch.no_grad():
+        next(student.parameters()).add_(1.0)
+    assert not torch.equal(next(student.parameters()), next(teacher.parameters()))
+
+
+def test_ema_update_formula_parameters_only() -> None:
+    teacher, student = tiny_net(0), tiny_net(1)
+    before_t, before_s = params_of(teacher), params_of(student)
+    buffers_before = {k: v.clone() for k, v in teacher.named_buffers()}
+    ema_update(teacher, student, 0.9)
+    for t, t0, s0 in zip(teacher.parameters(), before_t, before_s):
+        torch.testing.assert_close(t, 0.9 * t0 + 0.1 * s0, rtol=0, atol=1e-7)
+    for k, v in teacher.named_buffers():
+        assert torch.equal(v, buffers_before[k]), f"buffer {k} must not be averaged"
+    assert all(torch.equal(s, s0) for s, s0 in zip(student.parameters(), before_s))
+
+
+def test_shared_augmentation_draws_one_parameter_set_per_call() -> None:
+    img = batch(1, seed=5, size=16)
+    x = img.expand(12, -1, -1, -1).contiguous()
+    shared = cotta_augment_shared(x, torch.Generator().manual_seed(0))
+    per_image = cotta_augment(x, torch.Generator().manual_seed(0))
+    # Shared parameters: identical inputs differ only by the per-pixel N(0, 0.005²) noise.
+    assert (shared - shared[:1]).abs().max() < 0.06
+    assert (per_image[1:] - per_image[:1]).abs().amax(dim=(1, 2, 3)).min() > 0.06
+    assert (shared - x).abs().mean() > 0.01, "the shared draw must still augment"
+    assert shared.min() >= 0 and shared.max() <= 1
+    # Reproducible from the generator alone.
+    assert torch.equal(shared, cotta_augment_shared(x, torch.Generator().manual_seed(0)))
+
+
+# -- configuration -------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("dataset", "lr", "p", "ap", "loss"),
+    [
+        ("cifar10_c", 1e-3, 0.005, 0.95, "cross_entropy"),
+        ("cifar100_c", 1e-3, 0.005, 0.9, "cross_entropy"),
+        ("imagenet_c", 1e-4, 5e-4, 0.05, "symmetric"),
+        ("cifar10_c_8_2", 1e-4, 0.02, 0.95, "cross_entropy"),
+        ("cifar100_c_80_20", 1e-3, 0.01, 0.72, "cross_entropy"),
+    ],
+)
+def test_hyperparameters_per_setting(dataset: str, lr: float, p: float, ap: float, loss: str) -> None:
+    cfg = methods.resolve_config("cotta", dataset)
+    assert (cfg.lr, cfg.restore_prob, cfg.aug_threshold, cfg.loss) == (lr, p, ap, loss)
+    assert cfg.ema_momentum == 0.999 and cfg.num_augmentations == 32
+    assert cfg.clip_normalized_inputs == (dataset == "imagenet_c")
+    assert PAPER_IMAGENET_RESTORE_PROB == 5e-5
+
+
+def test_configure_all_weights_trainable_and_batch_stat_bn() -> None:
+    method = make()
+    trainable = [n for n, p in method.model.named_parameters() if p.requires_grad]
+    assert trainable == [n for n, _ in method.model.named_parameters()]  # conv, BN and fc
+    assert {n.split(".")[0] for n in trainable} == {"conv1", "bn1", "conv2", "bn2", "fc"}
+    assert all(isinstance(m, BatchStatsNorm2d) for m in (method.model.bn1, method.model.bn2))
+    assert isinstance(method.optimizer, torch.optim.Adam)
+    assert method.optimizer.param_groups[0]["lr"] == 1e-3
+    assert sum(p.numel() for p in method.adapted_parameters()) == sum(p.numel() for p in method.model.parameters())
+
+
+# -- per-batch behaviour ---------------------------------------------------------------------------------
+def reference_student_step(method: Cotta, x: torch.Tensor, teacher_logits: torch.Tensor) -> list[torch.Tensor]:
+    """The student after one Adam step on the §4 step-5 loss, from a copy taken before the step."""
+    student = copy.deepcopy(method.model)
+    opt = torch.optim.Adam(student.parameters(), lr=method.config.lr)
+    opt.load_state_dict(copy.deepcopy(method.optimizer.state_dict()))
+    s = student(x)
+    ce = -(teacher_logits.softmax(1) * s.log_softmax(1)).sum(1)
+    if method.config.loss == "symmetric":
+        ce = 0.5 * ce + 0.5 * -(s.softmax(1) * teacher_logits.log_softmax(1)).sum(1)
+    ce.mean().backward()
+    opt.step()
+    return params_of(student)
+
+
+@pytest.mark.parametrize("dataset", ["cifar10_c", "imagenet_c"])
+def test_step_without_augmentation_returns_teacher_and_updates_student_and_teacher(dataset: str) -> None:
+    net = InputNormalization(tiny_net(), IMAGENET_MEAN, IMAGENET_STD) if dataset == "imagenet_c" else tiny_net()
+    # AP = 0: the anchor confidence is never below it, so t = teacher(x); no restore.
+    method = make(dataset, net, aug_threshold=0.0, restore_prob=0.0)
+    x1, x2 = batch(seed=1), batch(seed=2)
+    method.step(x1)
+    assert not method.last_augmented
+    teacher_before = copy.deepcopy(method.teacher)
+    student_before = copy.deepcopy(method.model)
+    with torch.no_grad():
+        expected_t = teacher_before(x2)
+        student_logits = student_before(x2)
+    assert not torch.allclose(expected_t, student_logits, atol=1e-4), "teacher and student differ after a step"
+    expected_student = reference_student_step(method, x2, expected_t)
+    with torch.no_grad():
+        out = method.step(x2)
+    torch.testing.assert_close(out.probs, expected_t.softmax(1))
+    # OOD score = entropy of softmax(teacher logits), higher = outlier (§0.2, sign flipped).
+    p = expected_t.softmax(1)
+    torch.testing.assert_close(out.ood_score, -(p * p.log()).sum(1))
+    for got, want in zip(params_of(method.model), expected_student):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    for t, t0, s in zip(method.teacher.parameters(), teacher_before.parameters(), expected_student):
+        torch.testing.assert_close(t, 0.999 * t0 + 0.001 * s, rtol=1e-6, atol=1e-7)
+
+
+def test_augmentation_averaged_pseudo_label() -> None:
+    n_aug = 3
+    method = make(aug_threshold=1.01, restore_prob=0.0, num_augmentations=n_aug)  # always fires
+    x = batch()
+    teacher = copy.deepcopy(method.teacher)
+    g = torch.Generator().manual_seed(0)
+    g.set_state(method.generator.get_state())
+    forwards = []
+    handle = method.teacher.register_forward_hook(lambda m, i, o: forwards.append(i[0].shape[0]))
+    with torch.no_grad():
+        out = method.step(x)
+        augmented = [teacher(augment_batch(x, g, None, shared=True)) for _ in range(n_aug)]
+        expected = torch.stack(augmented).mean(0)
+        with_clean = (torch.stack(augmented).sum(0) + teacher(x)) / (n_aug + 1)
+    handle.remove()
+    assert method.last_augmented
+    assert forwards == [x.shape[0]] * n_aug, "exactly N teacher forwards, none on the clean batch"
+    torch.testing.assert_close(out.probs, expected.softmax(1))
+    assert not torch.allclose(out.probs, with_clean.softmax(1), atol=1e-5), "clean logits must not be averaged in"
+    # Logits are averaged, not probabilities.
+    assert not torch.allclose(out.probs, torch.stack(augmented).softmax(2).mean(0), atol=1e-5)
+
+
+def test_augmentation_fires_only_below_anchor_confidence() -> None:
+    x = batch()
+    method = make(restore_prob=0.0)
+    with torch.no_grad():
+        conf = float(method.anchor(x).softmax(1).amax(1).mean())
+    above = make(aug_threshold=conf - 1e-4, restore_prob=0.0, num_augmentations=2)
+    below = make(aug_threshold=conf + 1e-4, restore_prob=0.0, num_augmentations=2)
+    with torch.no_grad():
+        above.step(x)
+        below.step(x)
+    assert not above.last_augmented and below.last_augmented
+
+
+def test_stochastic_restore_extremes() -> None:
+    x = batch()
+    everything = make(restore_prob=1.0, aug_threshold=0.0)
+    source = params_of(everything.model)
+    teacher_before = params_of(everything.teacher)
+    with torch.no_grad():
+        everything.step(x)
+    assert all(torch.equal(p, s) for p, s in zip(everything.model.parameters(), source))
+    # The teacher is averaged before the restore and keeps its own values.
+    assert any(not torch.equal(t, t0) for t, t0 in zip(everything.teacher.parameters(), teacher_before))
+
+    nothing = make(restore_prob=0.0, aug_threshold=0.0)
+    with torch.no_grad():
+        t = nothing.teacher(x)
+    expected = reference_student_step(nothing, x, t)
+    with torch.no_grad():
+        nothing.step(x)
+    moved = 0
+    for got, want, src in zip(nothing.model.parameters(), expected, source):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+        moved += int((got != src).sum())
+    # With p = 0 nothing is restored: every element with a gradient keeps its Adam step (only the
+    # conv bias in front of a BN has an exactly zero gradient).
+    assert moved / sum(s.numel() for s in source) > 0.95
+
+
+def test_stochastic_restore_is_elementwise_bernoulli() -> None:
+    method = make(restore_prob=0.3, aug_threshold=0.0)
+    source = params_of(method.model)
+    with torch.no_grad():
+        method.step(batch())
+    restored = sum(int((p == s).sum()) for p, s in zip(method.model.parameters(), source))
+    total = sum(p.numel() for p in source)
+    assert 0.24 < restored / total < 0.36, restored / total
+
+
+# -- reset and the ImageNet quirk -------------------------------------------------------------------------
+def all_state(method: Cotta) -> dict[str, torch.Tensor]:
+    state = {f"model.{k}": v for k, v in method.model.state_dict().items()}
+    state |= {f"teacher.{k}": v for k, v in method.teacher.state_dict().items()}
+    state |= {f"anchor.{k}": v for k, v in method.anchor.state_dict().items()}
+    state |= {f"source.{i}": v for i, v in enumerate(method.source_values)}
+    state |= {f"param.{i}": p for i, p in enumerate(method.model.parameters())}
+    state["generator"] = method.generator.get_state()
+    state["cpu_generator"] = method.cpu_generator.get_state()
+    for i, s in method.optimizer.state_dict()["state"].items():
+        for k, v in s.items():
+            state[f"optim.{i}.{k}"] = torch.as_tensor(v)
+    return state
+
+
+def test_reset_is_bit_identical_to_a_fresh_instance() -> None:
+    kwargs = dict(aug_threshold=1.01, num_augmentations=2, restore_prob=0.1)
+    method = make(**kwargs)
+    with torch.no_grad():
+        for seed in (1, 2, 3):
+            method.step(batch(seed=seed))
+    method.reset()
+    fresh = make(**kwargs)
+    got, want = all_state(method), all_state(fresh)
+    assert got.keys() == want.keys()
+    for k in want:
+        assert torch.equal(got[k], want[k]), k
+    assert not all(not p.requires_grad for p in method.model.parameters())
+    assert all(not p.requires_grad for p in method.teacher.parameters())
+    with torch.no_grad():
+        a, b = method.step(batch(seed=9)), fresh.step(batch(seed=9))
+    assert torch.equal(a.probs, b.probs) and torch.equal(a.ood_score, b.ood_score)
+
+
+def test_clip_normalized_inputs_augments_the_normalised_tensor() -> None:
+    net = InputNormalization(tiny_net(), IMAGENET_MEAN, IMAGENET_STD)
+    method = make("imagenet_c", net, aug_threshold=1.01, num_augmentations=2)
+    assert method.normalization is not None
+    mean, std = method.normalization
+    x = batch(seed=4)
+    out = augment_batch(x, torch.Generator().manual_seed(0), method.normalization, shared=True)
+    seen_by_net = (out - mean) / std
+    reference = cotta_augment_shared((x - mean) / std, torch.Generator().manual_seed(0))
+    torch.testing.assert_close(seen_by_net, reference, rtol=0, atol=1e-5)
+    assert seen_by_net.min() >= -1e-5 and seen_by_net.max() <= 1 + 1e-5, "the quirk clips normalised values"
+    assert ((x - mean) / std).min() < -1.0, "normalised inputs leave [0, 1], so the clipping distorts them"
+    with torch.no_grad():
+        res = method.step(x)
+    assert torch.isfinite(res.probs).all()
+    with pytest.raises(ValueError, match="InputNormalization"):
+        make("imagenet_c", tiny_net())
+    assert make("imagenet_c", tiny_net(), clip_normalized_inputs=False).normalization is None
+
+
+# -- end to end -------------------------------------------------------------------------------------------------
+def test_digits_end_to_end_finite() -> None:
+    from stamplib.data import build_stream
+    from stamplib.models import source_model
+
+    stream = build_stream("digits", "noise", "none", max_id=128)
+    model = source_model("digits", progress=False)
+    num_classes = model.fc.out_features
+    # 4 augmentations instead of 32 keep the test short; AP is the CIFAR10-C value.
+    method = methods.create("cotta", model, num_classes, dataset="digits", num_augmentations=4)
+    outs = []
+    with torch.no_grad():
+        for b in stream.batches():
+            out = method.step(b.x)
+            assert out.probs.shape == (b.x.shape[0], num_classes)
+            assert torch.isfinite(out.probs).all() and torch.isfinite(out.ood_score).all()
+            torch.testing.assert_close(out.probs.sum(1), torch.ones(b.x.shape[0]))
+            outs.append(out)
+    assert all(torch.isfinite(p).all() for p in method.model.parameters())
+    assert len(outs) == len(stream)

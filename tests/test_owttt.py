@@ -1,0 +1,315 @@
+"""OWTTT (baselines.md §9): Otsu threshold, prototype expansion and the FIFO pool, the confident
+split, distribution alignment, source statistics, the encoder of wrapped torchvision ResNets,
+score convention (after / before the update), reset semantics, end-to-end run on digits."""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from stamplib import methods, models
+from stamplib.blocks.otsu import otsu_threshold
+from stamplib.methods.owttt import OWTTT, feature_encoder
+
+C = 4
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny models: one intra-op thread avoids OpenMP oversubscription on shared cores."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+def tiny_source(name: str, n: int = 48, seed: int = 0, size: int = 16) -> methods.SourceData:
+    g = torch.Generator().manual_seed(seed)
+    images = torch.randint(0, 256, (n, size, size, 3), dtype=torch.uint8, generator=g)
+    return methods.SourceData(name, images, torch.arange(n) % C)
+
+
+@pytest.fixture(scope="module")
+def base_model() -> torch.nn.Module:
+    """A random tiny ResNet whose BN running statistics are calibrated on the unit-test source
+    images, so that eval-mode and train-mode features live on the same scale (as for a trained
+    network; with a fresh net the source covariance is ~0 and the Gaussians degenerate)."""
+    torch.manual_seed(0)
+    model = models.create("resnet_cifar_tiny", C)
+    bns = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    for bn in bns:
+        bn.momentum = None  # cumulative average over the calibration batch
+    with torch.no_grad():
+        model.train()(
+            tiny_source("calibration").images.permute(0, 3, 1, 2).float().div(255).contiguous()
+        )
+    for bn in bns:
+        bn.momentum = 0.1
+    return model.eval()
+
+
+def make(base_model, **overrides) -> OWTTT:
+    return methods.create(
+        "owttt", base_model, C, source_data=tiny_source("owttt-unit"), **overrides
+    )
+
+
+def batch(seed: int, n: int = 16) -> torch.Tensor:
+    return torch.rand(n, 3, 16, 16, generator=torch.Generator().manual_seed(seed))
+
+
+def assert_same(a, b, path: str = "state") -> None:
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape, path
+        assert torch.equal(a, b), path
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), path
+        for k in a:
+            assert_same(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, (list, tuple, deque)):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same(x, y, f"{path}[{i}]")
+    else:
+        assert a == b, path
+
+
+def snapshot(m: OWTTT) -> dict:
+    return {
+        "model": m.model.state_dict(),
+        "modes": [mod.training for mod in m.model.modules()],
+        "optimizer": m.optimizer.state_dict(),
+        "generator": m.generator.get_state(),
+        "cpu_generator": m.cpu_generator.get_state(),
+        "pool": m.pool,
+        "os_queue": list(m.os_queue),
+        "ema_mean": m.ema_mean,
+        "ema_cov": m.ema_cov,
+        "ema_count": m.ema_count,
+        "num_updates": m.num_updates,
+    }
+
+
+# -- Otsu ------------------------------------------------------------------------------------------
+def test_otsu_threshold_splits_a_bimodal_sample():
+    rng = np.random.default_rng(0)
+    low = 0.2 + 0.03 * rng.standard_normal(200)
+    high = 0.7 + 0.03 * rng.standard_normal(100)
+    t = otsu_threshold(np.concatenate([low, high]))
+    assert low.max() < t <= high.min()
+    assert otsu_threshold(torch.tensor(np.concatenate([high, low]))) == t  # order-free, tensors ok
+
+
+def test_otsu_threshold_matches_a_brute_force_search():
+    rng = np.random.default_rng(1)
+    values = rng.uniform(0.0, 1.0, 64) ** 2
+    best, best_t = float("inf"), None
+    for k in range(100):
+        t = k / 100
+        upper, lower = values[values >= t], values[values < t]
+        if len(upper) == 0 or len(lower) == 0:
+            continue
+        score = (len(lower) * lower.var() + len(upper) * upper.var()) / len(values)
+        if score < best - 1e-12:
+            best, best_t = score, t
+    assert otsu_threshold(values) == pytest.approx(best_t)
+
+
+def test_otsu_threshold_of_a_constant_sample_is_zero():
+    assert otsu_threshold([0.3] * 10) == 0.0
+
+
+# -- prototype pool --------------------------------------------------------------------------------
+def test_prototype_expansion_adds_only_far_away_features(base_model):
+    m = make(base_model)
+    d = m.feature_dim
+    e = torch.eye(d)
+    feat = torch.stack([e[0], e[0] + 1e-3 * e[1], 3.0 * e[2], e[3], e[4]])
+    cos_src = torch.zeros(5, C)
+    cos_src[:, 0] = torch.tensor([0.1, 0.2, 0.3, 0.8, 0.45])
+    m.expand_pool(feat, cos_src, tau1=0.5, tau2=0.1)
+    # Visit order by increasing max cos_src: 0, 1, 2, 4 (all 1 − max cos > τ₁), then 3 stops.
+    #   0: pool empty, 1 − 0.1 > τ₂ → added;  1: nearly parallel to 0 → 1 − ≈1 < τ₂ → skipped;
+    #   2: orthogonal to the pool → 1 − 0.3 > τ₂ → added;  4: likewise, 1 − 0.45 > τ₂ → added.
+    assert m.pool.shape == (3, d)
+    assert torch.allclose(m.pool, F.normalize(feat[[0, 2, 4]], dim=1))
+
+
+def test_prototype_expansion_stops_at_tau1_and_uses_the_current_pool(base_model):
+    m = make(base_model)
+    d = m.feature_dim
+    e = torch.eye(d)
+    m.push_prototype(e[7])
+    feat = torch.stack([e[7] + 1e-3 * e[0], e[8]])
+    cos_src = torch.full((2, C), 0.05)
+    m.expand_pool(feat, cos_src, tau1=0.5, tau2=0.1)
+    assert m.pool.shape == (2, d)  # sample 0 is close to the existing prototype, sample 1 is new
+    assert torch.equal(m.pool[1], e[8])
+    # 1 − 0.6 ≤ τ₁: nothing is visited.
+    m.expand_pool(feat, torch.full((2, C), 0.6), tau1=0.5, tau2=0.1)
+    assert m.pool.shape == (2, d)
+
+
+def test_pool_is_fifo_capped_at_100(base_model):
+    m = make(base_model)
+    vecs = F.normalize(
+        torch.randn(105, m.feature_dim, generator=torch.Generator().manual_seed(0)), dim=1
+    )
+    for v in vecs:
+        m.push_prototype(v)
+    assert m.pool.shape == (100, m.feature_dim)
+    assert torch.equal(m.pool, vecs[5:])
+
+
+def test_confident_split_keeps_the_most_confident_halves():
+    os = torch.tensor([0.1, 0.2, 0.3, 0.4, 0.9, 0.8, 0.7])
+    seen = torch.tensor([True] * 4 + [False] * 3)
+    new_seen, new_unseen = OWTTT.confident_split(os, seen, ~seen)
+    assert new_seen.nonzero().view(-1).tolist() == [0]  # k = 2: drop os ≥ 2nd smallest
+    assert new_unseen.nonzero().view(-1).tolist() == [4]  # keep os > a[⌊3/2⌋] = 0.8
+    one = torch.tensor([True, False, False])
+    s, u = OWTTT.confident_split(torch.tensor([0.1, 0.8, 0.9]), one, ~one)
+    assert not s.any()  # a single seen sample is dropped (a[-0] = a[0])
+    assert u.nonzero().view(-1).tolist() == [2]
+
+
+# -- distribution alignment ------------------------------------------------------------------------
+def _source_features(m: OWTTT) -> torch.Tensor:
+    x = m.source_data.images.permute(0, 3, 1, 2).float().div(255).contiguous()
+    with torch.no_grad():
+        m.model.eval()
+        return m.encode(x)
+
+
+def test_alignment_ema_first_batch_is_the_batch_gaussian(base_model):
+    m = make(base_model)
+    f = _source_features(m)[:32]
+    m.alignment_loss(f)
+    centred = f - f.mean(0)
+    assert torch.allclose(m.ema_mean, f.mean(0), atol=1e-6)
+    assert torch.allclose(m.ema_cov, centred.T @ centred / 32, atol=1e-5)
+    assert m.ema_count == 32
+
+
+def test_alignment_loss_grows_and_has_gradient_when_feature_statistics_shift(base_model):
+    m = make(base_model)
+    f = _source_features(m)
+    shifted = f + 3.0 * (f.mean(0) - m.source_gaussian.loc)  # same covariance, mean moved away
+    losses = []
+    for feats in (f, shifted):
+        m.reset()
+        leaf = feats.clone().requires_grad_(True)
+        loss = m.alignment_loss(leaf)
+        loss.backward()
+        assert torch.isfinite(loss) and torch.isfinite(leaf.grad).all()
+        assert leaf.grad.abs().sum() > 0
+        losses.append(float(loss.detach()))
+    assert losses[1] > 2 * losses[0] > 0
+
+
+def test_source_statistics(base_model):
+    m = make(base_model)
+    f = _source_features(m)
+    labels = m.source_data.labels
+    protos = F.normalize(torch.stack([f[labels == c].mean(0) for c in range(C)]), dim=1)
+    assert torch.allclose(m.prototypes, protos, atol=1e-5)
+    assert torch.allclose(m.source_gaussian.loc, protos.mean(0), atol=1e-5)
+    original = make(base_model, source_mean="features")
+    assert torch.allclose(original.source_gaussian.loc, f.mean(0), atol=1e-5)
+    cov = torch.cov(f.T)
+    template = torch.eye(m.feature_dim) * cov.max() / 30
+    assert torch.allclose(m.source_gaussian.covariance_matrix, cov + template, atol=1e-4)
+
+
+# -- encoder ---------------------------------------------------------------------------------------
+def test_encoder_of_a_wrapped_torchvision_resnet():
+    from torchvision.models import resnet18
+
+    torch.manual_seed(0)
+    model = models.InputNormalization(
+        resnet18(num_classes=C), models.IMAGENET_MEAN, models.IMAGENET_STD
+    ).eval()
+    keys = list(model.state_dict())
+    encode = feature_encoder(model)
+    x = torch.rand(2, 3, 32, 32)
+    with torch.no_grad():
+        f = encode(x)
+        assert f.shape == (2, 512)
+        assert torch.allclose(model.net.fc(f), model(x), atol=1e-5)
+    assert list(model.state_dict()) == keys  # fc is back in place
+    m = methods.create("owttt", model, C, source_data=tiny_source("owttt-tv", n=8, size=32))
+    out = m.step(torch.rand(8, 3, 32, 32))
+    assert (
+        m.feature_dim == 512
+        and torch.isfinite(out.probs).all()
+        and torch.isfinite(out.ood_score).all()
+    )
+
+
+def test_encoder_of_our_cifar_resnet_is_features(base_model):
+    m = make(base_model)
+    x = batch(0, 4)
+    with torch.no_grad():
+        assert torch.equal(m.encode(x), m.model.features(x))
+
+
+# -- step, score, reset ----------------------------------------------------------------------------
+def test_score_is_negative_max_cosine_after_the_update(base_model):
+    m = make(base_model)
+    m.push_prototype(F.normalize(torch.rand(m.feature_dim), dim=0))  # exercise the CE path too
+    x = batch(1)
+    out = m.step(x)
+    assert m.num_updates == 1
+    with torch.no_grad():
+        cos = F.normalize(m.model.eval().features(x), dim=1) @ m.prototypes.T
+    assert torch.allclose(out.probs, torch.softmax(cos / 0.1, 1), atol=1e-5)
+    assert torch.allclose(out.ood_score, -cos.max(1).values, atol=1e-6)  # = os − 1
+
+
+def test_score_before_the_update_switch(base_model):
+    m = make(base_model, score_after_update=False)
+    x = batch(2)
+    with torch.no_grad():
+        cos = F.normalize(m.model.eval().features(x), dim=1) @ m.prototypes.T
+    out = m.step(x)
+    assert torch.allclose(out.ood_score, -cos.max(1).values, atol=1e-6)
+    assert torch.allclose(out.probs, torch.softmax(cos / 0.1, 1), atol=1e-5)
+
+
+def test_reset_is_bit_identical(base_model):
+    fresh = make(base_model)
+    m = make(base_model)
+    m.push_prototype(F.normalize(torch.rand(m.feature_dim), dim=0))
+    for s in range(3):
+        m.step(batch(s))
+    assert m.num_updates > 0 and len(m.os_queue) == 48 and m.ema_count > 0
+    m.reset()
+    assert_same(snapshot(m), snapshot(fresh))
+    assert_same(m.step(batch(5)).probs, fresh.step(batch(5)).probs)
+    assert_same(snapshot(m), snapshot(fresh))
+
+
+def test_end_to_end_on_digits():
+    from stamplib.data import build_stream, source_train
+
+    images, labels = source_train("digits")
+    m = methods.create(
+        "owttt",
+        models.source_model("digits", progress=False),
+        8,
+        dataset="digits",
+        source_data=methods.SourceData("digits", images, labels),
+    )
+    n = 0
+    for b in build_stream("digits", "noise", "none", max_id=128).batches():
+        out = m.step(b.x)
+        assert out.probs.shape == (b.x.shape[0], 8)
+        assert torch.isfinite(out.probs).all() and torch.isfinite(out.ood_score).all()
+        assert (out.ood_score >= -1 - 1e-6).all() and (out.ood_score <= 1 + 1e-6).all()
+        n += b.x.shape[0]
+    assert n == 160 and 0 < m.pool.shape[0] <= 100
+    assert all(torch.isfinite(p).all() for p in m.model.parameters())

@@ -1,0 +1,213 @@
+"""SoTTA (baselines.md §8): HUS confidence threshold and eviction rule, no update on an empty
+memory, the SAM/BN configuration, the score quirk, reset semantics, end-to-end run on digits."""
+
+from __future__ import annotations
+
+from collections import deque
+
+import pytest
+import torch
+
+from stamplib import methods, models
+from stamplib.blocks.bn import norm_affine_parameters
+from stamplib.blocks.entropy import logit_entropy
+from stamplib.blocks.hus import HUSMemory
+
+C = 4
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny models: one intra-op thread avoids OpenMP oversubscription on shared cores."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+@pytest.fixture(scope="module")
+def base_model() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return models.create("resnet_cifar_tiny", C).eval()
+
+
+def batch(seed: int, n: int = 16) -> torch.Tensor:
+    return torch.rand(n, 3, 16, 16, generator=torch.Generator().manual_seed(seed))
+
+
+def assert_same(a, b, path: str = "state") -> None:
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape, path
+        assert torch.equal(a, b), path
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), path
+        for k in a:
+            assert_same(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, (list, tuple, deque)):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same(x, y, f"{path}[{i}]")
+    else:
+        assert a == b, path
+
+
+def snapshot(m: methods.TTAMethod) -> dict:
+    return {
+        "model": m.model.state_dict(),
+        "modes": [mod.training for mod in m.model.modules()],
+        "optimizer": m.optimizer.state_dict(),
+        "generator": m.generator.get_state(),
+        "cpu_generator": m.cpu_generator.get_state(),
+        "memory": m.memory.items,
+        "num_updates": m.num_updates,
+    }
+
+
+def tagged(values: list[float]) -> torch.Tensor:
+    """One 1-element 'sample' per value, so a stored item tells which sample it was."""
+    return torch.tensor(values).view(-1, 1)
+
+
+# -- HUS memory ------------------------------------------------------------------------------------
+def test_confidence_threshold_is_inclusive_and_drops_the_rest():
+    mem = HUSMemory(C, capacity=10, threshold=0.9)
+    stored = mem.add(
+        tagged([0, 1, 2, 3]),
+        torch.tensor([0, 1, 2, 3]),
+        torch.tensor([0.95, 0.5, 0.9, 0.8999], dtype=torch.float64),
+    )
+    assert stored == 2
+    assert mem.class_counts() == [1, 0, 1, 0]
+    assert mem.samples().view(-1).tolist() == [0.0, 2.0]
+
+
+def test_eviction_targets_a_largest_class_unless_the_newcomer_is_in_one():
+    mem = HUSMemory(C, capacity=4, threshold=0.0, generator=torch.Generator().manual_seed(0))
+    conf = torch.ones(4)
+    mem.add(tagged([0, 1, 2, 3]), torch.tensor([0, 0, 0, 1]), conf)
+    assert mem.class_counts() == [3, 1, 0, 0] and len(mem) == 4
+    mem.add(tagged([4]), torch.tensor([2]), conf[:1])  # class 2 not largest → a class-0 item goes
+    assert mem.class_counts() == [2, 1, 1, 0]
+    mem.add(tagged([5]), torch.tensor([0]), conf[:1])  # class 0 is the largest → its own item goes
+    assert mem.class_counts() == [2, 1, 1, 0]
+    assert 5.0 in mem.items[0][-1].tolist()  # the newcomer is appended at the end of its class
+    mem.add(tagged([6]), torch.tensor([1]), conf[:1])  # class 1 not largest → class 0 loses one
+    assert mem.class_counts() == [1, 2, 1, 0]
+    # Now class 1 holds the maximum alone; a class-3 newcomer evicts from class 1.
+    mem.add(tagged([7]), torch.tensor([3]), conf[:1])
+    assert mem.class_counts() == [1, 1, 1, 1]
+    assert len(mem) == 4
+
+
+def test_eviction_among_tied_largest_classes_and_within_a_class_is_random():
+    victims_class, victims_item = set(), set()
+    for seed in range(30):
+        mem = HUSMemory(3, capacity=4, threshold=0.0, generator=torch.Generator().manual_seed(seed))
+        mem.add(tagged([0, 1, 2, 3]), torch.tensor([0, 0, 1, 1]), torch.ones(4))
+        mem.add(tagged([9]), torch.tensor([2]), torch.ones(1))
+        counts = mem.class_counts()
+        assert counts[2] == 1 and sorted(counts[:2]) == [1, 2]
+        victims_class.add(counts.index(1))
+        left = {float(s) for cls in mem.items[:2] for s in cls}
+        victims_item.update({0.0, 1.0, 2.0, 3.0} - left)
+    assert victims_class == {0, 1}  # either tied class can lose an item
+    assert victims_item == {0.0, 1.0, 2.0, 3.0}  # any item of it, not only the oldest
+
+
+def test_memory_order_is_class_major():
+    mem = HUSMemory(C, capacity=8, threshold=0.0)
+    mem.add(tagged([0, 1, 2, 3]), torch.tensor([2, 0, 2, 1]), torch.ones(4))
+    assert mem.samples().view(-1).tolist() == [1.0, 3.0, 0.0, 2.0]
+    assert mem.labels().tolist() == [0, 1, 2, 2]
+
+
+# -- method ----------------------------------------------------------------------------------------
+def test_configuration(base_model):
+    m = methods.create("sotta", base_model, C)
+    expected = norm_affine_parameters(m.model, exclude_last_stage=True)
+    assert [id(p) for p in m.adapted_parameters()] == [id(p) for p in expected]
+    assert all(
+        mod.momentum == 0.2 and mod.track_running_stats and mod.running_mean is not None
+        for mod in m.model.modules()
+        if isinstance(mod, torch.nn.BatchNorm2d)
+    )
+    for setting in methods.SETTINGS:
+        assert methods.resolve_config("sotta", setting).rho == 0.5  # the STAMP runs' radius
+    assert isinstance(m.optimizer.base_optimizer, torch.optim.Adam)
+
+
+def test_no_update_on_an_empty_memory(base_model):
+    m = methods.create("sotta", base_model, C, threshold=1.0)  # a random net is never that sure
+    before = {k: v.clone() for k, v in m.model.state_dict().items()}
+    out = m.step(batch(0))
+    assert len(m.memory) == 0 and m.num_updates == 0
+    assert_same(m.model.state_dict(), before)  # parameters and running statistics untouched
+    assert torch.isfinite(out.probs).all()
+
+
+def test_update_on_a_non_empty_memory_moves_params_and_running_stats(base_model):
+    m = methods.create("sotta", base_model, C, threshold=0.0, lr=1e-2)
+    before = {k: v.clone() for k, v in m.model.state_dict().items()}
+    x = batch(1)
+    with torch.no_grad():
+        expected = torch.softmax(m.model.eval()(x), 1)
+    out = m.step(x)
+    assert len(m.memory) == 16 and m.num_updates == 1
+    assert torch.allclose(out.probs, expected, atol=1e-6)  # prediction from before the update
+    after = m.model.state_dict()
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert any(k.endswith("running_mean") for k in changed)
+    assert any(k.endswith(".weight") and "conv5_x" not in k for k in changed)
+    assert not any("conv5_x" in k and k.endswith((".weight", ".bias")) for k in changed)
+    assert not m.model.training  # left in eval mode for the next prediction
+
+
+def test_loss_is_entropy_over_classes_averaged(base_model):
+    m = methods.create("sotta", base_model, C)
+    logits = torch.tensor([[2.0, 0.0, -1.0, 0.5], [0.0, 0.0, 0.0, 0.0]])
+    p = torch.softmax(logits, 1)
+    expected = float((-(p * torch.log(p + 1e-6)).sum(1) / C).mean())
+    assert float(m.loss(logits)) == pytest.approx(expected, rel=1e-6)
+
+
+def test_score_quirk_and_corrected_score(base_model):
+    x = batch(2)
+    quirk = methods.create("sotta", base_model, C, threshold=1.0).step(x)
+    fixed = methods.create("sotta", base_model, C, threshold=1.0, score="entropy").step(x)
+    assert torch.equal(quirk.probs, fixed.probs)
+    # §0.2: the evaluator applies softmax to the returned probabilities.
+    assert torch.allclose(quirk.ood_score, logit_entropy(quirk.probs), atol=1e-6)
+    assert torch.allclose(fixed.ood_score, -(fixed.probs * fixed.probs.log()).sum(1), atol=1e-5)
+    # softmax of a probability vector is nearly uniform: the quirk squeezes scores towards ln C.
+    assert (quirk.ood_score.max() - quirk.ood_score.min()) < (
+        fixed.ood_score.max() - fixed.ood_score.min()
+    )
+    sure = torch.tensor([[0.97, 0.01, 0.01, 0.01]])
+    unsure = torch.full((1, 4), 0.25)
+    assert logit_entropy(sure) < logit_entropy(unsure)  # same ranking direction: higher = outlier
+
+
+def test_reset_is_bit_identical(base_model):
+    m = methods.create("sotta", base_model, C, threshold=0.0, capacity=20)
+    fresh = methods.create("sotta", base_model, C, threshold=0.0, capacity=20)
+    for s in range(3):
+        m.step(batch(s))
+    assert m.num_updates == 3 and len(m.memory) == 20
+    m.reset()
+    assert_same(snapshot(m), snapshot(fresh))
+    assert_same(m.step(batch(5)).probs, fresh.step(batch(5)).probs)
+    assert_same(snapshot(m), snapshot(fresh))
+
+
+def test_end_to_end_on_digits():
+    from stamplib.data import build_stream
+
+    m = methods.create("sotta", models.source_model("digits", progress=False), 8, dataset="digits")
+    n = 0
+    for b in build_stream("digits", "noise", "none", max_id=128).batches():
+        out = m.step(b.x)
+        assert out.probs.shape == (b.x.shape[0], 8)
+        assert torch.isfinite(out.probs).all() and torch.isfinite(out.ood_score).all()
+        n += b.x.shape[0]
+    assert n == 160 and m.num_updates >= 1
+    assert all(torch.isfinite(p).all() for p in m.adapted_parameters())
