@@ -61,11 +61,10 @@ def use_batch_statistics(model: nn.Module) -> nn.Module:
     The source running statistics are discarded, as ``track_running_stats=False`` with
     ``running_mean = running_var = None`` does in the authors' code.
     """
-    for name, module in list(model.named_modules()):
+    for module in list(model.modules()):
         for child_name, child in list(module.named_children()):
             if isinstance(child, nn.BatchNorm2d) and not isinstance(child, BatchStatsNorm2d):
                 setattr(module, child_name, BatchStatsNorm2d.from_bn(child))
-    del name
     return model
 
 

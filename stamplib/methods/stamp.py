@@ -27,7 +27,12 @@ from typing import Literal
 
 import torch
 
-from stamplib.blocks.bn import freeze_all_but, norm_affine_parameters, use_batch_statistics, view_groups
+from stamplib.blocks.bn import (
+    freeze_all_but,
+    norm_affine_parameters,
+    use_batch_statistics,
+    view_groups,
+)
 from stamplib.blocks.entropy import logit_entropy, prob_entropy
 from stamplib.blocks.memory import ClassBalancedMemory
 from stamplib.blocks.sam import SAM
