@@ -16,12 +16,15 @@ def test_there_are_notebooks():
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_is_committed_clean_with_one_typed_parameters_cell(nb):
+def test_notebook_is_committed_clean_with_one_typed_parameters_cell(nb, caplog):
     cells = json.loads(nb.read_text())["cells"]
     tagged = [c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])]
     assert len(tagged) == 1
     assert not any(c.get("outputs") or c.get("execution_count") for c in cells if c["cell_type"] == "code")
     params = notebook_parameters(nb)
+    assert "Unable to parse" not in caplog.text  # every parameter line must be documented by papermill
+    code_lines = [ln for ln in "".join(tagged[0]["source"]).splitlines() if ln.strip() and not ln.startswith("#")]
+    assert len(params) == len(code_lines)
     assert {"profile", "device", "data_root"} <= set(params)
     assert all(p["inferred_type_name"] != "None" for p in params.values())
     with pytest.raises(ValueError, match="unknown parameter"):
