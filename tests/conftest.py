@@ -4,12 +4,14 @@ notebooks through the checkout's .cache/ (trained once, about a minute)."""
 
 from __future__ import annotations
 
-import os
+from collections import deque
 
 import pytest
 import torch
 
-torch.set_num_threads(min(2, os.cpu_count() or 1))
+# One intra-op thread: the suite runs in two xdist workers on two cores, and tiny models on
+# oversubscribed OpenMP threads run up to 100x slower.
+torch.set_num_threads(1)
 
 
 @pytest.fixture(autouse=True)
@@ -32,3 +34,20 @@ def tiny_net(num_classes: int = 4, seed: int = 0) -> torch.nn.Module:
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         return CifarResNet(num_classes, widths=(4, 8, 8, 8), blocks=(1, 1, 1, 1))
+
+
+def assert_same(a, b, path: str = "state") -> None:
+    """Recursively assert two states (tensors, dicts, sequences, scalars) are bit-identical."""
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape, path
+        assert torch.equal(a, b), path
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), path
+        for k in a:
+            assert_same(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, (list, tuple, deque)):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same(x, y, f"{path}[{i}]")
+    else:
+        assert a == b, path

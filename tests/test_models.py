@@ -19,16 +19,6 @@ from stamplib.models.recipes import RECIPES, spread_subset, train_source
 from stamplib.models.training import TrainRecipe, _augment, fit, make_scheduler
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models gain nothing from intra-op threads, and on a busy 2-core machine the
-    threads' synchronisation makes them ~30× slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture
 def home(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("STAMPLIB_HOME", str(tmp_path / "home"))

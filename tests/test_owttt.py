@@ -4,27 +4,17 @@ score convention (after / before the update), reset semantics, end-to-end run on
 
 from __future__ import annotations
 
-from collections import deque
-
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import assert_same
 
 from stamplib import methods, models
 from stamplib.blocks.otsu import otsu_threshold
 from stamplib.methods.owttt import OWTTT, feature_encoder
 
 C = 4
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models: one intra-op thread avoids OpenMP oversubscription on shared cores."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 def tiny_source(name: str, n: int = 48, seed: int = 0, size: int = 16) -> methods.SourceData:
@@ -60,22 +50,6 @@ def make(base_model, **overrides) -> OWTTT:
 
 def batch(seed: int, n: int = 16) -> torch.Tensor:
     return torch.rand(n, 3, 16, 16, generator=torch.Generator().manual_seed(seed))
-
-
-def assert_same(a, b, path: str = "state") -> None:
-    if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape, path
-        assert torch.equal(a, b), path
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys(), path
-        for k in a:
-            assert_same(a[k], b[k], f"{path}.{k}")
-    elif isinstance(a, (list, tuple, deque)):
-        assert len(a) == len(b), path
-        for i, (x, y) in enumerate(zip(a, b)):
-            assert_same(x, y, f"{path}[{i}]")
-    else:
-        assert a == b, path
 
 
 def snapshot(m: OWTTT) -> dict:

@@ -5,25 +5,16 @@ from __future__ import annotations
 
 import copy
 import math
-from collections import deque
 
 import pytest
 import torch
+from conftest import assert_same
 
 from stamplib import methods, models
 from stamplib.blocks.bn import norm_affine_parameters
 from stamplib.blocks.entropy import logit_entropy
 
 C = 4
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models: one intra-op thread avoids OpenMP oversubscription on shared cores."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 @pytest.fixture(scope="module")
@@ -34,22 +25,6 @@ def base_model() -> torch.nn.Module:
 
 def batch(seed: int, n: int = 16) -> torch.Tensor:
     return torch.rand(n, 3, 16, 16, generator=torch.Generator().manual_seed(seed))
-
-
-def assert_same(a, b, path: str = "state") -> None:
-    if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape, path
-        assert torch.equal(a, b), path
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys(), path
-        for k in a:
-            assert_same(a[k], b[k], f"{path}.{k}")
-    elif isinstance(a, (list, tuple, deque)):
-        assert len(a) == len(b), path
-        for i, (x, y) in enumerate(zip(a, b)):
-            assert_same(x, y, f"{path}[{i}]")
-    else:
-        assert a == b, path
 
 
 def snapshot(m: methods.TTAMethod) -> dict:
