@@ -102,14 +102,15 @@ def run(
         images, labels = data.source_train(spec.dataset)
         source_data = methods.SourceData(spec.dataset, images, labels)
     method = methods.create(
-        spec.method, source, num_classes, dataset=spec.dataset, seed=spec.seed,
+        spec.method, source, num_classes, dataset=spec.setting or spec.dataset, seed=spec.seed,
         source_data=source_data, **dict(spec.overrides),
     )
     per_corruption: dict[str, dict[str, Any]] = {}
     started = time.perf_counter()
     for corruption in tqdm(spec.corruptions, desc=f"{spec.method}/{spec.outliers}", disable=not progress, leave=False):
         stream = data.build_stream(
-            spec.dataset, spec.outliers, corruption, spec.severity, spec.outlier_ratio, spec.seed, profile.max_id
+            spec.dataset, spec.outliers, corruption, spec.severity, spec.outlier_ratio, spec.seed,
+            profile.id_limit(spec.dataset),
         )
         method.reset()
         result = run_stream(method, stream, device)

@@ -28,6 +28,7 @@ class RunSpec:
     outlier_ratio: float = 0.2  # outliers / (ID + outliers)
     seed: int = 0
     profile: str = "quick"
+    setting: str = ""  # hyperparameter setting to use instead of the dataset's own (e.g. "imagenet_c")
     overrides: tuple[tuple[str, Any], ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
@@ -50,7 +51,7 @@ class RunSpec:
             object.__setattr__(self, "outlier_ratio", 0.0)
         object.__setattr__(self, "corruptions", tuple(self.corruptions))
         object.__setattr__(self, "overrides", tuple(sorted((str(k), v) for k, v in dict(self.overrides).items())))
-        methods.resolve_config(self.method, self.dataset, **dict(self.overrides))  # validates names
+        methods.resolve_config(self.method, self.setting or self.dataset, **dict(self.overrides))  # validates
 
     @classmethod
     def make(cls, method: str, overrides: dict[str, Any] | None = None, **kwargs: Any) -> RunSpec:
@@ -58,6 +59,8 @@ class RunSpec:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        if not self.setting:
+            del d["setting"]  # records written before the field existed keep their key
         d["corruptions"] = list(self.corruptions)
         d["overrides"] = {k: v for k, v in self.overrides}
         return d

@@ -140,6 +140,8 @@ SOURCE_MODELS: dict[str, tuple[str, int, str]] = {
     "cifar10_c_8_2": ("resnet18_cifar", 8, "ResNet18_8"),
     "cifar100_c_80_20": ("resnet18_cifar", 80, "ResNet18_80"),
     "imagenet_c": ("resnet50", 1000, "IMAGENET1K_V1"),
+    "cifar10_jpeg": ("resnet18_cifar", 10, "ResNet18_10_jpeg"),
+    "cifar10_jpeg_8_2": ("resnet18_cifar", 8, "ResNet18_8_jpeg"),
 }
 
 
