@@ -260,6 +260,20 @@ def _options(notebook: str, profile: str, data_root: str, methods: str, default_
                    corr, parse_seeds(seeds), int(severity), float(outlier_ratio))
 
 
+def _stand_in_overrides(method: str, setting: str, dataset: str) -> dict[str, Any]:
+    """Overrides a method needs to run another data set's hyperparameter setting here: the
+    ImageNet quirk of clipping *normalised* inputs (CoTTA, RoTTA; baselines.md §4) has no
+    meaning for a model that takes raw [0, 1] images, so it is switched off."""
+    import dataclasses
+
+    from stamplib import methods as registry
+
+    if not setting or setting == dataset:
+        return {}
+    fields = {f.name for f in dataclasses.fields(registry.resolve_config(method, setting))}
+    return {"clip_normalized_inputs": False} if "clip_normalized_inputs" in fields else {}
+
+
 def _cells(opt: Options, variants: Sequence[tuple[str, dict[str, Any], float | None]]) -> list[Cell]:
     """Every (data set, outlier set, method, variant, seed) cell; a variant is (label,
     hyperparameter overrides, outlier ratio or None for the notebook's)."""
@@ -269,8 +283,10 @@ def _cells(opt: Options, variants: Sequence[tuple[str, dict[str, Any], float | N
             for method in opt.methods:
                 for label, overrides, ratio in variants:
                     for seed in opt.seeds:
+                        own = overrides if method == "stamp" else {}
                         spec = RunSpec.make(
-                            method, overrides=overrides if method == "stamp" else {}, dataset=ds, outliers=o,
+                            method, overrides={**_stand_in_overrides(method, setting, ds), **own}, dataset=ds,
+                            outliers=o,
                             corruptions=opt.corruptions, severity=opt.severity,
                             outlier_ratio=0.0 if o == "none" else (opt.outlier_ratio if ratio is None else ratio),
                             seed=seed, profile=opt.profile, setting=setting,
@@ -414,8 +430,9 @@ def compute(
 
 
 def results(the_plan: Plan, records: dict[str, dict[str, Any]], per_corruption: bool = False):
-    """Tidy frame of the plan's cells: one row per (cell, seed[, corruption]) with ``acc``,
-    ``auroc``, ``h`` (percent), ``collapsed`` and the paper's coordinates."""
+    """Tidy frame of the plan's cells: one row per (cell, seed) with the mean over corruptions
+    (``corruption == "mean"``) and, with ``per_corruption``, one more per corruption; columns
+    ``acc``, ``auroc``, ``h`` (percent), ``collapsed`` and the paper's coordinates."""
     import pandas as pd
 
     rows = []
@@ -431,15 +448,14 @@ def results(the_plan: Plan, records: dict[str, dict[str, Any]], per_corruption: 
             for corruption, m in record["per_corruption"].items():
                 rows.append({**base, "corruption": corruption, "acc": m["acc"], "auroc": m["auroc"], "h": m["h"],
                              "collapsed": bool(m["collapsed"]), "seconds": m.get("seconds", math.nan)})
-        else:
-            mean = record["mean"]
-            rows.append({**base, "corruption": "mean", "acc": mean["acc"], "auroc": mean["auroc"], "h": mean["h"],
-                         "collapsed": bool(record["collapsed"]), "seconds": record.get("seconds", math.nan)})
+        mean = record["mean"]
+        rows.append({**base, "corruption": "mean", "acc": mean["acc"], "auroc": mean["auroc"], "h": mean["h"],
+                     "collapsed": bool(record["collapsed"]), "seconds": record.get("seconds", math.nan)})
     return pd.DataFrame(rows)
 
 
 def over_seeds(frame):
-    """Mean over seeds, with ``*_std`` columns (0 for a single seed) and ``n_seeds``."""
+    """Mean over seeds, with ``*_std`` columns (NaN for a single seed) and ``n_seeds``."""
     keys = ["dataset", "outliers", "method", "variant", "paper_dataset", "paper_outliers", "corruption"]
     if frame.empty:
         return frame
@@ -449,6 +465,8 @@ def over_seeds(frame):
     out = out.join(std)
     out["collapsed"] = grouped["collapsed"].any()
     out["n_seeds"] = grouped["seed"].nunique()
+    single = out["n_seeds"] < 2
+    out.loc[single, ["acc_std", "auroc_std", "h_std"]] = math.nan
     return out.reset_index()
 
 

@@ -36,6 +36,13 @@ def data_root(data_root: str | os.PathLike | None = None) -> Path:
     return home() / "data"
 
 
+def set_data_root(data_root: str | os.PathLike | None) -> None:
+    """Make ``data_root`` the default for everything later in this process (and its
+    subprocesses), as a notebook's ``data_root`` parameter does; empty/None leaves it as is."""
+    if data_root:
+        os.environ["STAMPLIB_DATA_ROOT"] = str(data_root)
+
+
 def checkpoints_dir() -> Path:
     return home() / "checkpoints"
 

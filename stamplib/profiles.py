@@ -35,7 +35,7 @@ class Profile:
 # quick: 3 corruptions (one noise, one blur, one digital) × 1,024 digits + 256 outliers, which
 # keeps every notebook's grid within the 15-minute budget of run_all.sh on 2 CPU cores.
 PROFILES: dict[str, Profile] = {
-    "smoke": Profile("smoke", max_id=128, corruptions=("gaussian_noise",), max_id_real=128),
+    "smoke": Profile("smoke", max_id=64, corruptions=("gaussian_noise",), max_id_real=64),
     "quick": Profile(
         "quick", max_id=1024, corruptions=("gaussian_noise", "defocus_blur", "contrast"), max_id_real=2000,
     ),

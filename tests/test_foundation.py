@@ -107,7 +107,7 @@ def test_run_stores_one_record_and_skips_on_rerun(tmp_path, monkeypatch):
     spec = RunSpec(method="bn_stats", corruptions=("none", "contrast"), profile="smoke")
     record = stamplib.run(spec, store=store)
     assert set(record["per_corruption"]) == {"none", "contrast"}
-    assert record["per_corruption"]["none"]["n_id"] == 128 and record["per_corruption"]["none"]["n_outliers"] == 32
+    assert record["per_corruption"]["none"]["n_id"] == 64 and record["per_corruption"]["none"]["n_outliers"] == 16
     assert list((tmp_path / "store").glob("*.json")) == [store.path(spec)]
 
     def boom(*args, **kwargs):
