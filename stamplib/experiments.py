@@ -255,6 +255,8 @@ def _options(notebook: str, profile: str, data_root: str, methods: str, default_
     check_common(profile, "cpu", severity, outlier_ratio)
     scale = scale_of(profile, data_root)
     chosen = _names(methods, "methods", registry.available()) or tuple(default_methods)
+    if corruptions == "all":
+        corruptions = ",".join(ALL_CORRUPTIONS)
     corr = _names(corruptions, "corruptions", [*ALL_CORRUPTIONS, "none"]) or get_profile(profile).corruptions
     return Options(notebook, profile, scale, chosen, _setups(notebook, scale, datasets, outlier_sets),
                    corr, parse_seeds(seeds), int(severity), float(outlier_ratio))
