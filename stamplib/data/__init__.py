@@ -25,6 +25,7 @@ resized to the ID size with PIL bilinear after corruption (protocol.md §1.3).
 from __future__ import annotations
 
 import inspect
+import numbers
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -386,6 +387,109 @@ def apply_corruption(images: torch.Tensor, corruption: str, severity: int, seed:
     return corrupt(images, corruption, severity, seed=seed)
 
 
+def _has_heldout(dataset: str) -> bool:
+    # Mirrors ID_SETS: only the class splits and the digits benchmark carry held-out classes.
+    return dataset in ID_SETS and (dataset == "digits" or dataset.endswith(("_8_2", "_80_20")))
+
+
+def check_names(dataset: str, outliers: str | None = None, corruptions: tuple[str, ...] | list[str] = ()) -> None:
+    """Refuse unknown dataset, outlier-set and corruption names with the list of valid ones.
+
+    Names only: no file is read, so a typo fails at once instead of after loading data."""
+    if _scheme(dataset) is None and dataset not in ID_SETS:
+        raise ValueError(
+            f"unknown dataset {dataset!r}; choose one of {', '.join(sorted(ID_SETS))}, "
+            "or npz:/path/file.npz, folder:/path/dir"
+        )
+    if outliers is not None and outliers != "none" and _scheme(outliers) is None:
+        if outliers == HELDOUT:
+            if not _has_heldout(dataset):
+                splits = sorted(n for n in ID_SETS if _has_heldout(n))
+                raise ValueError(
+                    f"outlier set {HELDOUT!r} needs a class-split dataset ({', '.join(splits)}), not "
+                    f"{dataset!r}; pick one of those datasets or another outlier set"
+                )
+        elif outliers not in OUTLIER_SETS:
+            raise ValueError(
+                f"unknown outlier set {outliers!r}; choose one of {', '.join(sorted(OUTLIER_SETS))}, "
+                f"{HELDOUT}, npz:/path.npz, folder:/path, or none (closed set)"
+            )
+    if corruptions:
+        from stamplib.data.corruptions import CORRUPTIONS
+
+        bad = [c for c in corruptions if c != "none" and c not in CORRUPTIONS]
+        if bad:
+            raise ValueError(
+                f"unknown corruption(s) {', '.join(map(repr, bad))}; choose from {', '.join(CORRUPTIONS)}, "
+                "or none (clean images)"
+            )
+
+
+def _is_int(value: object) -> bool:
+    # numpy integers count (notebooks compute seeds with numpy); True/False do not.
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_stream_args(
+    dataset: str, outliers: str, corruption: str, severity: int, outlier_ratio: float, seed: int,
+    max_id: int | None, batch_size: int,
+) -> None:
+    """Everything :func:`build_stream` can refuse without reading a file, checked up front."""
+    check_names(dataset, outliers, (corruption,))
+    if not _is_int(severity) or not 1 <= severity <= 5:
+        raise ValueError(f"severity must be an integer from 1 to 5 (the paper uses 5), got {severity!r}")
+    if not isinstance(outlier_ratio, numbers.Real) or not 0.0 <= outlier_ratio < 1.0:
+        raise ValueError(
+            f"outlier_ratio is the outliers' share of the stream and must be in [0, 1) (the paper "
+            f"uses 0.2), got {outlier_ratio!r}"
+        )
+    if not _is_int(seed) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    if max_id is not None and (not _is_int(max_id) or max_id < 1):
+        raise ValueError(f"max_id must be a positive integer or None (every ID sample), got {max_id!r}")
+    if not _is_int(batch_size) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer (the paper uses 64), got {batch_size!r}")
+
+
+def check_available(
+    dataset: str, corruptions: tuple[str, ...] | list[str], severity: int = 5,
+    data_root: str | os.PathLike | None = None,
+) -> None:
+    """Refuse a *partial* copy of a released dataset before any work: every requested
+    corruption's file must be there. Only paths are checked. A dataset folder that is absent as
+    a whole is left to its loader, which may unpack a placed archive or download it."""
+    from stamplib.data import downloads, loaders
+
+    root = paths.data_root(data_root)
+    corrupted = [c for c in corruptions if c != "none"]
+    base = dataset.removesuffix("_8_2").removesuffix("_80_20")
+    missing: list[Path] = []
+    fix = ""
+    if base in ("cifar10_c", "cifar100_c") and corrupted:
+        folder = root / ("CIFAR-10-C" if base == "cifar10_c" else "CIFAR-100-C")
+        if folder.is_dir():
+            missing = [folder / f for f in ("labels.npy", *(f"{c}.npy" for c in corrupted))
+                       if not (folder / f).is_file()]
+            archive = downloads.RESOURCES[base].filename
+            fix = f"the extraction was incomplete: delete {folder} and unpack {archive} again"
+    elif base == "imagenet_c" and corrupted and (root / "ImageNet-C").is_dir():
+        for c in corrupted:
+            group = downloads.IMAGENET_C_GROUP.get(c)
+            archive = root / "ImageNet-C" / f"{group}.tar"
+            if not (root / "ImageNet-C" / c / str(severity)).is_dir() and not archive.is_file():
+                missing.append(root / "ImageNet-C" / c / str(severity))
+        fix = "unpack the missing ImageNet-C archives (noise, blur, weather, digital) into it"
+    elif (scheme := _scheme(dataset)) is not None:
+        kind, path = scheme
+        files = ([path.format(corruption=c, severity=severity) for c in corrupted] if _is_template(path)
+                 else [path])
+        missing = [Path(f) for f in files if not (Path(f).is_file() if kind == "npz" else Path(f).is_dir())]
+        fix = f"check the path given in {dataset!r}"
+    if missing:
+        shown = ", ".join(str(m) for m in missing[:6]) + (f", … ({len(missing)} in all)" if len(missing) > 6 else "")
+        raise loaders.DatasetNotFound(f"dataset {dataset!r} is incomplete: missing {shown}; {fix}")
+
+
 def build_stream(
     dataset: str,
     outliers: str,
@@ -403,7 +507,9 @@ def build_stream(
     ID images: the released corrupted set when the dataset has one, else the clean test set
     corrupted with ``seed``. Outliers: the *first* N of the pool (N from ``outlier_ratio``,
     protocol.md §1.1/§3.2), corrupted like the ID images except Noise, resized to the ID size.
+    Names and numbers are checked before any image is read.
     """
+    check_stream_args(dataset, outliers, corruption, severity, outlier_ratio, seed, max_id, batch_size)
     return _build_stream(
         dataset, outliers, corruption, severity, outlier_ratio, seed, max_id, batch_size,
         str(paths.data_root(data_root)),
@@ -520,6 +626,9 @@ __all__ = [
     "OutlierSource",
     "Stream",
     "build_stream",
+    "check_available",
+    "check_names",
+    "check_stream_args",
     "class_split",
     "dataset_status",
     "id_set",

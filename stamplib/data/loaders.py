@@ -101,19 +101,35 @@ def check_images(arr: np.ndarray, where: str | os.PathLike) -> np.ndarray:
             f"{where}: images have shape {arr.shape}, which looks like N×3×H×W; store them "
             "channels-last (N×H×W×3), e.g. arr.transpose(0, 2, 3, 1)"
         )
+    if arr.ndim == 3 or (arr.ndim == 4 and arr.shape[3] == 1):
+        raise DatasetFormatError(
+            f"{where}: images have shape {arr.shape}, which looks grey-scale; methods need RGB "
+            "N×H×W×3: repeat the channel, e.g. np.repeat(arr.reshape(*arr.shape[:3], 1), 3, axis=3)"
+        )
+    if arr.ndim == 4 and arr.shape[1] == 1 and arr.shape[3] != 3:
+        raise DatasetFormatError(
+            f"{where}: images have shape {arr.shape}, which looks like grey-scale N×1×H×W; store RGB "
+            "channels-last: np.repeat(arr.transpose(0, 2, 3, 1), 3, axis=3)"
+        )
     if arr.ndim != 4 or arr.shape[3] != 3:
         raise DatasetFormatError(f"{where}: images must be N×H×W×3 RGB, got shape {arr.shape}")
     if arr.dtype != np.uint8:
         hint = "cast to uint8"
-        if np.issubdtype(arr.dtype, np.floating) and arr.size and float(np.nanmax(arr)) <= 1.0:
-            hint = "values look like floats in [0, 1]: store (x * 255).round().astype(np.uint8)"
-        elif arr.size and (arr.min() < 0 or arr.max() > 255):
+        is_float = np.issubdtype(arr.dtype, np.floating)
+        if arr.size and (arr.min() < 0 or arr.max() > 255):
             hint = f"values span [{arr.min()}, {arr.max()}], outside 0..255: rescale, then cast to uint8"
+        elif is_float and arr.size and float(np.nanmax(arr)) <= 1.0:
+            hint = "values look like floats in [0, 1]: store (x * 255).round().astype(np.uint8)"
+        elif is_float:
+            hint = "values look like floats in 0..255: store x.round().astype(np.uint8)"
         raise DatasetFormatError(f"{where}: images must be uint8 (0..255), got {arr.dtype}; {hint}")
     return arr
 
 
-def check_labels(labels: np.ndarray, n: int, where: str | os.PathLike) -> np.ndarray:
+def check_labels(
+    labels: np.ndarray, n: int, where: str | os.PathLike, num_classes: int | None = None
+) -> np.ndarray:
+    """Validate ``n`` integer class labels (in ``0 .. num_classes−1`` when given)."""
     labels = np.asarray(labels)
     if labels.ndim == 2 and 1 in labels.shape:
         labels = labels.reshape(-1)
@@ -123,6 +139,11 @@ def check_labels(labels: np.ndarray, n: int, where: str | os.PathLike) -> np.nda
         raise DatasetFormatError(f"{where}: labels must be integers, got {labels.dtype}")
     if n and labels.min() < 0:
         raise DatasetFormatError(f"{where}: labels must be ≥ 0 (outlier labels are set by the stream)")
+    if n and num_classes is not None and labels.max() >= num_classes:
+        raise DatasetFormatError(
+            f"{where}: label {labels.max()} is out of range for {num_classes} classes (0..{num_classes - 1}); "
+            "the labels belong to another dataset or the file is damaged: extract or download it again"
+        )
     return labels.astype(np.int64)
 
 
@@ -197,6 +218,17 @@ def list_image_folder(root: str | os.PathLike) -> tuple[list[Path], list[int], l
         classes = [""]
     if not files:
         raise DatasetNotFound(f"image folder {root} holds no images ({', '.join(IMAGE_EXTENSIONS)})")
+    present = set(labels)
+    empty = [c for i, c in enumerate(classes) if i not in present]
+    if empty:
+        # An empty class folder marks a partial copy (and a class no sample can have): refuse
+        # it, as torchvision's ImageFolder does, rather than evaluate on a silently smaller set.
+        shown = ", ".join(empty[:6]) + (f", … ({len(empty)} in all)" if len(empty) > 6 else "")
+        raise DatasetFormatError(
+            f"image folder {root}: class folder(s) {shown} hold no images ({', '.join(IMAGE_EXTENSIONS)}); "
+            "the copy is incomplete: copy or extract those images again, or delete the empty folders "
+            "if those classes are meant to be absent (class indices are the sorted folder names)"
+        )
     return files, labels, classes
 
 
@@ -261,17 +293,27 @@ def _cache_path(root: Path, tag: str) -> Path:
     return paths.data_root() / "cache" / f"{root.name}-{key}{tag}.npz"
 
 
-def atomic_save_npz(path: Path, **arrays: np.ndarray) -> None:
+def _atomic_save(path: Path, save) -> None:  # save: Callable[[BinaryIO], None]
+    """Write through a temporary sibling, fsync, rename: a reader never sees half a file and
+    a killed writer leaves only a ``.tmp-*`` file that no loader opens."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
     try:
         with open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)
+            save(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def atomic_save_npz(path: Path, **arrays: np.ndarray) -> None:
+    _atomic_save(path, lambda fh: np.savez(fh, **arrays))
+
+
+def atomic_save_npy(path: Path, array: np.ndarray) -> None:
+    _atomic_save(path, lambda fh: np.save(fh, array, allow_pickle=False))
 
 
 def load_image_folder(
@@ -364,7 +406,7 @@ def load_cifar(
     parts = [_read_cifar_batch(str(f), f.stat().st_mtime_ns, label_key) for f in files]
     images = np.concatenate([p[0] for p in parts])
     labels = np.concatenate([p[1] for p in parts])
-    return _to_set(images, check_labels(labels, images.shape[0], folder))
+    return _to_set(images, check_labels(labels, images.shape[0], folder, 10 if name == "cifar10" else 100))
 
 
 _CIFAR_C = {"cifar10": ("CIFAR-10-C", "cifar10_c"), "cifar100": ("CIFAR-100-C", "cifar100_c")}
@@ -380,15 +422,19 @@ def _open_npy(path: Path) -> np.ndarray:
 
 
 @lru_cache(maxsize=6)
-def _cifar_c_block(npy: str, labels_npy: str, severity: int, stamp: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+def _cifar_c_block(
+    npy: str, labels_npy: str, severity: int, stamp: tuple[int, int], num_classes: int
+) -> tuple[np.ndarray, np.ndarray]:
     arr = _open_npy(Path(npy))
     if arr.ndim != 4 or arr.shape[1:] != (32, 32, 3) or arr.dtype != np.uint8:
-        raise DatasetFormatError(f"{npy}: expected uint8 N×32×32×3, got {arr.dtype} {arr.shape}")
+        if arr.dtype != np.uint8 or arr.ndim != 4 or arr.shape[3] != 3:
+            check_images(arr, npy)  # names the layout or dtype problem and its fix
+        raise DatasetFormatError(f"{npy}: expected uint8 N×32×32×3 (CIFAR-C), got {arr.dtype} {arr.shape}")
     rows = arr.shape[0]
     if rows % 5:
         raise DatasetFormatError(f"{npy}: {rows} rows are not 5 severity blocks (Hendrycks: 50,000 = 5 × 10,000)")
     labels = np.asarray(_open_npy(Path(labels_npy)))
-    labels = check_labels(labels, rows, labels_npy)
+    labels = check_labels(labels, rows, labels_npy, num_classes)
     block = rows // 5
     sl = slice((severity - 1) * block, severity * block)
     return np.array(arr[sl]), labels[sl]
@@ -420,7 +466,7 @@ def load_cifar_c(
                 f"{folder} and unpack {downloads.RESOURCES[resource].filename} again"
             )
     stamp = (npy.stat().st_mtime_ns, labels_npy.stat().st_mtime_ns)
-    images, labels = _cifar_c_block(str(npy), str(labels_npy), int(severity), stamp)
+    images, labels = _cifar_c_block(str(npy), str(labels_npy), int(severity), stamp, 10 if name == "cifar10" else 100)
     return _to_set(images, labels)
 
 
@@ -523,16 +569,18 @@ def tiny_permutation(n: int, folder: Path) -> np.ndarray:
     2020, stored once as ``<folder>/permutation-<n>.npy`` so that every run uses the same one."""
     path = folder / f"permutation-{n}.npy"
     if path.is_file():
-        perm = np.load(path, allow_pickle=False)
-        if perm.shape == (n,) and np.array_equal(np.sort(perm), np.arange(n)):
-            return perm
-        raise DatasetFormatError(f"{path} is not a permutation of {n}; delete it to recreate it")
+        try:
+            perm = np.load(path, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as exc:
+            # Unreadable (a truncated write by an old version): it is seeded, so recreate it.
+            warnings.warn(f"{path} is unreadable ({exc}); recreating it from seed {TINY_PERMUTATION_SEED}", stacklevel=2)
+        else:
+            if perm.shape == (n,) and np.array_equal(np.sort(perm), np.arange(n)):
+                return perm
+            raise DatasetFormatError(f"{path} is not a permutation of {n}; delete it to recreate it")
     perm = torch.randperm(n, generator=torch.Generator().manual_seed(TINY_PERMUTATION_SEED)).numpy()
     try:
-        tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
-        with open(tmp, "wb") as fh:
-            np.save(fh, perm)
-        os.replace(tmp, path)
+        atomic_save_npy(path, perm)
     except OSError as exc:  # read-only data: the permutation is seeded, so nothing is lost
         warnings.warn(f"could not store {path}: {exc}", stacklevel=2)
     return perm

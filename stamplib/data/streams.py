@@ -10,6 +10,7 @@ stream seed, not on how much randomness a method consumed, so every method sees 
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -30,11 +31,18 @@ class Stream:
     batch_size: int = 64
 
     def __post_init__(self) -> None:
-        assert self.images.dtype == torch.uint8 and self.images.dim() == 4 and self.images.shape[3] == 3, (
-            "stream images must be uint8 N×H×W×3"
-        )
-        assert self.labels.shape == (self.images.shape[0],)
-        assert self.batch_size >= 1, "batch_size must be at least 1"
+        # ValueError, not assert: these are caller mistakes and must survive ``python -O``.
+        if self.images.dtype != torch.uint8 or self.images.dim() != 4 or self.images.shape[3] != 3:
+            raise ValueError(
+                f"stream images must be uint8 N×H×W×3, got {self.images.dtype} {tuple(self.images.shape)}; "
+                "convert float N×3×H×W in [0,1] with (x * 255).round().byte().permute(0, 2, 3, 1)"
+            )
+        if self.labels.shape != (self.images.shape[0],):
+            raise ValueError(
+                f"stream labels must be one per image ({self.images.shape[0]}), got shape {tuple(self.labels.shape)}"
+            )
+        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, numbers.Integral) or self.batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer (the paper uses 64), got {self.batch_size!r}")
 
     @property
     def is_outlier(self) -> torch.Tensor:
@@ -75,6 +83,8 @@ def mix(
     batch_size: int = 64,
 ) -> Stream:
     """Concatenate ID images with the first ``num_outliers`` outliers and shuffle with ``seed``."""
+    if num_outliers < 0:
+        raise ValueError(f"num_outliers must be ≥ 0, got {num_outliers}; outliers_for_ratio(n_id, ratio) gives it")
     if num_outliers > 0:
         if outlier_images is None or outlier_images.shape[0] < num_outliers:
             have = 0 if outlier_images is None else outlier_images.shape[0]

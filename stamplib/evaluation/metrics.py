@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -54,10 +55,22 @@ def stream_metrics(probs: torch.Tensor, ood_score: torch.Tensor, labels: torch.T
     return {"acc": acc, "auroc": auc, "h": h_score(acc, auc)}
 
 
-def aggregate(per_corruption: Mapping[str, Mapping[str, float]] | Iterable[Mapping[str, float]]) -> dict[str, float]:
+def aggregate(
+    per_corruption: Mapping[str, Mapping[str, Any]] | Iterable[Mapping[str, Any]],
+) -> dict[str, Any]:
     """Mean over corruptions of each metric separately (NaNs propagate: a missing AUROC in a
-    closed-set stream stays NaN rather than silently vanishing)."""
-    rows = list(per_corruption.values()) if isinstance(per_corruption, Mapping) else list(per_corruption)
+    closed-set stream stays NaN rather than silently vanishing).
+
+    A collapsed corruption (its row has ``collapsed: True``) is still averaged in — dropping it
+    would flatter the method — but never silently: the result then carries ``collapsed``, the
+    collapsed corruptions' names (row positions for a plain sequence of rows), so that tables
+    can flag the mean. Rows without a ``collapsed`` field give no such key."""
+    named = isinstance(per_corruption, Mapping)
+    rows = list(per_corruption.values()) if named else list(per_corruption)
     if not rows:
         raise ValueError("nothing to aggregate")
-    return {key: float(np.mean([r[key] for r in rows])) for key in ("acc", "auroc", "h")}
+    out: dict[str, Any] = {key: float(np.mean([r[key] for r in rows])) for key in ("acc", "auroc", "h")}
+    if any("collapsed" in r for r in rows):
+        labels = list(per_corruption) if named else list(range(len(rows)))
+        out["collapsed"] = [label for label, r in zip(labels, rows) if r.get("collapsed")]
+    return out

@@ -95,6 +95,8 @@ def run(
         if record is not None:
             return record
     profile = get_profile(spec.profile)
+    # A partial dataset copy fails here, naming every missing file, not at the 7th corruption.
+    data.check_available(spec.dataset, spec.corruptions, spec.severity)
     num_classes = data.num_classes(spec.dataset)
     source = models.source_model(spec.dataset, progress=progress).to(device)
     source_data = None
@@ -129,7 +131,7 @@ def run(
         "spec": spec.to_dict(),
         "config": repr(method.config),
         "per_corruption": per_corruption,
-        "mean": aggregate(per_corruption),
+        "mean": aggregate(per_corruption),  # averaged over all, with "collapsed": [names] flagged
         "collapsed": sorted(c for c, m in per_corruption.items() if m["collapsed"]),
         "seconds": round(time.perf_counter() - started, 3),
         "device": device,

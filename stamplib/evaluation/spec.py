@@ -36,15 +36,26 @@ class RunSpec:
 
         if self.method not in methods.available():
             raise ValueError(f"unknown method {self.method!r}; available: {', '.join(methods.available())}")
+        if isinstance(self.corruptions, str):  # "fog" would otherwise become ('f', 'o', 'g')
+            object.__setattr__(self, "corruptions", (self.corruptions,))
         if not self.corruptions:
             raise ValueError("corruptions is empty: name at least one (or 'none' for clean data)")
         bad = [c for c in self.corruptions if c not in _CORRUPTION_NAMES]
         if bad:
             raise ValueError(f"unknown corruption(s) {bad}; valid: {', '.join(ALL_CORRUPTIONS)}, none")
-        if not 1 <= self.severity <= 5:
-            raise ValueError(f"severity must be 1..5, got {self.severity}")
-        if not 0.0 <= self.outlier_ratio < 1.0:
-            raise ValueError(f"outlier_ratio must be in [0, 1), got {self.outlier_ratio}")
+        # Names first, before any file or model is touched (the data layer knows the registries).
+        from stamplib import data
+
+        data.check_names(self.dataset, self.outliers)
+        if isinstance(self.severity, bool) or not isinstance(self.severity, int) or not 1 <= self.severity <= 5:
+            raise ValueError(f"severity must be an integer from 1 to 5 (the paper uses 5), got {self.severity!r}")
+        if not isinstance(self.outlier_ratio, (int, float)) or not 0.0 <= self.outlier_ratio < 1.0:
+            raise ValueError(
+                f"outlier_ratio is the outliers' share of the stream and must be in [0, 1) (the paper "
+                f"uses 0.2), got {self.outlier_ratio!r}"
+            )
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
         if self.profile not in PROFILES:
             raise ValueError(f"unknown profile {self.profile!r}; choose one of {', '.join(PROFILES)}")
         if self.outliers == "none" and self.outlier_ratio != 0.0:

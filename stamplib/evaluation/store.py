@@ -14,6 +14,22 @@ from typing import Any
 from stamplib import paths
 from stamplib.evaluation.spec import RunSpec
 
+#: Fields without which a record is useless (a JSON file written by something else, or edited).
+_REQUIRED = ("key", "spec", "mean")
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    """A complete record from ``path``, or None with a warning (it will be recomputed)."""
+    try:
+        record = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        warnings.warn(f"ignoring unreadable results record {path} ({exc}); it will be recomputed", stacklevel=3)
+        return None
+    if not isinstance(record, dict) or any(k not in record for k in _REQUIRED):
+        warnings.warn(f"ignoring incomplete results record {path}; it will be recomputed", stacklevel=3)
+        return None
+    return record
+
 
 class ResultsStore:
     def __init__(self, root: str | Path | None = None) -> None:
@@ -26,12 +42,8 @@ class ResultsStore:
         path = self.path(spec)
         if not path.is_file():
             return None
-        try:
-            record = json.loads(path.read_text())
-        except json.JSONDecodeError:
-            warnings.warn(f"ignoring unreadable results record {path}; it will be recomputed", stacklevel=2)
-            return None
-        return record if record.get("key") == spec.key() else None
+        record = _read(path)
+        return record if record is not None and record.get("key") == spec.key() else None
 
     def put(self, record: dict[str, Any]) -> Path:
         spec = RunSpec.from_dict(record["spec"])
@@ -40,10 +52,13 @@ class ResultsStore:
         return path
 
     def records(self) -> list[dict[str, Any]]:
+        """Every complete record. Temporary files of a killed writer (``.tmp-*``, hidden) are
+        skipped, and so — with a warning — are unreadable or incomplete ones."""
         out = []
         for p in sorted(self.root.glob("*.json")):
-            try:
-                out.append(json.loads(p.read_text()))
-            except json.JSONDecodeError:
+            if p.name.startswith("."):  # pathlib's glob, unlike a shell's, matches dot files
                 continue
+            record = _read(p)
+            if record is not None:
+                out.append(record)
         return out

@@ -13,6 +13,7 @@ import datetime as _dt
 import hashlib
 import io
 import json
+import pickle
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -148,9 +149,18 @@ def _torch_load(payload: bytes, source: str) -> dict[str, torch.Tensor]:
     try:
         obj = torch.load(io.BytesIO(payload), map_location="cpu", weights_only=True)
     except Exception as err:  # pickled modules or corrupt files; say which file and why
+        # First sentence only: torch appends paragraphs of advice that do not apply here.
+        detail = str(err).strip().splitlines()[0].split(". ")[0] if str(err).strip() else ""
+        if isinstance(err, pickle.UnpicklingError) and "weights only" in str(err).lower():
+            # A whole pickled nn.Module (or other objects): loading it would run arbitrary code.
+            raise CheckpointMismatchError(
+                f"{source} holds pickled Python objects, not just tensors ({detail}). Save the "
+                "weights alone with torch.save(model.state_dict(), path)."
+            ) from err
         raise CheckpointMismatchError(
-            f"cannot read {source} as a weights-only state_dict ({type(err).__name__}: {err}). "
-            "Save it with torch.save(model.state_dict(), path)."
+            f"cannot read {source}: the file is truncated or damaged ({type(err).__name__}: {detail}). "
+            "Delete it and download, copy or train it again; a file you wrote yourself must come "
+            "from torch.save(model.state_dict(), path)."
         ) from err
     return _unwrap(obj, source)
 
