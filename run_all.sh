@@ -1,18 +1,28 @@
 #!/usr/bin/env bash
 # Regenerate every table and figure: execute all notebooks with papermill.
 #   ./run_all.sh [--profile quick|full|smoke] [--data-root DIR] [--device cpu|cuda] [--only NAME ...]
+#                [--executor local|submitit|submitit-local] [--jobs N] [grid options]
 # Executed notebooks go to build/notebooks/<profile>/, figures and tables to figures/.
+# With --executor or --jobs, the notebooks' cells are computed first as one grid
+# (python -m stamplib grid --wait: N local processes, or SLURM jobs through submitit), and the
+# notebooks then only read the results store. Grid options, passed through: --partition P,
+# --gpus-per-job N, --cpus-per-task N, --time-min M, --mem-gb G, --array-parallelism N,
+# --cells-per-job N (see python -m stamplib grid --help).
 # Exits non-zero if any notebook fails, naming the notebook and the cell.
 set -euo pipefail
 cd "$(dirname "$0")"
-profile=quick; data_root=""; device=cpu; only=()
+profile=quick; data_root=""; device=cpu; only=(); executor=""; jobs=""; grid_opts=()
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --profile) profile="$2"; shift 2 ;;
         --data-root) data_root="$2"; shift 2 ;;
         --device) device="$2"; shift 2 ;;
         --only) shift; while [[ $# -gt 0 && "$1" != --* ]]; do only+=("$1"); shift; done ;;
-        -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+        --executor) executor="$2"; shift 2 ;;
+        --jobs) jobs="$2"; shift 2 ;;
+        --partition|--gpus-per-job|--cpus-per-task|--time-min|--mem-gb|--array-parallelism|--cells-per-job)
+            grid_opts+=("$1" "$2"); shift 2 ;;
+        -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
         *) echo "run_all.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -20,7 +30,22 @@ tools/ensure_venv.sh
 export PATH="$PWD/.venv/bin:$PATH"
 args=(--profile "$profile" --device "$device")
 [[ -n "$data_root" ]] && args+=(--data-root "$data_root")
-[[ ${#only[@]} -gt 0 ]] && args+=(--only "${only[@]}")
 start=$SECONDS
+if [[ -n "$executor" || -n "$jobs" || ${#grid_opts[@]} -gt 0 ]]; then
+    # The grid covers the notebooks that will be rendered (notebooks without cells are skipped).
+    if [[ ${#only[@]} -gt 0 ]]; then
+        chosen=("${only[@]}")
+    else
+        chosen=(); for nb in notebooks/[0-9][0-9]_*.ipynb; do chosen+=("$(basename "$nb" .ipynb)"); done
+    fi
+    grid=(--notebook "${chosen[@]}" --executor "${executor:-local}" --jobs "${jobs:-1}" --wait "${grid_opts[@]}")
+    if ! python -m stamplib grid "${args[@]}" "${grid[@]}"; then
+        echo "run_all.sh: the grid has failed or missing cells (see above); run the same command again to" \
+             "resubmit them, then the notebooks render from the results store" >&2
+        exit 1
+    fi
+    echo "run_all.sh: grid finished in $((SECONDS - start)) s; rendering the notebooks from the results store"
+fi
+[[ ${#only[@]} -gt 0 ]] && args+=(--only "${only[@]}")
 python -m stamplib notebooks "${args[@]}"
 echo "run_all.sh: finished in $((SECONDS - start)) s (profile $profile); figures and tables in figures/"

@@ -20,7 +20,7 @@ def _pairs(items: list[str]) -> dict[str, Any]:
     out = {}
     for item in items:
         if "=" not in item:
-            raise SystemExit(f"expected NAME=VALUE, got {item!r}")
+            raise ValueError(f"expected NAME=VALUE, got {item!r} (e.g. --set lr=0.001)")
         k, v = item.split("=", 1)
         out[k] = _value(v)
     return out
@@ -29,6 +29,11 @@ def _pairs(items: list[str]) -> dict[str, Any]:
 def cmd_run(args: argparse.Namespace) -> int:
     from stamplib import RunSpec, run
     from stamplib.evaluation.store import ResultsStore
+
+    if args.deterministic:
+        from stamplib.determinism import set_deterministic
+
+        set_deterministic()
 
     spec = RunSpec.make(
         args.method,
@@ -89,6 +94,96 @@ def cmd_notebooks(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_grid(args: argparse.Namespace) -> int:
+    """Every cell of the chosen notebooks: status per notebook, then compute or submit the missing."""
+    import inspect
+
+    from stamplib import grid
+    from stamplib.evaluation.store import ResultsStore
+    from stamplib.experiments import EXPERIMENTS
+
+    store = ResultsStore(args.results) if args.results else ResultsStore()
+    names: list[str] = list(EXPERIMENTS) if args.all else []
+    for name in [] if args.all else args.notebook:
+        try:
+            names += [nb for nb in grid.resolve_notebooks([name]) if nb not in names]
+        except ValueError:
+            from stamplib.notebook_runner import discover
+
+            discover([name])  # a notebook without cells (00, 01) is fine; anything else is an error
+            print(f"{name}: no grid cells (the notebook computes what it shows itself)")
+    if not names:
+        print("nothing to compute")
+        return 0
+    # Values stay strings, as in a notebook's parameters cell; the plans parse them.
+    params: dict[str, Any] = {}
+    for item in args.param:
+        if "=" not in item:
+            raise ValueError(f"expected NAME=VALUE, got {item!r} (e.g. --param seeds=0,1,2)")
+        key, value = item.split("=", 1)
+        params[key] = value
+    accepted = {p for nb in names for p in inspect.signature(EXPERIMENTS[nb]).parameters} - {"_", "profile", "data_root"}
+    unknown = sorted(set(params) - accepted)  # a typo would silently plan the default grid
+    if unknown:
+        raise ValueError(f"--param {unknown}: no chosen notebook takes it; they take {', '.join(sorted(accepted))}")
+    params.update(profile=args.profile, data_root=args.data_root or "")
+
+    per_notebook = grid.cells_by_notebook(names, **params)
+    distinct = {s.key(): s for specs in per_notebook.values() for s in specs}
+    header = f"{'notebook':36s} {'cells':>6s} {'done':>6s} {'running':>8s} {'missing':>8s} {'failed':>7s}"
+    print(f"profile {args.profile}, results in {store.root}\n{header}")
+
+    def row(label: str, specs: list) -> None:
+        st = grid.status(specs, store)
+        failed = sum(grid.failure_record(store, s) is not None for s in st.missing)
+        print(f"{label:36s} {len(specs):6d} {len(st.done):6d} {len(st.running):8d} {len(st.missing):8d} {failed:7d}")
+
+    for nb, specs in per_notebook.items():
+        row(nb, specs)
+    total = sum(len(s) for s in per_notebook.values())
+    row("distinct cells", list(distinct.values()))
+    if total != len(distinct):
+        print(f"({total} cells in the notebooks, {total - len(distinct)} shared between them and computed once)")
+
+    options = dict(jobs=args.jobs, cells_per_job=args.cells_per_job or None, partition=args.partition,
+                   gpus_per_job=args.gpus_per_job, cpus_per_task=args.cpus_per_task, time_min=args.time_min,
+                   array_parallelism=args.array_parallelism, mem_gb=args.mem_gb)
+    if args.dry_run:
+        missing = grid.status(distinct.values(), store).missing
+        if missing and args.executor == "local":
+            print(f"dry run: would compute {len(missing)} cells here with {args.jobs} worker process(es)")
+        elif missing:
+            per_job = options["cells_per_job"] or grid.default_cells_per_job(
+                missing, args.time_min, args.jobs if args.executor == "submitit-local" else args.array_parallelism)
+            jobs = len(grid.group_cells(missing, per_job))
+            print(f"dry run: would submit {len(missing)} cells as {jobs} job(s) of at most {per_job} "
+                  f"cell(s) with executor {args.executor}")
+        return 0
+
+    try:
+        report = grid.run_grid(list(distinct.values()), executor=args.executor, store=store, device=args.device,
+                               wait=args.wait, progress=True, retry_failed=args.retry_failed, **options)
+    except KeyboardInterrupt:
+        print("\ninterrupted: finished cells are stored"
+              + ("; submitted jobs keep running" if args.executor != "local" else "")
+              + ". Run the same command again to continue.", file=sys.stderr)
+        return 130
+    if report.jobs:
+        print(f"{len(report.jobs)} job(s): {', '.join(report.jobs[:10])}{' …' if len(report.jobs) > 10 else ''}")
+    if report.pending:
+        print(f"submitted {len(report.pending)} cells; they are computed in the background (logs under "
+              f"{grid.grid_dir(store) / 'logs'}). Run the same command with --dry-run to see the status, "
+              "or again to resubmit what is missing.")
+        return 0
+    print(f"done {len(report.done)}, missing {len(report.missing)}, running elsewhere {len(report.running)}, "
+          f"failed jobs {len(report.failed)}")
+    for failed in report.failed:
+        print(failed.summary())
+    if report.failed:
+        print("retry only the failed cells with --retry-failed (or re-run: every missing cell is resubmitted)")
+    return 1 if report.failed or report.missing else 0
+
+
 def cmd_train_source(args: argparse.Namespace) -> int:
     """Train (or resume, or reuse) the source network of an ID dataset with its §4.2 recipe."""
     from stamplib import data
@@ -139,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--results", default=None, help="results folder (default: results/)")
     p.add_argument("--force", action="store_true", help="recompute even if stored")
     p.add_argument("--json", action="store_true", help="also print the whole record")
+    p.add_argument("--deterministic", action="store_true",
+                   help="deterministic GPU kernels (bitwise-reproducible on CUDA, slower; CPU runs already are)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("doctor", help="versions, device, where data and checkpoints are found")
@@ -163,6 +260,30 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data-root", default=None)
     p.set_defaults(func=cmd_train_source)
 
+    p = sub.add_parser("grid", help="compute every cell of notebooks: here, in local processes, or on SLURM")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--notebook", nargs="+", default=[], metavar="NAME", help="names or prefixes, e.g. 02 06")
+    which.add_argument("--all", action="store_true", help="every notebook with cells (02-09)")
+    p.add_argument("--profile", default="quick", choices=["smoke", "quick", "full"])
+    p.add_argument("--data-root", default=None)
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="a notebook parameter, e.g. methods=source,stamp or seeds=0,1,2")
+    p.add_argument("--results", default=None, help="results folder (default: results/)")
+    p.add_argument("--executor", default="local", choices=["local", "submitit", "submitit-local"])
+    p.add_argument("--jobs", type=int, default=1, help="local: worker processes; submitit-local: parallel jobs")
+    p.add_argument("--partition", default=None, help="SLURM partition")
+    p.add_argument("--gpus-per-job", type=int, default=1, help="GPUs per job (with --device cuda)")
+    p.add_argument("--cpus-per-task", type=int, default=4, help="CPUs per job (its torch threads)")
+    p.add_argument("--time-min", type=int, default=240, help="job time limit in minutes (requeued past it)")
+    p.add_argument("--mem-gb", type=float, default=None, help="memory per job")
+    p.add_argument("--array-parallelism", type=int, default=32, help="SLURM jobs of the array running at once")
+    p.add_argument("--cells-per-job", type=int, default=0, help="cells per job (0: sized from the profile)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--dry-run", action="store_true", help="print cell counts and status, submit nothing")
+    p.add_argument("--wait", action="store_true", help="submitit: wait for the jobs with a progress bar")
+    p.add_argument("--retry-failed", action="store_true", help="submit only the cells whose last job failed")
+    p.set_defaults(func=cmd_grid)
+
     p = sub.add_parser("methods", help="list methods and their hyperparameters")
     p.add_argument("--dataset", default="digits")
     p.set_defaults(func=cmd_methods)
@@ -170,8 +291,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
+    except (ValueError, FileNotFoundError, RuntimeError) as err:
+        from stamplib.data.downloads import DownloadError
+
+        # Bad input (names, values, missing or damaged files): one line naming the fix, no
+        # traceback. Any other RuntimeError is a bug or a PyTorch failure: keep its traceback.
+        if isinstance(err, RuntimeError) and not isinstance(err, DownloadError):
+            raise
+        print("error: " + " ".join(str(err).split()), file=sys.stderr)
         return 2
 
 

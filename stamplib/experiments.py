@@ -76,6 +76,8 @@ class Plan:
 
 
 def _names(text: str | Sequence[str], what: str, valid: Iterable[str] | None = None) -> tuple[str, ...]:
+    if isinstance(text, (int, float)):  # papermill and --param turn "0" into 0
+        text = str(text)
     items = [t.strip() for t in text.split(",")] if isinstance(text, str) else [str(t).strip() for t in text]
     items = [t for t in items if t]
     if valid is not None:
@@ -87,7 +89,7 @@ def _names(text: str | Sequence[str], what: str, valid: Iterable[str] | None = N
 
 
 def parse_seeds(text: str | Sequence[int]) -> tuple[int, ...]:
-    items = _names(text if isinstance(text, str) else [str(s) for s in text], "seeds")
+    items = _names(text if isinstance(text, (str, int)) else [str(s) for s in text], "seeds")
     try:
         seeds = tuple(int(s) for s in items)
     except ValueError:
@@ -99,7 +101,7 @@ def parse_seeds(text: str | Sequence[int]) -> tuple[int, ...]:
 
 def parse_ratios(text: str | Sequence[float]) -> tuple[float, ...]:
     """Outlier proportions such as ``'0.05,0.1,0.2,1/3,0.5'`` (fractions allowed), each in (0, 1)."""
-    items = _names(text if isinstance(text, str) else [repr(r) for r in text], "ratios")
+    items = _names(text if isinstance(text, (str, int, float)) else [repr(r) for r in text], "ratios")
     try:
         ratios = tuple(float(Fraction(r)) for r in items)
     except (ValueError, ZeroDivisionError):
@@ -410,18 +412,17 @@ def compute(
     ones computed here (``compute_missing``) or left out (then the tables show what exists)."""
     from tqdm.auto import tqdm
 
+    from stamplib import grid
     from stamplib.evaluation.runner import run
     from stamplib.evaluation.store import ResultsStore
 
     store = store if store is not None else ResultsStore()
-    records: dict[str, dict[str, Any]] = {}
-    missing = []
-    for spec in the_plan.specs:
-        record = store.get(spec)
-        if record is not None:
-            records[spec.key()] = record
-        else:
-            missing.append(spec)
+    state = grid.status(the_plan.specs, store)
+    records: dict[str, dict[str, Any]] = {s.key(): r for s in state.done if (r := store.get(s)) is not None}
+    missing = [s for s in the_plan.specs if s.key() not in records and s not in state.running]
+    if state.running:
+        print(f"{len(state.running)} cells are being computed by grid jobs right now: they are left to "
+              "them (re-run this cell later to see them)")
     if missing and not compute_missing:
         print(f"{len(missing)} of {len(the_plan.specs)} cells are not in the results store and "
               "compute_missing is off: the tables show the others")
