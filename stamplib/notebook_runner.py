@@ -99,7 +99,9 @@ def run_notebooks(
     timeout: int | None = None,
 ) -> int:
     """Run the chosen notebooks in order; print a summary; return a process exit code."""
-    build_dir = build_dir or (paths.repo_root() or Path.cwd()) / "build" / "notebooks" / profile
+    # real-data runs get their own folder: they must not replace the built-in benchmark's copies
+    folder = f"{profile}_real" if data_root else profile
+    build_dir = build_dir or (paths.repo_root() or Path.cwd()) / "build" / "notebooks" / folder
     common: dict[str, Any] = {"profile": profile, "device": device, "data_root": data_root or ""}
     extra = extra or {}
     notebooks = discover(only)

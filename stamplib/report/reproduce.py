@@ -50,6 +50,12 @@ def describe(plan: Plan, records: dict[str, Any] | None = None) -> str:
             f"{_SCALE_NOTE[plan.scale]}.")
 
 
+def output_name(plan: Plan) -> str:
+    """File name of a notebook's table and figure: the notebook's name, with ``_real`` for the
+    real-data scale so that it does not overwrite the built-in benchmark's files."""
+    return f"{plan.notebook}_real" if plan.scale == "real" else plan.notebook
+
+
 def _ours(plan: Plan, records: dict[str, Any], per_corruption: bool) -> pd.DataFrame:
     frame = over_seeds(results(plan, records, per_corruption=per_corruption))
     if frame.empty:
