@@ -177,6 +177,22 @@ def plot_method_bars(table: pd.DataFrame, title: str, metric: str = "H") -> plt.
     return fig
 
 
+_ABLATION_NAMES = {"sam": "S.A.", "lr_decay": "D.S.", "memory": "RBM", "weighting": "S.W."}
+
+
+def short_variant(label: str) -> str:
+    """A compact axis label: ablation rows as the paper's column names of the components that
+    are on (``S.A.+D.S.+RBM+S.W.``; ``entropy min.`` when none is), ``weighting=static`` as
+    ``static``; other labels unchanged."""
+    parts = dict(p.split("=", 1) for p in label.split(",") if "=" in p)
+    if set(parts) == set(_ABLATION_NAMES):
+        on = [name for key, name in _ABLATION_NAMES.items() if parts[key] not in ("0", "none")]
+        return "+".join(on) or "entropy min."
+    if set(parts) == {"weighting"}:
+        return parts["weighting"]
+    return label
+
+
 def plot_variant_bars(table: pd.DataFrame, title: str, metrics: Sequence[str] = ("ACC", "AUROC", "H"),
                       with_paper: bool = True) -> plt.Figure:
     """ACC / AUROC / H per row variant (ablation rows, weight strategies, K views)."""
@@ -188,7 +204,7 @@ def plot_variant_bars(table: pd.DataFrame, title: str, metrics: Sequence[str] = 
             for src in sources:
                 v = r.get(f"{m} {src}")
                 if v is not None and pd.notna(v):
-                    rows.append({"variant": r["variant"], "metric": m, "source": src, "value": v})
+                    rows.append({"variant": short_variant(r["variant"]), "metric": m, "source": src, "value": v})
     long = pd.DataFrame(rows)
     fig, axes = plt.subplots(1, len(sources), figsize=(6.5 * len(sources), 3.8), squeeze=False, sharey=True)
     for ax, src in zip(axes[0], sources):
@@ -197,10 +213,11 @@ def plot_variant_bars(table: pd.DataFrame, title: str, metrics: Sequence[str] = 
             ax.set_axis_off()
             continue
         sns.barplot(part, x="variant", y="value", hue="metric", ax=ax)
-        ax.set(title=src, xlabel="", ylabel="%")
+        ax.set(title=src, xlabel="", ylabel="%", ylim=(0, 100))
         ax.tick_params(axis="x", rotation=30)
         for label in ax.get_xticklabels():
             label.set_horizontalalignment("right")
+        ax.legend(loc="upper left", ncols=3, fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
     return fig
