@@ -183,6 +183,33 @@ def test_batched_view_forward_equals_the_per_view_loop():
         assert torch.allclose(fast._view_logits(views), loop._view_logits(views), atol=1e-5)
 
 
+@pytest.mark.parametrize("chunk", [0, 1, 2, 3, 4, 16])
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
+def test_chunked_view_forwards_equal_the_per_view_loop(chunk, channels_last):
+    """Any number of views per forward (0 = auto, 3 leaves a short last chunk), in either
+    memory format, keeps per-view BN statistics: the logits of the plain loop (issue 9)."""
+    x = torch.rand(16, 3, 32, 32, generator=torch.Generator().manual_seed(2))
+    views = make_views(x, 16, "cotta", torch.Generator().manual_seed(0))
+    loop = methods.create("stamp", tiny_net(4), 4, dataset="cifar10_c", batched_views=False)
+    fast = methods.create(
+        "stamp", tiny_net(4), 4, dataset="cifar10_c", view_chunk=chunk, channels_last=channels_last
+    )
+    with torch.no_grad():
+        expected = loop._view_logits(views)
+        assert torch.allclose(fast._view_logits(views), expected, atol=1e-5)
+    assert torch.allclose(fast.step_on_views(views).probs, loop.step_on_views(views).probs, atol=1e-5)
+
+
+def test_auto_view_chunk_is_one_on_cpu_all_on_cuda_and_bf16_stays_off_on_cpu():
+    stamp = methods.create("stamp", tiny_net(4), 4, dataset="cifar10_c", bf16_autocast=True)
+    assert stamp.views_per_forward(16, torch.device("cpu")) == 1
+    assert stamp.views_per_forward(16, torch.device("cuda")) == 16
+    assert not stamp.autocast  # the model lives on the CPU: fp32, whatever the switch says
+    fp32 = methods.create("stamp", tiny_net(4), 4, dataset="cifar10_c")
+    x = torch.rand(8, 3, 32, 32)
+    assert torch.equal(stamp.step(x).probs, fp32.step(x).probs)
+
+
 def test_views_are_sampled_per_image_and_per_view():
     x = torch.rand(1, 3, 32, 32).expand(4, 3, 32, 32).contiguous()
     views = make_views(x, 5, "crop_flip", torch.Generator().manual_seed(0))

@@ -47,12 +47,21 @@ class BatchStatsNorm2d(nn.BatchNorm2d):
             return F.batch_norm(x, None, None, self.weight, self.bias, True, 0.0, self.eps)
         n, c, h, w = x.shape
         assert n % g == 0, f"batch of {n} cannot be split into {g} view groups"
-        # [g·b, c, h, w] -> [b, g·c, h, w]: per-(group, channel) statistics over (b, h, w).
-        folded = x.view(g, n // g, c, h, w).transpose(0, 1).reshape(n // g, g * c, h, w)
+        b = n // g
         weight = self.weight.repeat(g) if self.weight is not None else None
         bias = self.bias.repeat(g) if self.bias is not None else None
+        if x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous():
+            # Same fold on the channels-last memory [g·b, h, w, c] -> [b, h, w, g·c], so the
+            # next convolution gets channels-last input again instead of converting it.
+            nhwc = x.permute(0, 2, 3, 1).reshape(g, b, h, w, c).permute(1, 2, 3, 0, 4)
+            folded = nhwc.reshape(b, h, w, g * c).permute(0, 3, 1, 2)
+            out = F.batch_norm(folded, None, None, weight, bias, True, 0.0, self.eps)
+            out = out.permute(0, 2, 3, 1).reshape(b, h, w, g, c).permute(3, 0, 1, 2, 4)
+            return out.reshape(n, h, w, c).permute(0, 3, 1, 2)
+        # [g·b, c, h, w] -> [b, g·c, h, w]: per-(group, channel) statistics over (b, h, w).
+        folded = x.view(g, b, c, h, w).transpose(0, 1).reshape(b, g * c, h, w)
         out = F.batch_norm(folded, None, None, weight, bias, True, 0.0, self.eps)
-        return out.view(n // g, g, c, h, w).transpose(0, 1).reshape(n, c, h, w)
+        return out.view(b, g, c, h, w).transpose(0, 1).reshape(n, c, h, w)
 
 
 def use_batch_statistics(model: nn.Module) -> nn.Module:

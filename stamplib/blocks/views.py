@@ -13,17 +13,33 @@ come from the generator passed in, never from the global RNG.
   per pixel.
 * :func:`crop_flip_augment` — random crop with zero (``fill``) padding of 4 px, then h-flip
   (CIFAR100-C, the class-split sets, ImageNet-C).
+
+Three shortcuts keep the CoTTA transform cheap without changing a single draw or output
+(tests/test_views.py checks the result against a plain transcription):
+
+* colour jitter applies each op only to the images that have it in the current slot of their
+  random order, so the five slots cost about five whole-batch op applications, not 25;
+* affine and blur are computed only where the centre crop needs them: the affine output of
+  the crop plus a halo of kernel//2 pixels, then a "valid" blur. The halo pixels lie at least
+  size/2 − kernel//2 pixels inside the padded image, so the reflect padding of the full-image
+  blur never reaches the crop: the crop is the same, and 3–4x fewer pixels are computed;
+* all random parameters are drawn first, in the transform's order (none depends on the
+  pixels), then the images are processed in chunks on the CPU, whose temporaries stay in
+  the cache; :func:`make_views` writes the K−1 views straight into its output.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
 import torch.nn.functional as F
 
 ViewKind = Literal["cotta", "crop_flip"]
+
+_BLUR_KERNEL = 5  # CoTTA's GaussianBlur(kernel_size=5)
 
 
 def _uniform(n: int, low: float, high: float, g: torch.Generator, device) -> torch.Tensor:
@@ -40,114 +56,130 @@ def _gray(x: torch.Tensor) -> torch.Tensor:
     return (0.2989 * r + 0.587 * gch + 0.114 * b).unsqueeze(1)
 
 
-def _rgb_to_hsv(x: torch.Tensor) -> torch.Tensor:
-    r, g, b = x.unbind(dim=1)
-    maxc, _ = x.max(dim=1)
-    minc, _ = x.min(dim=1)
+def _hue_shift(img: torch.Tensor, hue: torch.Tensor) -> torch.Tensor:
+    """RGB -> HSV, h += hue (mod 1), HSV -> RGB, with torchvision's arithmetic (_rgb2hsv,
+    _hsv2rgb) kept value for value; only how the values are picked is cheaper."""
+    r, g, b = img.unbind(dim=1)
+    maxc = torch.maximum(torch.maximum(r, g), b)
+    minc = torch.minimum(torch.minimum(r, g), b)
     eqc = maxc == minc
     cr = maxc - minc
-    ones = torch.ones_like(maxc)
-    s = cr / torch.where(eqc, ones, maxc)
-    cr_div = torch.where(eqc, ones, cr)
+    s = cr / maxc.masked_fill(eqc, 1.0)
+    cr_div = cr.masked_fill(eqc, 1.0)
     rc, gc, bc = (maxc - r) / cr_div, (maxc - g) / cr_div, (maxc - b) / cr_div
-    hr = (maxc == r) * (bc - gc)
-    hg = ((maxc == g) & (maxc != r)) * (2.0 + rc - bc)
-    hb = ((maxc != g) & (maxc != r)) * (4.0 + gc - rc)
-    h = torch.fmod((hr + hg + hb) / 6.0 + 1.0, 1.0)
-    return torch.stack((h, s, maxc), dim=1)
-
-
-def _hsv_to_rgb(x: torch.Tensor) -> torch.Tensor:
-    h, s, v = x.unbind(dim=1)
-    i = torch.floor(h * 6.0)
-    f = h * 6.0 - i
-    i = i.to(torch.int64) % 6
+    # torchvision sums three masked terms; the two unpicked ones are exact zeros.
+    h = torch.where(maxc == r, bc - gc, torch.where(maxc == g, 2.0 + rc - bc, 4.0 + gc - rc))
+    h = torch.remainder(torch.fmod(h / 6.0 + 1.0, 1.0) + hue, 1.0)
+    v = maxc
+    h6 = h * 6.0
+    sector = torch.floor(h6)
+    f = h6 - sector
     p = (v * (1.0 - s)).clamp(0.0, 1.0)
     q = (v * (1.0 - s * f)).clamp(0.0, 1.0)
     t = (v * (1.0 - s * (1.0 - f))).clamp(0.0, 1.0)
-    table = torch.stack(
-        [
-            torch.stack((v, q, p, p, t, v), dim=1),
-            torch.stack((t, v, v, q, p, p), dim=1),
-            torch.stack((p, p, t, v, v, q), dim=1),
-        ],
-        dim=1,
-    )  # [N, 3 (rgb), 6 (sector), H, W]
-    idx = i.unsqueeze(1).unsqueeze(2).expand(-1, 3, 1, -1, -1)
-    return table.gather(2, idx).squeeze(2)
+    planes = torch.stack((v, q, p, t), dim=1)  # [N, 4, H, W]
+    table = torch.tensor(_HSV_SECTOR_PLANES, device=img.device)
+    return planes.gather(1, table[sector.to(torch.int64)].permute(0, 3, 1, 2))
 
 
-def _colour_jitter(x: torch.Tensor, g: torch.Generator, shared: bool = False) -> torch.Tensor:
-    """CoTTA's ColorJitterPro with per-image (or, ``shared``, per-batch) factors and op order."""
-    n, dev = _draws(x.shape[0], shared), x.device
-    view = (n, 1, 1, 1)
-    brightness = _uniform(n, 0.6, 1.4, g, dev).view(view)
-    contrast = _uniform(n, 0.7, 1.3, g, dev).view(view)
-    saturation = _uniform(n, 0.5, 1.5, g, dev).view(view)
-    hue = _uniform(n, -0.06, 0.06, g, dev).view(n, 1, 1)
-    gamma = _uniform(n, 0.7, 1.3, g, dev).view(view)
-    order = torch.argsort(torch.rand(n, 5, generator=g, device=dev), dim=1)  # a randperm per draw
+# Which of the planes (v, q, p, t) gives r, g and b in each hue sector (torchvision's
+# _hsv2rgb table as indices, so one gather picks all three channels). Sector 6 (h·6 rounded up
+# to 6.0) is sector 0 with f = 0, as torchvision's ``i % 6`` makes it.
+_HSV_SECTOR_PLANES = ((0, 3, 2), (1, 0, 2), (2, 0, 3), (2, 1, 0), (3, 2, 0), (0, 2, 1), (0, 3, 2))
 
-    def apply(op: int, img: torch.Tensor) -> torch.Tensor:
-        if op == 0:
-            return (img * brightness).clamp(0.0, 1.0)
-        if op == 1:
-            mean = _gray(img).mean(dim=(1, 2, 3), keepdim=True)
-            return (contrast * img + (1.0 - contrast) * mean).clamp(0.0, 1.0)
-        if op == 2:
-            return (saturation * img + (1.0 - saturation) * _gray(img)).clamp(0.0, 1.0)
-        if op == 3:
-            hsv = _rgb_to_hsv(img)
-            h = torch.remainder(hsv[:, 0] + hue, 1.0)
-            return _hsv_to_rgb(torch.stack((h, hsv[:, 1], hsv[:, 2]), dim=1))
-        return img.clamp(1e-8, 1.0).pow(gamma).clamp(0.0, 1.0)
 
+def _jitter_op(op: int, img: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
+    """One ColorJitterPro op (0 brightness, 1 contrast, 2 saturation, 3 hue, 4 gamma) with its
+    factor, one row per image of ``img`` (or one shared)."""
+    if op == 0:
+        return (img * factor).clamp(0.0, 1.0)
+    if op == 1:
+        mean = _gray(img).mean(dim=(1, 2, 3), keepdim=True)
+        return (factor * img + (1.0 - factor) * mean).clamp(0.0, 1.0)
+    if op == 2:
+        return (factor * img + (1.0 - factor) * _gray(img)).clamp(0.0, 1.0)
+    if op == 3:
+        return _hue_shift(img, factor)
+    return img.clamp(1e-8, 1.0).pow(factor).clamp(0.0, 1.0)
+
+
+def _jitter(x: torch.Tensor, factors: tuple[torch.Tensor, ...], order: torch.Tensor) -> torch.Tensor:
+    """CoTTA's ColorJitterPro: the five ops in each image's own order (``order`` [d, 5]); one
+    row of ``factors``/``order`` per image, or a single row shared by the batch."""
+    if order.shape[0] == 1:
+        for op in order[0].tolist():
+            x = _jitter_op(op, x, factors[op])
+        return x
     for slot in range(5):
-        out = x
+        # Every image has exactly one op in this slot: each op runs on its own images only.
+        out = torch.empty_like(x)
         for op in range(5):
-            chosen = (order[:, slot] == op).view(view)
-            if bool(chosen.any()):
-                out = torch.where(chosen, apply(op, x), out)
+            idx = (order[:, slot] == op).nonzero().squeeze(1)
+            if idx.numel():
+                own = factors[op].index_select(0, idx)
+                out.index_copy_(0, idx, _jitter_op(op, x.index_select(0, idx), own))
         x = out
     return x
 
 
-def _random_affine(x: torch.Tensor, g: torch.Generator, shared: bool = False) -> torch.Tensor:
-    """Rotation ±15°, translation ≤ 1/16 of the size (whole pixels), scale 0.9–1.1, bilinear, fill 0."""
-    batch, _, h, w = x.shape
-    n, dev = _draws(batch, shared), x.device
-    angle = _uniform(n, -15.0, 15.0, g, dev) * math.pi / 180.0
+def _affine_theta(n: int, h: int, w: int, g: torch.Generator, device) -> torch.Tensor:
+    """Inverse affine maps [n, 2, 3] for an h×w image: rotation ±15°, translation ≤ 1/16 of the
+    size (whole pixels), scale 0.9–1.1 (torchvision RandomAffine as CoTTA configures it)."""
+    angle = _uniform(n, -15.0, 15.0, g, device) * math.pi / 180.0
     max_dx, max_dy = w / 16.0, h / 16.0
-    tx = torch.round(_uniform(n, -max_dx, max_dx, g, dev))
-    ty = torch.round(_uniform(n, -max_dy, max_dy, g, dev))
-    scale = _uniform(n, 0.9, 1.1, g, dev)
+    tx = torch.round(_uniform(n, -max_dx, max_dx, g, device))
+    ty = torch.round(_uniform(n, -max_dy, max_dy, g, device))
+    scale = _uniform(n, 0.9, 1.1, g, device)
     cos, sin = torch.cos(angle) / scale, torch.sin(angle) / scale
     # Inverse map in normalised coordinates: input = R(-θ)/s · (output − t).
     t_x, t_y = tx * 2.0 / w, ty * 2.0 / h
-    theta = torch.stack(
+    return torch.stack(
         (
             torch.stack((cos, sin, -(cos * t_x + sin * t_y)), dim=1),
             torch.stack((-sin, cos, -(-sin * t_x + cos * t_y)), dim=1),
         ),
         dim=1,
     )
-    grid = F.affine_grid(theta.expand(batch, 2, 3), list(x.shape), align_corners=False)
-    return F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
 
 
-def _gaussian_blur(x: torch.Tensor, g: torch.Generator, kernel: int = 5, shared: bool = False) -> torch.Tensor:
-    """Per-image (or shared) σ ~ U(0.001, 0.5), separable kernel, reflect padding (torchvision's rule)."""
-    n, c, h, w = x.shape
-    sigma = _uniform(_draws(n, shared), 0.001, 0.5, g, x.device).expand(n)
+def _affine_grid_window(
+    theta: torch.Tensor, size: tuple[int, int], top: int, left: int, out_h: int, out_w: int
+) -> torch.Tensor:
+    """``F.affine_grid(theta, size, align_corners=False)[:, top:top+out_h, left:left+out_w]``
+    without computing the rest: ATen's base coordinates, sliced, times θᵀ (bit-identical)."""
+    h, w = size
+    xs = torch.linspace(-1, 1, w, device=theta.device) * (w - 1) / w
+    ys = torch.linspace(-1, 1, h, device=theta.device) * (h - 1) / h
+    base = torch.stack(
+        (
+            xs[left : left + out_w].view(1, -1).expand(out_h, out_w),
+            ys[top : top + out_h].view(-1, 1).expand(out_h, out_w),
+            torch.ones(out_h, out_w, device=theta.device),
+        ),
+        dim=-1,
+    )
+    grid = torch.matmul(base.view(1, out_h * out_w, 3), theta.transpose(1, 2))
+    return grid.view(theta.shape[0], out_h, out_w, 2)
+
+
+def _blur_kernels(n: int, g: torch.Generator, device, kernel: int = _BLUR_KERNEL) -> torch.Tensor:
+    """Normalised 1-D Gaussian kernels [n, kernel], σ ~ U(0.001, 0.5) per draw (torchvision's rule)."""
+    sigma = _uniform(n, 0.001, 0.5, g, device)
     half = (kernel - 1) / 2
-    pos = torch.linspace(-half, half, kernel, device=x.device)
+    pos = torch.linspace(-half, half, kernel, device=device)
     k1d = torch.exp(-0.5 * (pos.view(1, -1) / sigma.view(-1, 1)) ** 2)
-    k1d = (k1d / k1d.sum(dim=1, keepdim=True)).repeat_interleave(c, dim=0)  # [n·c, k]
-    pad = kernel // 2
-    flat = F.pad(x.reshape(1, n * c, h, w), (pad, pad, pad, pad), mode="reflect")
-    flat = F.conv2d(flat, k1d.view(n * c, 1, 1, kernel), groups=n * c)
+    return k1d / k1d.sum(dim=1, keepdim=True)
+
+
+def _blur_valid(x: torch.Tensor, k1d: torch.Tensor) -> torch.Tensor:
+    """Separable blur with one kernel per image (``k1d`` [n, k]) and no padding:
+    [n, c, h, w] -> [n, c, h−k+1, w−k+1]."""
+    n, c, h, w = x.shape
+    kernel = k1d.shape[1]
+    k1d = k1d.repeat_interleave(c, dim=0)
+    flat = F.conv2d(x.reshape(1, n * c, h, w), k1d.view(n * c, 1, 1, kernel), groups=n * c)
     flat = F.conv2d(flat, k1d.view(n * c, 1, kernel, 1), groups=n * c)
-    return flat.view(n, c, h, w)
+    return flat.view(n, c, h - kernel + 1, w - kernel + 1)
 
 
 def _hflip(x: torch.Tensor, g: torch.Generator, p: float = 0.5, shared: bool = False) -> torch.Tensor:
@@ -155,17 +187,99 @@ def _hflip(x: torch.Tensor, g: torch.Generator, p: float = 0.5, shared: bool = F
     return torch.where(flip, x.flip(-1), x)
 
 
+@dataclass(frozen=True)
+class _CottaDraws:
+    """Every random parameter of one CoTTA call, one row per draw (per image, or one shared).
+
+    None of them depends on the pixels, so they are drawn up front in the transform's order
+    (jitter, affine, blur, flip; the noise follows) and the images can then be processed in
+    chunks with the very same parameters.
+    """
+
+    factors: tuple[torch.Tensor, ...]  # brightness, contrast, saturation, hue, gamma
+    order: torch.Tensor  # [d, 5]: the op of each slot, a random permutation per draw
+    theta: torch.Tensor  # [d, 2, 3] inverse affine maps of the padded image
+    k1d: torch.Tensor  # [d, kernel] blur kernels
+    flip: torch.Tensor  # [d, 1, 1, 1] bool
+
+    @classmethod
+    def draw(cls, d: int, padded_h: int, padded_w: int, g: torch.Generator, device) -> _CottaDraws:
+        view = (d, 1, 1, 1)
+        factors = (
+            _uniform(d, 0.6, 1.4, g, device).view(view),  # brightness
+            _uniform(d, 0.7, 1.3, g, device).view(view),  # contrast
+            _uniform(d, 0.5, 1.5, g, device).view(view),  # saturation
+            _uniform(d, -0.06, 0.06, g, device).view(d, 1, 1),  # hue
+            _uniform(d, 0.7, 1.3, g, device).view(view),  # gamma
+        )
+        order = torch.argsort(torch.rand(d, 5, generator=g, device=device), dim=1)
+        theta = _affine_theta(d, padded_h, padded_w, g, device)
+        k1d = _blur_kernels(d, g, device)
+        flip = (torch.rand(d, generator=g, device=device) < 0.5).view(view)
+        return cls(factors, order, theta, k1d, flip)
+
+    def rows(self, start: int, stop: int) -> _CottaDraws:
+        """The draws of images start:stop (all of them when they are shared)."""
+        if self.order.shape[0] == 1:
+            return self
+        return _CottaDraws(
+            tuple(f[start:stop] for f in self.factors), self.order[start:stop],
+            self.theta[start:stop], self.k1d[start:stop], self.flip[start:stop],
+        )
+
+
+#: Images per chunk on the CPU: the padded intermediates of a chunk stay in the cache, and a
+#: 16-view batch does not page in ~100 MB of fresh temporaries every call.
+_CPU_CHUNK = 256
+
+
+def _cotta_chunk(x: torch.Tensor, p: _CottaDraws, noise: torch.Tensor, out: torch.Tensor) -> None:
+    """Steps 1–9 of stamp.md §3 for one chunk of images, written into ``out``."""
+    n, c, h, w = x.shape
+    x = _jitter(x.clamp(0.0, 1.0), p.factors, p.order)
+    padded = F.pad(x, (w // 2, w // 2, h // 2, h // 2), mode="replicate")
+    # Affine output only for the centre crop plus the blur's halo (module docstring).
+    halo = _BLUR_KERNEL // 2
+    grid = _affine_grid_window(
+        p.theta, padded.shape[-2:], h // 2 - halo, w // 2 - halo, h + 2 * halo, w + 2 * halo
+    )
+    region = F.grid_sample(
+        padded, grid.expand(n, -1, -1, -1), mode="bilinear", padding_mode="zeros", align_corners=False
+    )
+    x = _blur_valid(region, p.k1d.expand(n, -1))
+    flipped = p.flip.view(-1).expand(n).nonzero().squeeze(1)  # only these images are copied
+    x.index_copy_(0, flipped, x.index_select(0, flipped).flip(-1))
+    torch.clamp(x + 0.005 * noise, 0.0, 1.0, out=out)
+
+
+def _cotta(
+    x: torch.Tensor, g: torch.Generator, shared: bool, copies: int = 1, out: torch.Tensor | None = None
+) -> torch.Tensor:
+    """The CoTTA transform of stamp.md §3 steps 1–9, with one draw per image or ``shared``.
+
+    Augments ``copies`` stacked copies of the batch ``x`` (row i is image i mod B) without
+    materialising the stack, into ``out`` [copies·B, C, H, W] when given.
+    """
+    b, c, h, w = x.shape
+    n = copies * b
+    assert min(h, w) >= 2 * (_BLUR_KERNEL // 2), f"image {h}x{w} too small for the CoTTA transform"
+    draws = _CottaDraws.draw(_draws(n, shared), h + 2 * (h // 2), w + 2 * (w // 2), g, x.device)
+    noise = torch.randn((n, c, h, w), generator=g, device=x.device)
+    out = torch.empty_like(noise) if out is None else out
+    chunk = n if x.device.type == "cuda" else _CPU_CHUNK
+    for start in range(0, n, chunk):
+        stop = min(start + chunk, n)
+        if copies == 1:
+            images = x[start:stop]
+        else:
+            images = x.index_select(0, torch.arange(start, stop, device=x.device) % b)
+        _cotta_chunk(images, draws.rows(start, stop), noise[start:stop], out[start:stop])
+    return out
+
+
 def cotta_augment(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
     """CoTTA's test-time augmentation, one independent draw per image. x: [N,3,H,W]."""
-    n, c, h, w = x.shape
-    x = _colour_jitter(x.clamp(0.0, 1.0), g)
-    x = F.pad(x, (w // 2, w // 2, h // 2, h // 2), mode="replicate")
-    x = _random_affine(x, g)
-    x = _gaussian_blur(x, g)
-    x = x[:, :, h // 2 : h // 2 + h, w // 2 : w // 2 + w]
-    x = _hflip(x, g)
-    x = x + 0.005 * torch.randn(x.shape, generator=g, device=x.device)
-    return x.clamp(0.0, 1.0)
+    return _cotta(x, g, shared=False)
 
 
 def cotta_augment_shared(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
@@ -176,15 +290,7 @@ def cotta_augment_shared(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
     same colour factors and op order, affine, blur σ and flip; only the additive N(0, 0.005²)
     noise differs per pixel. Same op order and ranges as :func:`cotta_augment`.
     """
-    n, c, h, w = x.shape
-    x = _colour_jitter(x.clamp(0.0, 1.0), g, shared=True)
-    x = F.pad(x, (w // 2, w // 2, h // 2, h // 2), mode="replicate")
-    x = _random_affine(x, g, shared=True)
-    x = _gaussian_blur(x, g, shared=True)
-    x = x[:, :, h // 2 : h // 2 + h, w // 2 : w // 2 + w]
-    x = _hflip(x, g, shared=True)
-    x = x + 0.005 * torch.randn(x.shape, generator=g, device=x.device)
-    return x.clamp(0.0, 1.0)
+    return _cotta(x, g, shared=True)
 
 
 def crop_flip_augment(
@@ -217,11 +323,14 @@ def make_views(
     assert num_views >= 1, "num_views counts the clean view, so it is at least 1"
     if num_views == 1:
         return x.unsqueeze(0)
-    repeated = x.unsqueeze(0).expand(num_views - 1, *x.shape).reshape(-1, *x.shape[1:])
-    if kind == "cotta":
-        aug = cotta_augment(repeated, g)
-    elif kind == "crop_flip":
-        aug = crop_flip_augment(repeated, g, fill=fill)
-    else:
+    if kind not in ("cotta", "crop_flip"):
         raise ValueError(f"unknown view kind {kind!r}; use 'cotta' or 'crop_flip'")
-    return torch.cat((x.unsqueeze(0), aug.view(num_views - 1, *x.shape)), dim=0)
+    views = torch.empty((num_views, *x.shape), dtype=x.dtype, device=x.device)
+    views[0] = x
+    augmented = views[1:].view(-1, *x.shape[1:])
+    if kind == "cotta":
+        _cotta(x, g, shared=False, copies=num_views - 1, out=augmented)
+    else:
+        repeated = x.unsqueeze(0).expand(num_views - 1, *x.shape).reshape(-1, *x.shape[1:])
+        augmented.copy_(crop_flip_augment(repeated, g, fill=fill))
+    return views

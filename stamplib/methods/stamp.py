@@ -68,11 +68,16 @@ class StampConfig:
     score_eps: float = 1e-5  # row 6 (paper: exact entropy)
     schedule: Literal["periodic", "clamped"] = "periodic"  # row 7
     xi_update: Literal["before_step", "after_step"] = "before_step"  # row 8
-    batched_views: bool = True  # all views in one forward with per-view BN statistics (exact)
+    # speed only (same results up to float rounding); see Stamp._view_logits
+    batched_views: bool = True  # False: the plain loop, one forward per view
+    view_chunk: int = 0  # views per forward, each with its own BN statistics; 0 = auto
+    channels_last: bool = False  # model and inputs in channels-last memory format
+    bf16_autocast: bool = False  # bfloat16 autocast for every forward, on CUDA only
 
     def __post_init__(self) -> None:
         assert self.lr > 0 and self.alpha > 0, "lr and alpha must be positive"
         assert self.num_views >= 1 and self.capacity >= 1 and self.period >= 1
+        assert self.view_chunk >= 0, "view_chunk counts views per forward (0 = auto)"
         assert self.weighting in ("adaptive", "static", "eata", "none"), self.weighting
 
     def resolved(self) -> StampConfig:
@@ -129,6 +134,12 @@ class Stamp(TTAMethod):
         if cfg.consistency_reference == "bn_stats":
             self.reference = copy.deepcopy(self.model)
         self.reference.requires_grad_(False)
+        self.memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
+        if cfg.channels_last:
+            # Module.to keeps the Parameter objects (only their data moves): ``params`` holds.
+            self.model.to(memory_format=self.memory_format)
+            self.reference.to(memory_format=self.memory_format)
+        self.autocast = cfg.bf16_autocast and self.device.type == "cuda"  # never on CPU
         if cfg.sam:
             self.optimizer = SAM(params, torch.optim.SGD, rho=cfg.rho, lr=cfg.lr)
         else:
@@ -164,7 +175,7 @@ class Stamp(TTAMethod):
             averaged_label = probs.argmax(dim=1)
             reliable = entropy < self.threshold
             if cfg.consistency_filter:
-                reference_label = self.reference(clean).argmax(dim=1)
+                reference_label = self._forward(self.reference, clean).argmax(dim=1)
                 own = clean_label if cfg.compare_label == "clean" else averaged_label
                 reliable &= own == reference_label
             stored = clean_label if cfg.stored_label == "clean" else averaged_label
@@ -189,12 +200,40 @@ class Stamp(TTAMethod):
             )
         return output
 
+    def views_per_forward(self, num_views: int, device: torch.device) -> int:
+        """Views per forward: ``view_chunk``, or (0 = auto) all of them on CUDA and one on CPU.
+
+        Every view keeps its own BN statistics (stamp.md §4.1 step 5, §9 row 16) whatever the
+        chunk, so this is a speed choice only. On one CPU thread, one view per forward was the
+        fastest (benchmarks/stamp_throughput.py --chunks 1,2,4,16: 2 or 4 views per forward
+        cost 1.2–1.6x more, all 16 views 2–3x more; the activations leave the cache); on a GPU
+        the single big launch keeps the device busy.
+        """
+        if not self.cfg.batched_views:
+            return 1
+        if self.cfg.view_chunk > 0:
+            return min(self.cfg.view_chunk, num_views)
+        return num_views if device.type == "cuda" else 1
+
     def _view_logits(self, views: torch.Tensor) -> torch.Tensor:
+        """Logits [K, B, C] of the K views, each view normalised with its own BN statistics."""
         k, b = views.shape[:2]
-        if self.cfg.batched_views and k > 1:
-            with view_groups(self.model, k):
-                return self.model(views.reshape(k * b, *views.shape[2:])).view(k, b, -1)
-        return torch.stack([self.model(v) for v in views])
+        chunk = self.views_per_forward(k, views.device)
+        if chunk == 1:
+            return torch.stack([self._forward(self.model, v) for v in views])
+        parts = []
+        for start in range(0, k, chunk):
+            part = views[start : start + chunk]
+            with view_groups(self.model, part.shape[0]):
+                logits = self._forward(self.model, part.reshape(-1, *views.shape[2:]))
+            parts.append(logits.view(part.shape[0], b, -1))
+        return torch.cat(parts)
+
+    def _forward(self, model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+        """fp32 logits of ``model`` on ``x`` in the configured memory format and precision."""
+        x = x.contiguous(memory_format=self.memory_format)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.autocast):
+            return model(x).float()
 
     # -- adaptation ---------------------------------------------------------------------------------
     def loss(self, logits: torch.Tensor, scale: int) -> torch.Tensor:
@@ -221,10 +260,10 @@ class Stamp(TTAMethod):
         if cfg.memory and cfg.xi_update == "before_step":
             self.memory.update_frequency()
         with torch.enable_grad():
-            self.loss(self.model(data), scale).backward()
+            self.loss(self._forward(self.model, data), scale).backward()
             if cfg.sam:
                 self.optimizer.first_step(zero_grad=True)
-                self.loss(self.model(data), scale).backward()
+                self.loss(self._forward(self.model, data), scale).backward()
                 self.optimizer.second_step(zero_grad=True)
             else:
                 self.optimizer.step()
