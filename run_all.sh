@@ -3,6 +3,7 @@
 #   ./run_all.sh [--profile quick|full|smoke] [--data-root DIR] [--device cpu|cuda] [--only NAME ...]
 #                [--executor local|submitit|submitit-local] [--jobs N] [grid options]
 # Executed notebooks go to build/notebooks/<profile>/, figures and tables to figures/.
+# Without --executor/--jobs, smoke and quick compute the cells with one process per CPU core.
 # With --executor or --jobs, the notebooks' cells are computed first as one grid
 # (python -m stamplib grid --wait: N local processes, or SLURM jobs through submitit), and the
 # notebooks then only read the results store. Grid options, passed through: --partition P,
@@ -31,6 +32,14 @@ export PATH="$PWD/.venv/bin:$PATH"
 args=(--profile "$profile" --device "$device")
 [[ -n "$data_root" ]] && args+=(--data-root "$data_root")
 start=$SECONDS
+# On a laptop the cells are computed first by one worker process per core (then the notebooks
+# render from the results store); --jobs 1 computes them inside the notebooks instead.
+if [[ -z "$executor" && -z "$jobs" && "$profile" != full ]]; then
+    jobs="$(nproc 2>/dev/null || echo 1)"
+fi
+if [[ "$jobs" == 1 && -z "$executor" && ${#grid_opts[@]} -eq 0 ]]; then
+    jobs=""
+fi
 if [[ -n "$executor" || -n "$jobs" || ${#grid_opts[@]} -gt 0 ]]; then
     # The grid covers the notebooks that will be rendered (notebooks without cells are skipped).
     if [[ ${#only[@]} -gt 0 ]]; then

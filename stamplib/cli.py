@@ -127,6 +127,9 @@ def cmd_grid(args: argparse.Namespace) -> int:
     if unknown:
         raise ValueError(f"--param {unknown}: no chosen notebook takes it; they take {', '.join(sorted(accepted))}")
     params.update(profile=args.profile, data_root=args.data_root or "")
+    from stamplib import paths
+
+    paths.set_data_root(args.data_root)  # the cells (and their worker processes) read it there
 
     per_notebook = grid.cells_by_notebook(names, **params)
     distinct = {s.key(): s for specs in per_notebook.values() for s in specs}

@@ -457,6 +457,16 @@ def _submit_submitit(groups: list[list[RunSpec]], store: ResultsStore, device: s
                     lambda j=job: _submitit_error(j)) for group, job in zip(groups, jobs)]
 
 
+def _prepare_sources(specs: Sequence[RunSpec]) -> None:
+    """Load every source model the cells need once, here, before workers start: the built-in
+    one is trained on first use (workers would each train it), and a missing checkpoint fails
+    now with its message instead of once per worker."""
+    from stamplib import models
+
+    for dataset in dict.fromkeys(s.dataset for s in specs):
+        models.source_model(dataset, progress=False)
+
+
 def run_grid(
     specs: Sequence[RunSpec],
     executor: str = "local",
@@ -505,6 +515,8 @@ def run_grid(
             else:
                 slots = jobs if executor == "submitit-local" else array_parallelism
                 cells_per_job = default_cells_per_job(todo, time_min, slots)
+        if executor != "submitit":
+            _prepare_sources(todo)
         groups = group_cells(todo, cells_per_job)
         waits = executor == "local" or wait
         bar = tqdm(total=len(todo), desc="cells", unit="cell", disable=not progress or not waits)
