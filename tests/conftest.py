@@ -4,13 +4,18 @@ notebooks through the checkout's .cache/ (trained once, about a minute)."""
 
 from __future__ import annotations
 
+import os
 from collections import deque
 
-import pytest
-import torch
-
 # One intra-op thread: the suite runs in two xdist workers on two cores, and tiny models on
-# oversubscribed OpenMP threads run up to 100x slower.
+# oversubscribed OpenMP threads run up to 100x slower. The environment variable reaches the
+# processes the tests start (notebook kernels, CLI and grid subprocesses); it must be set
+# before torch is imported.
+os.environ["OMP_NUM_THREADS"] = "1"
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
 torch.set_num_threads(1)
 
 
