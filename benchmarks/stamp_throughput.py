@@ -175,12 +175,16 @@ def stamp_table(args: argparse.Namespace) -> None:
 
 def all_methods(args: argparse.Namespace) -> None:
     device = torch.device(args.device)
-    source = models.source_model("digits", progress=False).to(device)
+    if args.model == "tiny":
+        source = models.source_model("digits", progress=False).to(device)
+    else:  # the paper's CIFAR network, random weights: for timing only (slices of paper-scale cells)
+        torch.manual_seed(0)
+        source = models.create(ARCHITECTURES[args.model], data.num_classes("digits")).to(device).eval()
     stream = data.build_stream("digits", "noise", "gaussian_noise", 5, 0.2, 0, args.max_id)
     n_images = stream.images.shape[0]
     print(
         f"digits, gaussian_noise 5, Noise outliers: {n_images} images in {len(stream)} batches, "
-        f"{device}, {torch.get_num_threads()} thread(s)"
+        f"{device}, {torch.get_num_threads()} thread(s), model {args.model}"
     )
     print(f"{'method':<10}  {'images/s':>9}  {'seconds':>8}")
     for name in methods.available():
@@ -194,7 +198,7 @@ def all_methods(args: argparse.Namespace) -> None:
             method.step(first.x)
         method.reset()
         result = run_stream(method, stream, str(device))
-        print(f"{name:<10}  {n_images / result.seconds:9.1f}  {result.seconds:8.2f}")
+        print(f"{name:<10}  {n_images / result.seconds:9.1f}  {result.seconds:8.2f}", flush=True)
 
 
 def main() -> None:
@@ -210,7 +214,9 @@ def main() -> None:
     )
     parser.add_argument("--channels-last", action="store_true", help="channels-last model and inputs (all paths)")
     parser.add_argument("--bf16", action="store_true", help="bfloat16 autocast (CUDA only; ignored on CPU)")
-    parser.add_argument("--all-methods", action="store_true", help="images/s of every method on a digits stream")
+    parser.add_argument("--all-methods", action="store_true",
+                        help="images/s of every method on a digits stream (--model tiny: the trained digits model; "
+                             "resnet18_cifar: the paper's network with random weights)")
     parser.add_argument("--max-id", type=int, default=256, help="--all-methods: known-class images in the stream")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
