@@ -93,6 +93,8 @@ def paper_table(plan: Plan, records: dict[str, Any], table: str | None = None,
     ours = _ours(plan, records, per_corruption)
     if ours.empty:
         return ours
+    unused = [c for m in ("acc", "auroc", "h") if m not in metrics for c in (m, f"{m}_std")]
+    ours = ours.drop(columns=[c for c in unused if c in ours.columns])
     if plan.notebook.startswith("02_") and not per_corruption:
         ours = _with_outlier_average(ours)
     parts = []
@@ -109,8 +111,11 @@ def paper_table(plan: Plan, records: dict[str, Any], table: str | None = None,
     order = {m: i for i, m in enumerate(method_order(tables[0] or "1a"))}
     out["_m"] = out["method"].map(lambda m: order.get(m, len(order)))
     out["_v"] = out.groupby(["dataset", "outliers", "method"], sort=False).cumcount()
-    sort = ["dataset", "outliers", "_m", "_v"] + (["corruption"] if per_corruption else [])
-    out = out.sort_values(sort, kind="stable").drop(columns=["_m", "_v"])
+    # corruptions in the plan's order (the paper's column order), the mean last
+    corruption_order = {c: i for i, c in enumerate(plan.cells[0].spec.corruptions)} if plan.cells else {}
+    out["_c"] = out["corruption"].map(lambda c: corruption_order.get(c, len(corruption_order)))
+    sort = ["dataset", "outliers", "_m", "_v"] + (["_c"] if per_corruption else [])
+    out = out.sort_values(sort, kind="stable").drop(columns=["_m", "_v", "_c"])
     drop = [c for c in ("seed", "seconds", "outlier_ratio", "n_seeds") if c in out.columns]
     if not per_corruption:
         drop.append("corruption")
