@@ -110,7 +110,8 @@ def paper_table(plan: Plan, records: dict[str, Any], table: str | None = None,
     out = pd.concat(parts, ignore_index=True)
     order = {m: i for i, m in enumerate(method_order(tables[0] or "1a"))}
     out["_m"] = out["method"].map(lambda m: order.get(m, len(order)))
-    out["_v"] = out.groupby(["dataset", "outliers", "method"], sort=False).cumcount()
+    variant_order = {v: i for i, v in enumerate(dict.fromkeys(c.variant for c in plan.cells))}
+    out["_v"] = out["variant"].map(lambda v: variant_order.get(v, len(variant_order)))
     # corruptions in the plan's order (the paper's column order), the mean last
     corruption_order = {c: i for i, c in enumerate(plan.cells[0].spec.corruptions)} if plan.cells else {}
     out["_c"] = out["corruption"].map(lambda c: corruption_order.get(c, len(corruption_order)))
