@@ -251,3 +251,15 @@ def test_real_cifar10_jpeg(tmp_path: Path) -> None:
     assert torch.bincount(s.labels[s.labels >= 0]).tolist() == [1000] * 8
     x, y = data.source_train("cifar10_jpeg_8_2", data_root=tmp_path)
     assert x.shape == (40_000, 32, 32, 3) and y.max() == 7
+
+
+def test_image_folder_pools_are_dealt_out_class_by_class():
+    import torch
+
+    from stamplib.data import interleave_classes
+
+    labels = torch.tensor([0, 0, 0, 1, 1, 2, 2, 2, 2])
+    order = interleave_classes(labels)
+    assert labels[order].tolist() == [0, 1, 2, 0, 1, 2, 0, 2, 2]
+    assert sorted(order.tolist()) == list(range(9))  # a permutation
+    assert order[labels[order] == 2].tolist() == [5, 6, 7, 8]  # file order kept within a class

@@ -177,13 +177,35 @@ def _cifar10_jpeg_folder(root: Path, split: str) -> Path:
     return folder
 
 
+def interleave_classes(labels: torch.Tensor) -> torch.Tensor:
+    """A permutation that deals the samples out class by class (first of every class, then the
+    second of every class, …), keeping file order within a class.
+
+    An ImageFolder lists one class after another; the protocol takes the *first N* test images
+    (protocol.md §1), which in the official, mixed test order cover every class. Taking the first
+    N of an ImageFolder would give two or three classes only, so the folder is read in this
+    order instead (shared/data README: the official order itself cannot be recovered)."""
+    labels = torch.as_tensor(labels)
+    n = labels.numel()
+    order = torch.argsort(labels, stable=True)
+    sorted_labels = labels[order]
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(n) - torch.searchsorted(sorted_labels, sorted_labels, side="left")
+    return torch.argsort(rank * n + torch.arange(n))
+
+
+def _interleaved_pool(images: torch.Tensor, labels: torch.Tensor) -> Pool:
+    order = interleave_classes(labels)
+    return images[order], labels[order]
+
+
 def _cifar10_jpeg(known: int | None, data_root: Path | None, dataset: str) -> IDSet:
     from stamplib.data import loaders
 
     root = paths.data_root(data_root)
     base = IDSet(
         num_classes=10,
-        clean=lambda: _pool(loaders.load_image_folder(_cifar10_jpeg_folder(root, "test"))),
+        clean=lambda: _interleaved_pool(*_pool(loaders.load_image_folder(_cifar10_jpeg_folder(root, "test")))),
         name=dataset,
     )
     return base if known is None else class_split(base, known, dataset)
