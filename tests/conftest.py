@@ -56,3 +56,39 @@ def assert_same(a, b, path: str = "state") -> None:
             assert_same(x, y, f"{path}[{i}]")
     else:
         assert a == b, path
+
+
+class TwoBNNet(torch.nn.Module):
+    """Two conv+BatchNorm layers and a linear head: the smallest net whose BN layers a TTA
+    method can reconfigure (CoTTA's and RoTTA's tests)."""
+
+    def __init__(self, num_classes: int = 4) -> None:
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 6, 3, padding=1)
+        self.bn1 = torch.nn.BatchNorm2d(6)
+        self.conv2 = torch.nn.Conv2d(6, 8, 3, padding=1, bias=False)
+        self.bn2 = torch.nn.BatchNorm2d(8)
+        self.fc = torch.nn.Linear(8, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.bn1(self.conv1(x)))
+        x = torch.relu(self.bn2(self.conv2(x)))
+        return self.fc(x.mean(dim=(2, 3)))
+
+
+def two_bn_net(seed: int = 0) -> torch.nn.Module:
+    """A seeded TwoBNNet with non-trivial BN statistics and affine parameters, in eval mode."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        net = TwoBNNet()
+        for bn in (net.bn1, net.bn2):
+            bn.running_mean.uniform_(-0.2, 0.2)
+            bn.running_var.uniform_(0.5, 1.5)
+            bn.weight.data.uniform_(0.5, 1.5)
+            bn.bias.data.uniform_(-0.3, 0.3)
+    return net.eval()
+
+
+def image_batch(n: int = 16, seed: int = 1, size: int = 8) -> torch.Tensor:
+    """Seeded uniform images [n, 3, size, size] in [0, 1]."""
+    return torch.rand(n, 3, size, size, generator=torch.Generator().manual_seed(seed))

@@ -7,7 +7,8 @@ import copy
 
 import pytest
 import torch
-import torch.nn.functional as F
+from conftest import image_batch as batch
+from conftest import two_bn_net as tiny_net
 from torch import nn
 
 from stamplib import methods
@@ -18,37 +19,6 @@ from stamplib.methods.cotta import PAPER_IMAGENET_RESTORE_PROB, Cotta, augment_b
 from stamplib.models import IMAGENET_MEAN, IMAGENET_STD, InputNormalization
 
 C = 4
-
-
-class TinyNet(nn.Module):
-    def __init__(self, num_classes: int = C) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(3, 6, 3, padding=1)
-        self.bn1 = nn.BatchNorm2d(6)
-        self.conv2 = nn.Conv2d(6, 8, 3, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(8)
-        self.fc = nn.Linear(8, num_classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.relu(self.bn1(self.conv1(x)))
-        x = F.relu(self.bn2(self.conv2(x)))
-        return self.fc(x.mean(dim=(2, 3)))
-
-
-def tiny_net(seed: int = 0) -> nn.Module:
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        net = TinyNet()
-        for bn in (net.bn1, net.bn2):
-            bn.running_mean.uniform_(-0.2, 0.2)
-            bn.running_var.uniform_(0.5, 1.5)
-            bn.weight.data.uniform_(0.5, 1.5)
-            bn.bias.data.uniform_(-0.3, 0.3)
-    return net.eval()
-
-
-def batch(n: int = 16, seed: int = 1, size: int = 8) -> torch.Tensor:
-    return torch.rand(n, 3, size, size, generator=torch.Generator().manual_seed(seed))
 
 
 def make(dataset: str = "cifar10_c", net: nn.Module | None = None, **overrides) -> Cotta:

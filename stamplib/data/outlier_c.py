@@ -141,19 +141,6 @@ def read_manifest(out_dir: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def _atomic_write(path: Path, write: Callable[[object], None]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
-    try:
-        with open(tmp, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def corrupt_pool(
     images: np.ndarray, corruption: str, severity: int, *, seed: int = GENERATION_SEED, chunk: int = 256,
     progress: bool = False,
@@ -201,13 +188,13 @@ def generate_from_images(
             ):
                 continue
             data = corrupt_pool(images, corruption, severity, seed=seed, chunk=chunk, progress=progress)
-            _atomic_write(target, lambda fh, data=data: np.save(fh, data, allow_pickle=False))
+            loaders._atomic_save(target, lambda fh, data=data: np.save(fh, data, allow_pickle=False))
             manifest["files"][rel] = {
                 "sha256": _sha256_file(target), "shape": list(data.shape), "seed": seed,
                 "source_sha256": pool_hash,
             }
             # Rewritten after every file so an interrupted run keeps what it finished.
-            _atomic_write(out_dir / "manifest.json", lambda fh: fh.write(json.dumps(manifest, indent=1).encode()))
+            loaders._atomic_save(out_dir / "manifest.json", lambda fh: fh.write(json.dumps(manifest, indent=1).encode()))
     return manifest
 
 

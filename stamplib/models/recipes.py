@@ -95,17 +95,12 @@ def profile_plan(profile: str, epochs: int = 0) -> ProfilePlan:
 def spread_subset(labels: torch.Tensor, n: int | None) -> torch.Tensor:
     """Indices of ``n`` samples taken round-robin over the classes, in index order within a
     class (deterministic, class-balanced; all indices when ``n`` is None or too large)."""
+    from stamplib.data import interleave_classes
+
     labels = torch.as_tensor(labels)
     if n is None or n >= labels.numel():
         return torch.arange(labels.numel())
-    # rank of each sample within its class; sorting by (rank, index) interleaves the classes
-    order = torch.argsort(labels, stable=True)
-    sorted_labels = labels[order]
-    starts = torch.searchsorted(sorted_labels, sorted_labels, side="left")
-    rank = torch.empty_like(order)
-    rank[order] = torch.arange(labels.numel()) - starts
-    key = rank * labels.numel() + torch.arange(labels.numel())
-    return torch.sort(torch.argsort(key)[:n]).values
+    return torch.sort(interleave_classes(labels)[:n]).values
 
 
 def load_cifar_folder(data_root: str | Path, dataset: str = "cifar10") -> tuple[ImageSet, ImageSet]:
