@@ -48,14 +48,14 @@ REGISTRY: dict[str, CheckpointEntry] = {
         CheckpointEntry("ResNet18_8", "resnet18_cifar", 8, "cifar10_8", "CIFAR-10 classes 0–7 (8:2 split setting)"),
         CheckpointEntry("ResNet18_80", "resnet18_cifar", 80, "cifar100_80", "CIFAR-100 classes 0–79 (80:20 split setting)"),
         CheckpointEntry(
-            "ResNet18_10_jpeg", "resnet18_cifar", 10, "cifar10",
-            "CIFAR-10 recipe on the JPEG re-encoded CIFAR-10 of shared/data, shortened for a CPU "
-            "(python -m stamplib train-source --dataset cifar10_jpeg)",
+            "ResNet18_10_jpeg", "resnet18_cifar", 10, "cifar10_fast",
+            "fast CPU recipe on the JPEG re-encoded CIFAR-10 of shared/data "
+            "(python -m stamplib train-source --dataset cifar10_jpeg --recipe fast)",
         ),
         CheckpointEntry(
-            "ResNet18_8_jpeg", "resnet18_cifar", 8, "cifar10_8",
-            "8-class recipe on the JPEG re-encoded CIFAR-10 of shared/data, shortened for a CPU "
-            "(python -m stamplib train-source --dataset cifar10_jpeg_8_2)",
+            "ResNet18_8_jpeg", "resnet18_cifar", 8, "cifar10_8_fast",
+            "fast CPU recipe, classes 0–7 of the JPEG re-encoded CIFAR-10 of shared/data "
+            "(python -m stamplib train-source --dataset cifar10_jpeg_8_2 --recipe fast)",
         ),
         CheckpointEntry(
             "digits_resnet_cifar_tiny", "resnet_cifar_tiny", 8, None,
