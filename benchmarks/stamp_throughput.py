@@ -8,7 +8,7 @@ first timed batch (64 random samples with known labels), so every batch adapts. 
              adaptation.
 (a16)        the same, all 16 views in one forward (the previous default), for comparison.
 (b) plain    the plain transcription: views from the plain CoTTA code kept as the oracle in
-             tests/test_views.py, then one forward per view (``batched_views=False``).
+             tests/oracles/views.py, then one forward per view (``batched_views=False``).
 (c) floor    only the compute stamp.md §6 counts, on pre-made tensors: the 16 view forwards
              (chunked like (a)), 1 reference forward of 64, and 2 forward+backward passes on
              the 64 memory samples (SAM); no augmentation, no bookkeeping.
@@ -50,9 +50,9 @@ BATCH, VIEWS, CLASSES = 64, 16, 10
 
 
 def _plain_make_views() -> Callable[[torch.Tensor, int, torch.Generator], torch.Tensor]:
-    """The plain CoTTA views of tests/test_views.py (one copy of the transcription, there)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    from test_views import plain_make_views
+    """The plain CoTTA views of the tests' oracle (tests/oracles/views.py)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root
+    from tests.oracles.views import plain_make_views
 
     return plain_make_views
 
@@ -83,7 +83,7 @@ def build_stamp(args: argparse.Namespace, **overrides) -> Stamp:
         torch.manual_seed(0)
         net = models.create(ARCHITECTURES[args.model], CLASSES)
     stamp = methods.create(
-        "stamp", net.to(args.device), CLASSES, dataset="cifar10_c",
+        "stamp", net.to(args.device), CLASSES, setting="cifar10_c",
         channels_last=args.channels_last, bf16_autocast=args.bf16, **overrides,
     )
     assert isinstance(stamp, Stamp)
@@ -192,7 +192,7 @@ def all_methods(args: argparse.Namespace) -> None:
         if methods.method_class(name).needs_source_data:
             images, labels = data.source_train("digits")
             source_data = methods.SourceData("digits", images, labels)
-        method = methods.create(name, source, data.num_classes("digits"), dataset="digits", source_data=source_data)
+        method = methods.create(name, source, data.num_classes("digits"), setting=data.setting_of("digits"), source_data=source_data)
         first = next(iter(stream.batches(device)))
         for _ in range(args.warmup):
             method.step(first.x)

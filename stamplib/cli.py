@@ -1,4 +1,7 @@
-"""Command line: ``python -m stamplib {run,doctor,notebooks,methods}``."""
+"""Command line: ``python -m stamplib {run,doctor,notebooks,methods,train-source,grid}``.
+
+A face: each command parses its flags, calls into the layers and prints; the work lives in
+``stamplib.evaluation`` (runs, plans, grids), ``stamplib.data`` and ``stamplib.models``."""
 
 from __future__ import annotations
 
@@ -16,14 +19,16 @@ def _value(text: str) -> Any:
         return text
 
 
+def _split_pair(item: str) -> tuple[str, str]:
+    if "=" not in item:
+        raise ValueError(f"expected NAME=VALUE, got {item!r} (e.g. --set lr=0.001, --param seeds=0,1,2)")
+    name, value = item.split("=", 1)
+    return name, value
+
+
 def _pairs(items: list[str]) -> dict[str, Any]:
-    out = {}
-    for item in items:
-        if "=" not in item:
-            raise ValueError(f"expected NAME=VALUE, got {item!r} (e.g. --set lr=0.001)")
-        k, v = item.split("=", 1)
-        out[k] = _value(v)
-    return out
+    """``NAME=VALUE`` options with Python literals as values (``0.001``, ``True``, ``'a'``)."""
+    return {name: _value(value) for name, value in map(_split_pair, items)}
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -64,10 +69,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
     import torch
 
-    import stamplib
     from stamplib import data, methods, paths
+    from stamplib.version import __version__
 
-    print(f"stamplib {stamplib.__version__}  python {platform.python_version()}  torch {torch.__version__}")
+    print(f"stamplib {__version__}  python {platform.python_version()}  torch {torch.__version__}")
     print(f"device: cuda available={torch.cuda.is_available()}"
           + (f" ({torch.cuda.get_device_name(0)})" if torch.cuda.is_available() else "")
           + f", CPU threads={torch.get_num_threads()}")
@@ -96,55 +101,38 @@ def cmd_notebooks(args: argparse.Namespace) -> int:
 
 def cmd_grid(args: argparse.Namespace) -> int:
     """Every cell of the chosen notebooks: status per notebook, then compute or submit the missing."""
-    import inspect
-
-    from stamplib import grid
+    from stamplib import paths
+    from stamplib.evaluation import grid, plans
     from stamplib.evaluation.store import ResultsStore
-    from stamplib.experiments import EXPERIMENTS
 
     store = ResultsStore(args.results) if args.results else ResultsStore()
-    names: list[str] = list(EXPERIMENTS) if args.all else []
+    names: list[str] = list(plans.EXPERIMENTS) if args.all else []
     for name in [] if args.all else args.notebook:
         try:
-            names += [nb for nb in grid.resolve_notebooks([name]) if nb not in names]
+            names += [nb for nb in plans.resolve_notebooks([name]) if nb not in names]
         except ValueError:
             from stamplib.notebook_runner import discover
 
-            discover([name])  # a notebook without cells (00, 01) is fine; anything else is an error
+            discover([name])  # a notebook without cells (01) is fine; anything else is an error
             print(f"{name}: no grid cells (the notebook computes what it shows itself)")
     if not names:
         print("nothing to compute")
         return 0
     # Values stay strings, as in a notebook's parameters cell; the plans parse them.
-    params: dict[str, Any] = {}
-    for item in args.param:
-        if "=" not in item:
-            raise ValueError(f"expected NAME=VALUE, got {item!r} (e.g. --param seeds=0,1,2)")
-        key, value = item.split("=", 1)
-        params[key] = value
-    accepted = {p for nb in names for p in inspect.signature(EXPERIMENTS[nb]).parameters} - {"_", "profile", "data_root"}
-    unknown = sorted(set(params) - accepted)  # a typo would silently plan the default grid
-    if unknown:
-        raise ValueError(f"--param {unknown}: no chosen notebook takes it; they take {', '.join(sorted(accepted))}")
+    params = dict(_split_pair(item) for item in args.param)
+    plans.check_parameter_names(names, params, flags=("profile", "data_root"))
     params.update(profile=args.profile, data_root=args.data_root or "")
-    from stamplib import paths
-
     paths.set_data_root(args.data_root)  # the cells (and their worker processes) read it there
 
-    per_notebook = grid.cells_by_notebook(names, **params)
-    distinct = {s.key(): s for specs in per_notebook.values() for s in specs}
-    header = f"{'notebook':36s} {'cells':>6s} {'done':>6s} {'running':>8s} {'missing':>8s} {'failed':>7s}"
-    print(f"profile {args.profile}, results in {store.root}\n{header}")
-
-    def row(label: str, specs: list) -> None:
-        st = grid.status(specs, store)
-        failed = sum(grid.failure_record(store, s) is not None for s in st.missing)
+    per_notebook = plans.cells_by_notebook(names, **params)
+    distinct = plans.distinct(s for specs in per_notebook.values() for s in specs)
+    print(f"profile {args.profile}, results in {store.root}")
+    print(f"{'notebook':36s} {'cells':>6s} {'done':>6s} {'running':>8s} {'missing':>8s} {'failed':>7s}")
+    for label, specs in [*per_notebook.items(), ("distinct cells", distinct)]:
+        st = store.status(specs)
+        failed = sum(store.failure(s) is not None for s in st.missing)
         print(f"{label:36s} {len(specs):6d} {len(st.done):6d} {len(st.running):8d} {len(st.missing):8d} {failed:7d}")
-
-    for nb, specs in per_notebook.items():
-        row(nb, specs)
     total = sum(len(s) for s in per_notebook.values())
-    row("distinct cells", list(distinct.values()))
     if total != len(distinct):
         print(f"({total} cells in the notebooks, {total - len(distinct)} shared between them and computed once)")
 
@@ -152,19 +140,19 @@ def cmd_grid(args: argparse.Namespace) -> int:
                    gpus_per_job=args.gpus_per_job, cpus_per_task=args.cpus_per_task, time_min=args.time_min,
                    array_parallelism=args.array_parallelism, mem_gb=args.mem_gb)
     if args.dry_run:
-        missing = grid.status(distinct.values(), store).missing
+        missing = store.status(distinct).missing
         if missing and args.executor == "local":
             print(f"dry run: would compute {len(missing)} cells here with {args.jobs} worker process(es)")
         elif missing:
-            per_job = options["cells_per_job"] or grid.default_cells_per_job(
-                missing, args.time_min, args.jobs if args.executor == "submitit-local" else args.array_parallelism)
+            per_job = args.cells_per_job or grid.job_size(
+                missing, args.executor, args.jobs, args.time_min, args.array_parallelism)
             jobs = len(grid.group_cells(missing, per_job))
             print(f"dry run: would submit {len(missing)} cells as {jobs} job(s) of at most {per_job} "
                   f"cell(s) with executor {args.executor}")
         return 0
 
     try:
-        report = grid.run_grid(list(distinct.values()), executor=args.executor, store=store, device=args.device,
+        report = grid.run_grid(distinct, executor=args.executor, store=store, device=args.device,
                                wait=args.wait, progress=True, retry_failed=args.retry_failed, **options)
     except KeyboardInterrupt:
         print("\ninterrupted: finished cells are stored"
@@ -175,7 +163,7 @@ def cmd_grid(args: argparse.Namespace) -> int:
         print(f"{len(report.jobs)} job(s): {', '.join(report.jobs[:10])}{' …' if len(report.jobs) > 10 else ''}")
     if report.pending:
         print(f"submitted {len(report.pending)} cells; they are computed in the background (logs under "
-              f"{grid.grid_dir(store) / 'logs'}). Run the same command with --dry-run to see the status, "
+              f"{store.grid_dir / 'logs'}). Run the same command with --dry-run to see the status, "
               "or again to resubmit what is missing.")
         return 0
     print(f"done {len(report.done)}, missing {len(report.missing)}, running elsewhere {len(report.running)}, "
@@ -189,36 +177,24 @@ def cmd_grid(args: argparse.Namespace) -> int:
 
 def cmd_train_source(args: argparse.Namespace) -> int:
     """Train (or resume, or reuse) the source network of an ID dataset with its §4.2 recipe."""
-    from stamplib import data
-    from stamplib.models import SOURCE_MODELS, train_source
-    from stamplib.models.checkpoints import REGISTRY
+    from stamplib.models import train_source_for
 
-    if args.dataset not in SOURCE_MODELS or SOURCE_MODELS[args.dataset][2] not in REGISTRY:
-        trainable = [d for d, (_, _, w) in SOURCE_MODELS.items() if w in REGISTRY and REGISTRY[w].recipe]
-        raise ValueError(f"no trainable source model for {args.dataset!r}; choose one of {', '.join(trainable)}")
-    from stamplib.models.recipes import RECIPES, recipe_for
-
-    checkpoint = SOURCE_MODELS[args.dataset][2]
-    entry = REGISTRY[checkpoint]
-    recipe = recipe_for(args.recipe, entry.num_classes) if args.recipe else RECIPES[entry.recipe]
-    images, labels = data.source_train(args.dataset, args.data_root)
-    base = args.dataset.removesuffix("_8_2").removesuffix("_80_20")
-    test_images, test_labels = data.id_set(base, args.data_root).clean_pool()
-    result = train_source(
-        recipe, images, labels, test_images, test_labels, name=checkpoint,
-        epochs=args.epochs or None, seed=args.seed, device=args.device, bf16=args.bf16, compile=args.compile,
+    result = train_source_for(
+        args.dataset, recipe=args.recipe, epochs=args.epochs, seed=args.seed, device=args.device,
+        bf16=args.bf16, compile=args.compile, data_root=args.data_root,
     )
     side = result.sidecar
-    print(f"{checkpoint} (recipe {recipe.name}): {side['epochs']} epochs, best epoch {side['best_epoch']}, clean test accuracy "
-          f"{100 * side['clean_test_accuracy']:.2f}%, {side['seconds']:.0f} s -> {result.checkpoint}")
+    print(f"{side['name']} (recipe {side['recipe_name']}): {side['epochs']} epochs, best epoch {side['best_epoch']}, "
+          f"clean test accuracy {100 * side['clean_test_accuracy']:.2f}%, {side['seconds']:.0f} s -> {result.checkpoint}")
     return 0
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
-    from stamplib import methods
+    from stamplib import data, methods
 
+    setting = data.setting_of(args.dataset)
     for name in methods.available():
-        print(f"{name:10s} {methods.resolve_config(name, args.dataset)}")
+        print(f"{name:10s} {methods.resolve_config(name, setting)}")
     return 0
 
 
@@ -276,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("grid", help="compute every cell of notebooks: here, in local processes, or on SLURM")
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--notebook", nargs="+", default=[], metavar="NAME", help="names or prefixes, e.g. 02 06")
-    which.add_argument("--all", action="store_true", help="every notebook with cells (02-09)")
+    which.add_argument("--all", action="store_true", help="every notebook with cells (00, 02-09)")
     p.add_argument("--profile", default="quick", choices=["smoke", "quick", "full"])
     p.add_argument("--data-root", default=None)
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",

@@ -11,6 +11,8 @@ come from the generator passed in, never from the global RNG.
   call, shared by the whole batch (what torchvision does to a batch tensor; CoTTA and RoTTA
   augment their batch that way, baselines.md §4 step 4, §7). The Gaussian noise stays
   per pixel.
+* :func:`cotta_augment_batch` — either of the two, optionally applied in mean/std-normalised
+  space (the ImageNet quirk of CoTTA and RoTTA).
 * :func:`crop_flip_augment` — random crop with zero (``fill``) padding of 4 px, then h-flip
   (CIFAR100-C, the class-split sets, ImageNet-C).
 
@@ -291,6 +293,27 @@ def cotta_augment_shared(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
     noise differs per pixel. Same op order and ranges as :func:`cotta_augment`.
     """
     return _cotta(x, g, shared=True)
+
+
+def cotta_augment_batch(
+    x: torch.Tensor,
+    g: torch.Generator,
+    normalization: tuple[torch.Tensor, torch.Tensor] | None = None,
+    shared: bool = True,
+) -> torch.Tensor:
+    """The CoTTA augmentation of a [0,1] batch as CoTTA and RoTTA apply it, optionally in
+    normalised space.
+
+    With ``normalization = (mean, std)`` the batch is normalised, augmented (the transform
+    clips to [0, 1] at both ends) and un-normalised, so the network behind the model's own
+    normalisation sees exactly the clipped normalised tensor of the authors' ImageNet runs
+    (baselines.md §4, §7).
+    """
+    aug = cotta_augment_shared if shared else cotta_augment
+    if normalization is None:
+        return aug(x, g)
+    mean, std = normalization
+    return aug((x - mean) / std, g) * std + mean
 
 
 def crop_flip_augment(

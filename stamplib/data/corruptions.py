@@ -89,6 +89,8 @@ from PIL import Image
 from scipy import fft as sp_fft
 from scipy import ndimage
 
+from stamplib import validation
+
 __all__ = ["CORRUPTIONS", "SUPPORTED_SIZES", "corrupt", "parameters"]
 
 CORRUPTIONS: tuple[str, ...] = (
@@ -222,12 +224,8 @@ FROST_PACKAGE_HINT = "pip install --no-deps imagecorruptions==1.1.2"
 
 
 def _check_name_severity(name: str, severity: int) -> None:
-    if name not in CORRUPTIONS:
-        raise ValueError(f"unknown corruption {name!r}; valid names: {', '.join(CORRUPTIONS)}")
-    if isinstance(severity, bool) or not isinstance(severity, (int, np.integer)):
-        raise ValueError(f"severity must be an int in 1..5, got {severity!r}")
-    if not 1 <= int(severity) <= 5:
-        raise ValueError(f"severity must be in 1..5, got {severity}")
+    validation.check_choice("corruption", name, CORRUPTIONS)
+    validation.check_severity(severity)
 
 
 def _check_size(size: int) -> None:
@@ -798,8 +796,7 @@ def corrupt(images: Any, name: str, severity: int, *, seed: int = 0, index_offse
     """
     _check_name_severity(name, severity)
     severity = int(severity)
-    if isinstance(seed, bool) or int(seed) != seed or seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    validation.check_seed(seed)
     if isinstance(index_offset, bool) or int(index_offset) != index_offset or index_offset < 0:
         raise ValueError(f"index_offset must be a non-negative int, got {index_offset!r}")
 

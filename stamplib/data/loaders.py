@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from stamplib import paths
+from stamplib import paths, validation
 from stamplib.data import downloads
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
@@ -452,8 +452,7 @@ def load_cifar_c(
     rows ``(severity−1)·n … severity·n−1`` with ``n`` = rows/5 (10,000 in the release)."""
     if name not in _CIFAR_C:
         raise ValueError(f"unknown CIFAR-C set {name!r}")
-    if severity not in (1, 2, 3, 4, 5):
-        raise ValueError(f"severity must be 1..5, got {severity}")
+    validation.check_severity(severity)
     root = _root(data_root)
     folder_name, resource = _CIFAR_C[name]
     folder = root / folder_name

@@ -258,6 +258,22 @@ def outlier_c_images(
     return load_generated(name, corruption, severity, root, limit=limit)
 
 
+def corrupted_pool(
+    name: str, corruption: str, severity: int, data_root: str | os.PathLike | None = None, *, limit: int | None = None
+) -> torch.Tensor:
+    """The first ``limit`` images of outlier-C set ``name``: from disk where a copy exists,
+    else the clean pool corrupted here exactly as :func:`generate` would (same seed, same
+    per-image draws, so the bytes are those of the generated file)."""
+    from stamplib.data.corruptions import corrupt
+
+    root = paths.data_root(data_root)
+    stored = outlier_c_images(name, corruption, severity, root, limit=limit)
+    if stored is not None:
+        return stored
+    clean = SETS[name].clean(root, limit).images[:limit]
+    return corrupt(clean, corruption, severity, seed=GENERATION_SEED)
+
+
 def main(argv: list[str] | None = None) -> int:
     from stamplib.data.corruptions import CORRUPTIONS
 

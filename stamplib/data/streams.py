@@ -1,5 +1,8 @@
 """Test streams: ID and outlier images mixed, shuffled with a seed, served in batches.
 
+:func:`build_stream` turns (ID data set, outlier set, corruption, severity, ratio, seed) into a
+:class:`Stream`, reading both through the data set registry.
+
 Images stay resident as one uint8 N×H×W×3 tensor; a batch is a slice converted to float
 N×3×H×W in [0,1] on the target device (no DataLoader: the data fits in memory).
 
@@ -10,11 +13,17 @@ stream seed, not on how much randomness a method consumed, so every method sees 
 
 from __future__ import annotations
 
-import numbers
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 
 import torch
+
+from stamplib import paths, validation
+from stamplib.data.lookup import check_names, dataset, outlier_set
+from stamplib.data.registry import CLOSED_SET
 
 
 @dataclass(frozen=True)
@@ -41,8 +50,7 @@ class Stream:
             raise ValueError(
                 f"stream labels must be one per image ({self.images.shape[0]}), got shape {tuple(self.labels.shape)}"
             )
-        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, numbers.Integral) or self.batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer (the paper uses 64), got {self.batch_size!r}")
+        validation.check_positive_int("batch_size", self.batch_size, "the paper uses 64")
 
     @property
     def is_outlier(self) -> torch.Tensor:
@@ -69,8 +77,7 @@ class Stream:
 def outliers_for_ratio(num_id: int, ratio: float) -> int:
     """N outliers giving an outlier share ``ratio`` of the stream: N = num_id·r/(1−r)
     (protocol.md §3.2; 0.2 → num_id/4)."""
-    if not 0.0 <= ratio < 1.0:
-        raise ValueError(f"outlier ratio must be in [0, 1), got {ratio}")
+    validation.check_outlier_ratio(ratio)
     return round(num_id * ratio / (1.0 - ratio))
 
 
@@ -100,3 +107,92 @@ def mix(
         images, labels = id_images, id_labels.long()
     order = torch.randperm(images.shape[0], generator=torch.Generator().manual_seed(seed))
     return Stream(images[order].contiguous(), labels[order], batch_size)
+
+
+def apply_corruption(images: torch.Tensor, corruption: str, severity: int, seed: int) -> torch.Tensor:
+    if corruption == "none":
+        return images
+    from stamplib.data.corruptions import corrupt
+
+    return corrupt(images, corruption, severity, seed=seed)
+
+
+def check_stream_args(
+    dataset: str, outliers: str, corruption: str, severity: int, outlier_ratio: float, seed: int,
+    max_id: int | None, batch_size: int,
+) -> None:
+    """Everything :func:`build_stream` can refuse without reading a file, checked up front."""
+    check_names(dataset, outliers, (corruption,))
+    validation.check_severity(severity)
+    validation.check_outlier_ratio(outlier_ratio)
+    validation.check_seed(seed)
+    if max_id is not None:
+        validation.check_positive_int("max_id", max_id, "or None for every ID sample")
+    validation.check_positive_int("batch_size", batch_size, "the paper uses 64")
+
+
+def build_stream(
+    dataset: str,
+    outliers: str,
+    corruption: str,
+    severity: int = 5,
+    outlier_ratio: float = 0.2,
+    seed: int = 0,
+    max_id: int | None = None,
+    batch_size: int = 64,
+    *,
+    data_root: str | os.PathLike | None = None,
+) -> Stream:
+    """The test stream of one corruption (cached in memory: every method of a table reuses it).
+
+    ID images: the released corrupted set when the data set has one, else the clean test set
+    corrupted with ``seed``. Outliers: the *first* N of the pool (N from ``outlier_ratio``,
+    protocol.md §1.1/§3.2), corrupted like the ID images except Noise, resized to the ID size.
+    Names and numbers are checked before any image is read.
+    """
+    check_stream_args(dataset, outliers, corruption, severity, outlier_ratio, seed, max_id, batch_size)
+    return _build_stream(
+        dataset, outliers, corruption, severity, outlier_ratio, seed, max_id, batch_size,
+        str(paths.data_root(data_root)),
+    )
+
+
+@lru_cache(maxsize=64)
+def _build_stream(
+    dataset_name: str, outliers: str, corruption: str, severity: int, outlier_ratio: float, seed: int,
+    max_id: int | None, batch_size: int, root_str: str,
+) -> Stream:
+    root = Path(root_str)
+    data = dataset(dataset_name)
+    if corruption != "none" and data.released is not None:
+        id_images, id_labels = data.released(root, corruption, severity)
+        if max_id is not None:
+            id_images, id_labels = id_images[:max_id], id_labels[:max_id]
+    else:
+        id_images, id_labels = data.clean_test(root)
+        if max_id is not None:
+            id_images, id_labels = id_images[:max_id], id_labels[:max_id]
+        id_images = apply_corruption(id_images, corruption, severity, seed)
+    pool = None
+    n_out = 0
+    if outliers != CLOSED_SET:
+        source = outlier_set(outliers, data)
+        n_out = outliers_for_ratio(id_images.shape[0], outlier_ratio)
+        if source.corrupted and corruption != "none" and source.released is not None:
+            pool = source.released(root, corruption, severity, n_out)
+        if pool is None:
+            pool = source.load(root, n_out)[:n_out]
+            if source.corrupted:
+                # A seed of its own, so outliers do not replay the ID images' random draws.
+                pool = apply_corruption(pool, corruption, severity, seed + 7919)
+        pool = pool[:n_out]
+        if pool.shape[0] and pool.shape[1:3] != id_images.shape[1:3]:
+            from stamplib.data.loaders import resize_images
+
+            if id_images.shape[1] != id_images.shape[2]:
+                raise ValueError(f"cannot resize outliers to non-square ID images {tuple(id_images.shape[1:3])}")
+            pool = resize_images(pool, int(id_images.shape[1]))
+    return mix(id_images, id_labels, pool, n_out, seed=seed, batch_size=batch_size)
+
+
+build_stream.cache_clear = _build_stream.cache_clear  # type: ignore[attr-defined]

@@ -12,11 +12,12 @@ import torch
 from tqdm.auto import tqdm
 
 from stamplib import data, methods, models
+from stamplib.blocks.entropy import logit_entropy
 from stamplib.evaluation.metrics import aggregate, stream_metrics
+from stamplib.evaluation.profiles import get_profile
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
-from stamplib.methods.base import TTAMethod
-from stamplib.profiles import get_profile
+from stamplib.version import __version__
 
 
 @dataclass
@@ -33,7 +34,7 @@ class StreamResult:
         return self.labels < 0
 
 
-def run_stream(method: TTAMethod, stream: data.Stream, device: str = "cpu", progress: bool = False) -> StreamResult:
+def run_stream(method: methods.TTAMethod, stream: data.Stream, device: str = "cpu", progress: bool = False) -> StreamResult:
     """Feed a stream batch by batch through ``method`` (no reset here: the caller decides)."""
     probs, scores, labels = [], [], []
     start = time.perf_counter()
@@ -49,8 +50,6 @@ def run_stream(method: TTAMethod, stream: data.Stream, device: str = "cpu", prog
 def frozen_entropy(model: torch.nn.Module, stream: data.Stream, device: str = "cpu") -> torch.Tensor:
     """Entropy of a model's prediction for every sample of a stream, without adapting it
     (BN as the model is configured). Used to compare a model before and after adaptation."""
-    from stamplib.blocks.entropy import logit_entropy
-
     return torch.cat([logit_entropy(model(b.x)).cpu() for b in stream.batches(device)])
 
 
@@ -69,10 +68,8 @@ def _versions() -> dict[str, str]:
     import sklearn
     import torchvision
 
-    import stamplib
-
     return {
-        "stamplib": stamplib.__version__,
+        "stamplib": __version__,
         "torch": torch.__version__,
         "torchvision": torchvision.__version__,
         "numpy": numpy.__version__,
@@ -97,14 +94,14 @@ def run(
     profile = get_profile(spec.profile)
     # A partial dataset copy fails here, naming every missing file, not at the 7th corruption.
     data.check_available(spec.dataset, spec.corruptions, spec.severity)
-    num_classes = data.num_classes(spec.dataset)
+    dataset = data.dataset(spec.dataset)
     source = models.source_model(spec.dataset, progress=progress).to(device)
     source_data = None
     if methods.method_class(spec.method).needs_source_data:
         images, labels = data.source_train(spec.dataset)
         source_data = methods.SourceData(spec.dataset, images, labels)
     method = methods.create(
-        spec.method, source, num_classes, dataset=spec.setting or spec.dataset, seed=spec.seed,
+        spec.method, source, dataset.num_classes, setting=spec.hyperparameter_setting(), seed=spec.seed,
         source_data=source_data, **dict(spec.overrides),
     )
     per_corruption: dict[str, dict[str, Any]] = {}
@@ -112,7 +109,7 @@ def run(
     for corruption in tqdm(spec.corruptions, desc=f"{spec.method}/{spec.outliers}", disable=not progress, leave=False):
         stream = data.build_stream(
             spec.dataset, spec.outliers, corruption, spec.severity, spec.outlier_ratio, spec.seed,
-            profile.id_limit(spec.dataset),
+            profile.id_limit(dataset),
         )
         method.reset()
         result = run_stream(method, stream, device)

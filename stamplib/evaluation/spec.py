@@ -7,9 +7,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from stamplib.profiles import ALL_CORRUPTIONS, PROFILES
-
-_CORRUPTION_NAMES = set(ALL_CORRUPTIONS) | {"none"}
+from stamplib import data, methods, validation
+from stamplib.evaluation.profiles import get_profile
 
 
 @dataclass(frozen=True)
@@ -32,37 +31,32 @@ class RunSpec:
     overrides: tuple[tuple[str, Any], ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
-        from stamplib import methods
-
-        if self.method not in methods.available():
-            raise ValueError(f"unknown method {self.method!r}; available: {', '.join(methods.available())}")
+        # Names first, before any file or model is touched; every check reads no file.
+        methods.method_class(self.method)
         if isinstance(self.corruptions, str):  # "fog" would otherwise become ('f', 'o', 'g')
             object.__setattr__(self, "corruptions", (self.corruptions,))
         if not self.corruptions:
             raise ValueError("corruptions is empty: name at least one (or 'none' for clean data)")
-        bad = [c for c in self.corruptions if c not in _CORRUPTION_NAMES]
-        if bad:
-            raise ValueError(f"unknown corruption(s) {bad}; valid: {', '.join(ALL_CORRUPTIONS)}, none")
-        # Names first, before any file or model is touched (the data layer knows the registries).
-        from stamplib import data
-
-        data.check_names(self.dataset, self.outliers)
-        if isinstance(self.severity, bool) or not isinstance(self.severity, int) or not 1 <= self.severity <= 5:
-            raise ValueError(f"severity must be an integer from 1 to 5 (the paper uses 5), got {self.severity!r}")
-        if not isinstance(self.outlier_ratio, (int, float)) or not 0.0 <= self.outlier_ratio < 1.0:
-            raise ValueError(
-                f"outlier_ratio is the outliers' share of the stream and must be in [0, 1) (the paper "
-                f"uses 0.2), got {self.outlier_ratio!r}"
-            )
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
-        if self.profile not in PROFILES:
-            raise ValueError(f"unknown profile {self.profile!r}; choose one of {', '.join(PROFILES)}")
-        if self.outliers == "none" and self.outlier_ratio != 0.0:
-            object.__setattr__(self, "outlier_ratio", 0.0)
         object.__setattr__(self, "corruptions", tuple(self.corruptions))
+        data.check_names(self.dataset, self.outliers, self.corruptions)
+        object.__setattr__(self, "severity", validation.check_severity(self.severity))
+        validation.check_outlier_ratio(self.outlier_ratio)
+        object.__setattr__(self, "seed", validation.check_seed(self.seed))
+        get_profile(self.profile)
+        if self.outliers == data.CLOSED_SET and self.outlier_ratio != 0.0:
+            object.__setattr__(self, "outlier_ratio", 0.0)
         object.__setattr__(self, "overrides", tuple(sorted((str(k), v) for k, v in dict(self.overrides).items())))
-        methods.resolve_config(self.method, self.setting or self.dataset, **dict(self.overrides))  # validates
+        methods.resolve_config(self.method, self.hyperparameter_setting(), **dict(self.overrides))  # validates
+
+    def hyperparameter_setting(self) -> str:
+        """``setting`` if given, else the data set's own (from the data set registry)."""
+        setting = self.setting or data.setting_of(self.dataset)
+        if not setting:
+            raise ValueError(
+                f"dataset {self.dataset!r} has no hyperparameter setting of its own; give setting= one "
+                f"of {', '.join(methods.SETTINGS)}"
+            )
+        return setting
 
     @classmethod
     def make(cls, method: str, overrides: dict[str, Any] | None = None, **kwargs: Any) -> RunSpec:

@@ -1,15 +1,25 @@
-"""The results store: one JSON record per RunSpec hash, written atomically.
+"""The results store: one JSON record per RunSpec hash, written atomically, and the state of
+the cells being computed.
 
 A record is complete or absent: it is written to a temporary file and renamed, so a run
 killed mid-write leaves no partial record (and a stray temporary file is never read).
+
+Beside the records, under ``<results>/.grid/``: ``running/<key>.json`` marks a cell claimed by
+a live job (job id, host, pid, start, deadline) and ``failed/<key>.json`` keeps the last
+failure of a cell that is still missing. :meth:`ResultsStore.status` splits cells into done,
+running and missing from these files; grids and notebooks both ask it.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import socket
+import time
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from stamplib import paths
 from stamplib.evaluation.spec import RunSpec
@@ -29,6 +39,42 @@ def _read(path: Path) -> dict[str, Any] | None:
         warnings.warn(f"ignoring incomplete results record {path}; it will be recomputed", stacklevel=3)
         return None
     return record
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None  # absent, or being replaced: treat as no marker
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def marker_alive(marker: dict[str, Any], now: float | None = None) -> bool:
+    """A marker counts while its job can still be computing the cell: before its deadline (the
+    job's time limit), and, on this host, while its process exists. A job on another node is
+    trusted until its deadline."""
+    now = time.time() if now is None else now
+    deadline = marker.get("deadline")
+    if deadline is not None and now > float(deadline):
+        return False
+    if marker.get("host") == socket.gethostname():
+        return _pid_alive(int(marker.get("pid", -1)))
+    return deadline is not None
+
+
+class CellStatus(NamedTuple):
+    done: list[RunSpec]
+    missing: list[RunSpec]  # neither stored nor claimed by a live job (stale markers count here)
+    running: list[RunSpec]  # claimed by a job that is running
 
 
 class ResultsStore:
@@ -62,3 +108,48 @@ class ResultsStore:
             if record is not None:
                 out.append(record)
         return out
+
+    # -- the state of cells being computed ---------------------------------------------------
+
+    @property
+    def grid_dir(self) -> Path:
+        return self.root / ".grid"
+
+    def marker_path(self, spec: RunSpec) -> Path:
+        return self.grid_dir / "running" / f"{spec.key()}.json"
+
+    def failure_path(self, spec: RunSpec) -> Path:
+        return self.grid_dir / "failed" / f"{spec.key()}.json"
+
+    def mark_running(self, spec: RunSpec, marker: dict[str, Any]) -> None:
+        paths.atomic_write_bytes(self.marker_path(spec), json.dumps({**marker, "spec": spec.to_dict()}).encode())
+
+    def unmark_running(self, spec: RunSpec) -> None:
+        self.marker_path(spec).unlink(missing_ok=True)
+
+    def running_marker(self, spec: RunSpec) -> dict[str, Any] | None:
+        """The live marker of ``spec``, or None (absent or stale)."""
+        marker = _read_json(self.marker_path(spec))
+        return marker if marker is not None and marker_alive(marker) else None
+
+    def record_failure(self, spec: RunSpec, failure: dict[str, Any]) -> None:
+        record = {**failure, "time": time.time(), "spec": spec.to_dict()}
+        paths.atomic_write_bytes(self.failure_path(spec), json.dumps(record, indent=1).encode())
+
+    def clear_failure(self, spec: RunSpec) -> None:
+        self.failure_path(spec).unlink(missing_ok=True)
+
+    def failure(self, spec: RunSpec) -> dict[str, Any] | None:
+        return _read_json(self.failure_path(spec))
+
+    def status(self, specs: Iterable[RunSpec]) -> CellStatus:
+        """Split ``specs`` into done (a record is stored), running (a live job holds it) and missing."""
+        done, missing, running = [], [], []
+        for spec in specs:
+            if self.path(spec).is_file() and self.get(spec) is not None:
+                done.append(spec)
+            elif self.running_marker(spec) is not None:
+                running.append(spec)
+            else:
+                missing.append(spec)
+        return CellStatus(done, missing, running)

@@ -1,4 +1,4 @@
-"""TTA methods: ``available()`` lists them, ``create(name, model, num_classes, dataset=...)``
+"""TTA methods: ``available()`` lists them, ``create(name, model, num_classes, setting=...)``
 builds one. Every module of this package is imported here, so a new method module registers
 itself with its ``@register`` decorator and nothing else needs editing."""
 
@@ -6,16 +6,17 @@ import importlib
 import pkgutil
 
 from stamplib.methods.base import (
+    PAPER_ORDER,
     SETTINGS,
     SourceData,
     TTAMethod,
     TTAOutput,
     available,
+    check_setting,
     create,
     method_class,
     register,
     resolve_config,
-    setting_for,
 )
 
 for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
@@ -23,14 +24,15 @@ for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
         importlib.import_module(f"{__name__}.{_module}")
 
 __all__ = [
+    "PAPER_ORDER",
     "SETTINGS",
     "SourceData",
     "TTAMethod",
     "TTAOutput",
     "available",
+    "check_setting",
     "create",
     "method_class",
     "register",
     "resolve_config",
-    "setting_for",
 ]

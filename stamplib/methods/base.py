@@ -7,8 +7,9 @@ schedulers and the method's own random generators), as the protocol does before 
 corruption (protocol.md §1.2).
 
 Hyperparameters live in one frozen dataclass per method, with one instance per
-*hyperparameter setting* (the five settings of baselines.md §0.1). ``create`` picks the
-setting from the dataset name and applies keyword overrides, refusing unknown names.
+*hyperparameter setting* (the five settings of baselines.md §0.1). ``create`` takes the
+setting by name and applies keyword overrides, refusing unknown names. Methods never see a
+data set's name: the evaluation layer looks its setting up in the data set registry.
 """
 
 from __future__ import annotations
@@ -22,25 +23,12 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-#: The hyperparameter settings of the paper (baselines.md §0.1, stamp.md §7).
+#: The hyperparameter settings of the paper (baselines.md §0.1, stamp.md §7). Which setting a
+#: data set uses is the data set's business (``stamplib.data``); a method only sees the setting.
 SETTINGS = ("cifar10_c", "cifar100_c", "imagenet_c", "cifar10_c_8_2", "cifar100_c_80_20")
 
-#: Which setting's hyperparameters a dataset uses. The built-in digits benchmark borrows the
-#: CIFAR10-C values untuned (a teaching benchmark: tuning on its test stream would be cheating).
-DATASET_SETTING = {
-    "cifar10_c": "cifar10_c",
-    "cifar100_c": "cifar100_c",
-    "imagenet_c": "imagenet_c",
-    "cifar10_c_8_2": "cifar10_c_8_2",
-    "cifar100_c_80_20": "cifar100_c_80_20",
-    "cifar10": "cifar10_c",  # clean CIFAR-10 test set corrupted on the fly
-    "cifar100": "cifar100_c",
-    "cifar10_8_2": "cifar10_c_8_2",
-    "cifar100_80_20": "cifar100_c_80_20",
-    "cifar10_jpeg": "cifar10_c",  # the JPEG re-encoded CIFAR-10 of shared/data
-    "cifar10_jpeg_8_2": "cifar10_c_8_2",
-    "digits": "cifar10_c",
-}
+#: The ten methods of the paper in the row order of its Tables 1–3.
+PAPER_ORDER = ("source", "bn_stats", "tent", "eata", "sar", "cotta", "rotta", "sotta", "owttt", "stamp")
 
 
 @dataclass(frozen=True)
@@ -84,6 +72,17 @@ class TTAMethod:
 
     #: Set True by methods that need :class:`SourceData` (``create`` then insists on it).
     needs_source_data: ClassVar[bool] = False
+
+    #: What ``ood_score`` measures: ``"prediction"`` — the uncertainty of the returned
+    #: probabilities (an entropy or the like, so it grows with their entropy); ``"features"`` —
+    #: a distance in feature space (OWTTT's distance to the source prototypes).
+    score_basis: ClassVar[str] = "prediction"
+
+    #: Hyperparameter overrides under which ``reset()`` restores *every* piece of state. A
+    #: method whose authors keep something across corruptions (a quirk reproduced by default)
+    #: names the switch that turns the quirk off, so that the method contract test
+    #: (tests/methods/test_contract.py) can check everything else bit for bit.
+    exact_reset: ClassVar[dict[str, Any]] = {}
 
     def __init__(
         self,
@@ -183,19 +182,17 @@ def method_class(name: str) -> type[TTAMethod]:
     return _REGISTRY[name]
 
 
-def setting_for(dataset: str) -> str:
-    if dataset in SETTINGS:
-        return dataset
-    if dataset not in DATASET_SETTING:
-        known = ", ".join(sorted(set(DATASET_SETTING) | set(SETTINGS)))
-        raise ValueError(f"no hyperparameter setting for dataset {dataset!r}; known: {known}")
-    return DATASET_SETTING[dataset]
+def check_setting(setting: str) -> str:
+    """``setting`` if it is one of :data:`SETTINGS`, else a ValueError naming them."""
+    if setting not in SETTINGS:
+        raise ValueError(f"unknown hyperparameter setting {setting!r}; choose one of {', '.join(SETTINGS)}")
+    return setting
 
 
-def resolve_config(name: str, dataset: str, **overrides: Any) -> Any:
-    """The method's typed hyperparameters for ``dataset`` with ``overrides`` applied."""
+def resolve_config(name: str, setting: str, **overrides: Any) -> Any:
+    """The method's typed hyperparameters for ``setting`` with ``overrides`` applied."""
     cls = method_class(name)
-    base = cls.configs[setting_for(dataset)]
+    base = cls.configs[check_setting(setting)]
     fields = {f.name for f in dataclasses.fields(base)}
     unknown = sorted(set(overrides) - fields)
     if unknown:
@@ -209,16 +206,17 @@ def create(
     name: str,
     model: nn.Module,
     num_classes: int,
-    dataset: str = "cifar10_c",
+    setting: str = "cifar10_c",
     seed: int = 0,
     source_data: SourceData | None = None,
     **overrides: Any,
 ) -> TTAMethod:
     """Build method ``name`` around a private copy of ``model`` (the caller's model is untouched).
 
-    ``dataset`` picks the hyperparameter setting; ``overrides`` replace single hyperparameters;
-    ``source_data`` is required by methods that compute source statistics (EATA, OWTTT).
+    ``setting`` picks the hyperparameters (one of :data:`SETTINGS`); ``overrides`` replace
+    single hyperparameters; ``source_data`` is required by methods that compute source
+    statistics (EATA, OWTTT).
     """
-    config = resolve_config(name, dataset, **overrides)
+    config = resolve_config(name, setting, **overrides)
     cls = method_class(name)
     return cls(copy.deepcopy(model), num_classes, config, seed=seed, source_data=source_data)

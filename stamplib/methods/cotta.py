@@ -19,7 +19,7 @@ Quirks of the official code, reproduced by default, each behind a switch:
 
 * ``clip_normalized_inputs`` (on for ImageNet-C, §4 "Augmentation"): the authors augment the
   mean/std-*normalised* ImageNet tensor, whose [0, 1] clipping distorts it. Our models
-  normalise inside :class:`~stamplib.models.InputNormalization`, so the quirk is reproduced by
+  normalise inside :class:`~stamplib.blocks.normalization.InputNormalization`, so the quirk is reproduced by
   normalising, augmenting, and un-normalising; ``False`` augments the [0, 1] image.
 * ImageNet restore probability: the run script uses p = 5e-4, the paper states 5e-5
   (§0.1, §10); pass ``restore_prob=PAPER_IMAGENET_RESTORE_PROB`` for the paper's value.
@@ -31,14 +31,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
-from torch import nn
 
 from stamplib.blocks.bn import freeze_all_but, use_batch_statistics
 from stamplib.blocks.ema import ema_update, make_teacher
-from stamplib.blocks.entropy import logit_entropy
-from stamplib.blocks.views import cotta_augment, cotta_augment_shared
+from stamplib.blocks.entropy import logit_entropy, soft_cross_entropy
+from stamplib.blocks.normalization import input_normalization
+from stamplib.blocks.views import cotta_augment_batch
 from stamplib.methods.base import TTAMethod, TTAOutput, register
-from stamplib.models import InputNormalization
 
 #: The paper's ImageNet-C restore probability (App. A); the run script uses 5e-4 (§0.1).
 PAPER_IMAGENET_RESTORE_PROB = 5e-5
@@ -59,42 +58,6 @@ class CottaConfig:
         assert self.lr > 0 and 0.0 <= self.restore_prob <= 1.0 and 0.0 <= self.ema_momentum <= 1.0
         assert self.num_augmentations >= 1
         assert self.loss in ("cross_entropy", "symmetric"), self.loss
-
-
-def input_normalization(model: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
-    """(mean, std) buffers [1, 3, 1, 1] of the model's :class:`InputNormalization`."""
-    for module in model.modules():
-        if isinstance(module, InputNormalization):
-            return module.mean, module.std
-    raise ValueError(
-        "clip_normalized_inputs=True needs a model wrapped in InputNormalization "
-        "(the quirk concerns mean/std-normalised inputs); pass clip_normalized_inputs=False"
-    )
-
-
-def augment_batch(
-    x: torch.Tensor,
-    g: torch.Generator,
-    normalization: tuple[torch.Tensor, torch.Tensor] | None = None,
-    shared: bool = True,
-) -> torch.Tensor:
-    """The CoTTA augmentation of a [0,1] batch, optionally in normalised space.
-
-    With ``normalization = (mean, std)`` the batch is normalised, augmented (the transform
-    clips to [0, 1] at both ends) and un-normalised, so the network behind the model's own
-    normalisation sees exactly the clipped normalised tensor of the authors' ImageNet runs
-    (baselines.md §4, §7).
-    """
-    aug = cotta_augment_shared if shared else cotta_augment
-    if normalization is None:
-        return aug(x, g)
-    mean, std = normalization
-    return aug((x - mean) / std, g) * std + mean
-
-
-def soft_cross_entropy(student_logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:
-    """Per-sample −Σ softmax(t)·log_softmax(s)."""
-    return -(teacher_logits.softmax(dim=1) * student_logits.log_softmax(dim=1)).sum(dim=1)
 
 
 @register("cotta")
@@ -141,7 +104,7 @@ class Cotta(TTAMethod):
             self.last_augmented = bool(anchor_conf < cfg.aug_threshold)
             if self.last_augmented:
                 outs = [
-                    self.teacher(augment_batch(x, self.generator, self.normalization, cfg.shared_augmentation))
+                    self.teacher(cotta_augment_batch(x, self.generator, self.normalization, cfg.shared_augmentation))
                     for _ in range(cfg.num_augmentations)
                 ]
                 teacher_logits = torch.stack(outs).mean(dim=0)

@@ -54,6 +54,7 @@ class EATA(TTAMethod):
         "cifar100_c_80_20": EATAConfig(lr=1e-3, d_margin=0.2),
     }
     needs_source_data = True
+    exact_reset = {"reset_moving_probs": True}
 
     def setup(self) -> None:
         cfg = self.config

@@ -120,6 +120,7 @@ class OWTTT(TTAMethod):
         "cifar100_c_80_20": OWTTTConfig(lr=1e-5, da_scale=0.2),
     }
     needs_source_data = True
+    score_basis = "features"
 
     def setup(self) -> None:
         cfg = self.config

@@ -33,10 +33,14 @@ import torch
 
 from stamplib.blocks.cstu import CSTUMemory
 from stamplib.blocks.ema import ema_update, make_teacher
-from stamplib.blocks.entropy import logit_entropy
+from stamplib.blocks.entropy import logit_entropy, prob_entropy, soft_cross_entropy
+from stamplib.blocks.normalization import input_normalization
 from stamplib.blocks.robust_bn import use_robust_bn
+from stamplib.blocks.views import cotta_augment_batch
 from stamplib.methods.base import TTAMethod, TTAOutput, register
-from stamplib.methods.cotta import augment_batch, input_normalization, soft_cross_entropy
+
+#: RoTTA's epsilon in the uncertainty −Σ p·log(p + ε) of its memory score.
+UNCERTAINTY_EPS = 1e-6
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,7 @@ class RottaConfig:
 @register("rotta")
 class Rotta(TTAMethod):
     config_cls = RottaConfig
+    exact_reset = {"reset_counter": True}
     configs = {
         "cifar10_c": RottaConfig(),
         "cifar100_c": RottaConfig(),
@@ -91,7 +96,7 @@ class Rotta(TTAMethod):
             teacher_logits = self.teacher(x)
             probs = teacher_logits.softmax(dim=1)
             labels = probs.argmax(dim=1).tolist()
-            uncertainty = (-(probs * torch.log(probs + 1e-6)).sum(dim=1)).tolist()
+            uncertainty = prob_entropy(probs, UNCERTAINTY_EPS).tolist()
         for i in range(x.shape[0]):
             self.memory.add(x[i].detach().clone(), labels[i], uncertainty[i])
             self.samples_seen += 1
@@ -105,7 +110,7 @@ class Rotta(TTAMethod):
         self.teacher.train()
         if len(self.memory) > 0:
             data, ages = self.memory.get_memory()
-            strong = augment_batch(data, self.generator, self.normalization, shared=True)
+            strong = cotta_augment_batch(data, self.generator, self.normalization, shared=True)
             with torch.no_grad():
                 teacher_logits = self.teacher(data)  # train mode: moves the teacher's BN statistics
             with torch.enable_grad():

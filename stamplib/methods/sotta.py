@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from stamplib.blocks.bn import freeze_all_but, norm_affine_parameters
-from stamplib.blocks.entropy import logit_entropy
+from stamplib.blocks.entropy import entropy_terms, exact_prob_entropy, logit_entropy
 from stamplib.blocks.hus import HUSMemory
 from stamplib.blocks.sam import SAM
 from stamplib.methods.base import TTAMethod, TTAOutput, register
@@ -81,8 +81,7 @@ class SoTTA(TTAMethod):
 
     def loss(self, logits: torch.Tensor) -> torch.Tensor:
         """Mean over samples *and classes* of −p·log(p + 1e-6), i.e. entropy / C, averaged."""
-        p = torch.softmax(logits, dim=1)
-        return -(p * torch.log(p + self.config.loss_eps)).mean()
+        return entropy_terms(torch.softmax(logits, dim=1), self.config.loss_eps).mean()
 
     def step(self, x: torch.Tensor) -> TTAOutput:
         self.model.eval()
@@ -95,7 +94,7 @@ class SoTTA(TTAMethod):
         if self.config.score == "softmax_of_probs":
             score = logit_entropy(probs)
         else:
-            score = -torch.special.xlogy(probs, probs).sum(dim=1)
+            score = exact_prob_entropy(probs)
         return TTAOutput(probs, score)
 
     def _adapt(self, data: torch.Tensor) -> None:

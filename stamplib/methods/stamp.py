@@ -35,6 +35,7 @@ from stamplib.blocks.bn import (
 )
 from stamplib.blocks.entropy import logit_entropy, prob_entropy
 from stamplib.blocks.memory import ClassBalancedMemory
+from stamplib.blocks.normalization import IMAGENET_MEAN
 from stamplib.blocks.sam import SAM
 from stamplib.blocks.views import ViewKind, make_views
 from stamplib.methods.base import TTAMethod, TTAOutput, register
@@ -96,8 +97,6 @@ class StampConfig:
         )
 
 
-_IMAGENET_MEAN = (0.485, 0.456, 0.406)
-
 
 def cosine_step_size(lr0: float, step: int, period: int, periodic: bool = True) -> float:
     """η at the (step+1)-th adaptation step: η₀·½(1 + cos(π·n/T)) (stamp.md §4.5).
@@ -116,7 +115,7 @@ class Stamp(TTAMethod):
         "cifar10_c": StampConfig(lr=0.1, alpha=0.25),
         "cifar100_c": StampConfig(lr=0.05, alpha=0.9, view_kind="crop_flip"),
         "imagenet_c": StampConfig(
-            lr=0.01, alpha=0.8, period=750, view_kind="crop_flip", crop_fill=_IMAGENET_MEAN,
+            lr=0.01, alpha=0.8, period=750, view_kind="crop_flip", crop_fill=IMAGENET_MEAN,
             consistency_filter=False,
         ),
         "cifar10_c_8_2": StampConfig(lr=0.1, alpha=0.25, view_kind="crop_flip"),

@@ -26,18 +26,16 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from stamplib import paths
+from stamplib import data, paths, validation
 from stamplib.models import checkpoints
+from stamplib.models.networks import create
 from stamplib.models.training import TrainRecipe, fit
-
-if TYPE_CHECKING:
-    from stamplib.data.loaders import ImageSet
 
 CIFAR10_TRAIN = TrainRecipe(
     epochs=200, lr=0.1, momentum=0.9, weight_decay=2e-4, nesterov=False, batch_size=128,
@@ -102,61 +100,84 @@ def recipe_for(family: str, num_classes: int) -> SourceRecipe:
 class ProfilePlan:
     """How much of a recipe a notebook profile trains (``None`` = everything)."""
 
-    epochs: int
+    epochs: int | None  # None: the recipe's own length
     max_train: int | None
     max_test: int | None
 
-    def checkpoint_name(self, recipe: SourceRecipe, profile: str) -> str:
+    def checkpoint_name(self, checkpoint: str, profile: str) -> str:
         # Only a full run may occupy the registry name that source_model() resolves; shorter
-        # runs get their own file so they never pass for the paper's source model.
-        return recipe.checkpoint if profile == "full" else f"{recipe.checkpoint}.{profile}"
+        # runs get their own file so they never pass for the real source model.
+        return checkpoint if profile == "full" else f"{checkpoint}.{profile}"
 
 
 PROFILE_PLANS: dict[str, ProfilePlan] = {
     "smoke": ProfilePlan(epochs=1, max_train=256, max_test=256),
     "quick": ProfilePlan(epochs=3, max_train=10_000, max_test=2_000),
-    "full": ProfilePlan(epochs=200, max_train=None, max_test=None),
+    "full": ProfilePlan(epochs=None, max_train=None, max_test=None),
 }
 
 
 def profile_plan(profile: str, epochs: int = 0) -> ProfilePlan:
     """The plan of ``profile``; ``epochs > 0`` overrides its epoch count."""
-    if profile not in PROFILE_PLANS:
-        raise ValueError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILE_PLANS)}")
+    validation.check_choice("profile", profile, PROFILE_PLANS)
+    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
+        raise ValueError(f"epochs must be 0 (the profile's default) or a positive integer, got {epochs!r}")
     plan = PROFILE_PLANS[profile]
     return dataclasses.replace(plan, epochs=epochs) if epochs > 0 else plan
+
+
+def trainable_datasets() -> list[str]:
+    """The data sets whose source model a recipe can train."""
+    return [n for n, d in data.DATASETS.items() if d.checkpoint in checkpoints.REGISTRY
+            and checkpoints.REGISTRY[d.checkpoint].recipe]
+
+
+def train_source_for(
+    dataset: str,
+    *,
+    recipe: str | None = None,
+    profile: str = "full",
+    epochs: int = 0,
+    seed: int = 0,
+    device: str | torch.device = "cpu",
+    bf16: bool = False,
+    compile: bool = False,
+    data_root: str | Path | None = None,
+    progress: bool = True,
+) -> TrainSourceResult:
+    """Train (or resume, or reuse) the source network that ``dataset``'s registry entry names,
+    on its source-training images, measuring clean accuracy on its test images.
+
+    ``recipe``: ``paper`` or ``fast`` (:data:`RECIPE_FAMILIES`; default: the checkpoint's own).
+    ``profile`` (:data:`PROFILE_PLANS`) caps the images and epochs; only ``full`` writes the
+    registry name, shorter runs write ``<name>.<profile>``. ``epochs > 0`` shortens the run.
+    """
+    entry = data.dataset(dataset)
+    registered = checkpoints.REGISTRY.get(entry.checkpoint)
+    if registered is None or registered.recipe is None:
+        raise ValueError(
+            f"no trainable source model for {dataset!r}; choose one of {', '.join(trainable_datasets())}"
+        )
+    chosen = recipe_for(recipe, entry.known) if recipe else RECIPES[registered.recipe]
+    plan = profile_plan(profile, epochs)
+    root = paths.data_root(data_root)
+    images, labels = entry.train(root)
+    test_images, test_labels = entry.clean_test(root)
+    train_idx, test_idx = spread_subset(labels, plan.max_train), spread_subset(test_labels, plan.max_test)
+    return train_source(
+        chosen, images[train_idx], labels[train_idx], test_images[test_idx], test_labels[test_idx],
+        name=plan.checkpoint_name(entry.checkpoint, profile), epochs=plan.epochs, seed=seed, device=device,
+        bf16=bf16, compile=compile, progress=progress,
+    )
 
 
 def spread_subset(labels: torch.Tensor, n: int | None) -> torch.Tensor:
     """Indices of ``n`` samples taken round-robin over the classes, in index order within a
     class (deterministic, class-balanced; all indices when ``n`` is None or too large)."""
-    from stamplib.data import interleave_classes
-
     labels = torch.as_tensor(labels)
     if n is None or n >= labels.numel():
         return torch.arange(labels.numel())
-    return torch.sort(interleave_classes(labels)[:n]).values
-
-
-def load_cifar_folder(data_root: str | Path, dataset: str = "cifar10") -> tuple[ImageSet, ImageSet]:
-    """(train, test) of a CIFAR data set for source training, from ``data_root`` holding it as an
-    ImageFolder (``train/<class>/*.jpg`` + ``test/<class>/*.jpg``, directly or in a ``<dataset>``
-    or ``<dataset>-jpeg`` sub-folder; sorted class names = label order) or, failing that, in
-    torchvision's pickled layout (``stamplib.data.loaders.load_cifar``)."""
-    from stamplib.data import loaders
-
-    root = Path(data_root)
-    for cand in (root, root / dataset, root / f"{dataset}-jpeg"):
-        if (cand / "train").is_dir() and (cand / "test").is_dir():
-            return loaders.load_image_folder(cand / "train"), loaders.load_image_folder(cand / "test")
-    try:
-        return loaders.load_cifar(dataset, "train", root), loaders.load_cifar(dataset, "test", root)
-    except FileNotFoundError as err:
-        raise FileNotFoundError(
-            f"no {dataset} under {root}: expected an ImageFolder (train/<class>/*.jpg and "
-            f"test/<class>/*.jpg, e.g. /work/shared/data/{dataset}-jpeg.tar.gz extracted there) "
-            f"or torchvision's files ({err})"
-        ) from err
+    return torch.sort(data.interleave_classes(labels)[:n]).values
 
 
 def _as_uint8_images(x: Any) -> torch.Tensor:
@@ -215,8 +236,6 @@ def train_source(
     swaps the network (tests use ``resnet_cifar_tiny``), ``stop_after`` interrupts the run after
     that many epochs (the result is then ``complete=False``, checkpoint None).
     """
-    from stamplib.models import create  # the package imports this module
-
     recipe = RECIPES[recipe_name] if isinstance(recipe_name, str) else recipe_name
     if architecture is not None:
         recipe = dataclasses.replace(recipe, architecture=architecture)

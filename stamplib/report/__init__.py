@@ -1,6 +1,10 @@
-"""Figures and tables for the notebooks: one theme, byte-stable files, paper layouts."""
+"""Tables and figures: records → frames (:mod:`.frames`), the paper's numbers and paper-vs-ours
+tables (:mod:`.paper`, :mod:`.reproduce`), table files (:mod:`.tables`), one figure theme
+(:mod:`.figures`) and the walkthrough's plots (:mod:`.walkthrough`)."""
 
+from stamplib.report import reproduce, walkthrough
 from stamplib.report.figures import save_figure, set_theme
+from stamplib.report.frames import is_collapsed, over_seeds, plan_frame, results_frame
 from stamplib.report.paper import (
     DATASET_LABELS,
     OUTLIER_LABELS,
@@ -12,21 +16,27 @@ from stamplib.report.paper import (
     paper_numbers,
     paper_value,
 )
-from stamplib.report.tables import results_frame, save_table, to_markdown
+from stamplib.report.tables import METRIC_LABELS, save_table, to_markdown
 
 __all__ = [
     "DATASET_LABELS",
+    "METRIC_LABELS",
     "OUTLIER_LABELS",
     "PAPER_METHOD_ORDER",
     "TABLE4_METHOD_ORDER",
     "compare",
     "format_paper_vs_ours",
+    "is_collapsed",
     "method_label",
+    "over_seeds",
     "paper_numbers",
     "paper_value",
+    "plan_frame",
+    "reproduce",
     "results_frame",
     "save_figure",
     "save_table",
     "set_theme",
     "to_markdown",
+    "walkthrough",
 ]

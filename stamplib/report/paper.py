@@ -23,13 +23,14 @@ from importlib import resources
 
 import pandas as pd
 
+from stamplib import data
+from stamplib.methods import PAPER_ORDER
+from stamplib.report.frames import METRICS, is_collapsed
+from stamplib.report.tables import METRIC_LABELS
+
 #: Key columns of ``paper_numbers.csv``: together with ``table`` they identify one number.
 KEY_COLUMNS = ("dataset", "outliers", "method", "variant", "corruption")
 
-METRICS = ("acc", "auroc", "h")
-
-#: Column-name prefixes of the comparison tables (the paper prints "AUC"; we say AUROC).
-METRIC_LABELS = {"acc": "ACC", "auroc": "AUROC", "h": "H"}
 
 METHOD_LABELS = {
     "source": "Source",
@@ -45,8 +46,7 @@ METHOD_LABELS = {
 }
 
 #: Row order of the paper's Tables 1–3 (registry names).
-PAPER_METHOD_ORDER = ("source", "bn_stats", "tent", "eata", "sar", "cotta", "rotta", "sotta",
-                      "owttt", "stamp")
+PAPER_METHOD_ORDER = PAPER_ORDER
 
 #: Row order of Table 4, which puts CoTTA before EATA.
 TABLE4_METHOD_ORDER = ("source", "bn_stats", "tent", "cotta", "eata", "sar", "rotta", "sotta",
@@ -72,14 +72,12 @@ DATASET_LABELS = {
     "cifar100_c_80_20": "CIFAR100-C (80:20)",
 }
 
-#: Datasets that are the paper's benchmark corrupted on the fly instead of read from the
-#: released -C files: the paper's number is still the right reference for them.
-PAPER_DATASET_OF = {
-    "cifar10": "cifar10_c",
-    "cifar100": "cifar100_c",
-    "cifar10_8_2": "cifar10_c_8_2",
-    "cifar100_80_20": "cifar100_c_80_20",
-}
+def paper_dataset(name: str) -> str:
+    """The paper's data set whose numbers apply to our data set ``name`` (its registry entry's
+    ``paper_name``: e.g. ``cifar10``, corrupted on the fly, is compared with ``cifar10_c``);
+    names the registry does not know come back unchanged."""
+    entry = data.DATASETS.get(name)
+    return entry.paper_name if entry is not None and entry.paper_name else name
 
 
 def method_label(name: str) -> str:
@@ -130,25 +128,6 @@ def paper_value(table: str, dataset: str, outliers: str, method: str, metric: st
     return float(hit["value"].iloc[0])
 
 
-def _ours_metric_columns(ours: pd.DataFrame) -> dict[str, str]:
-    """Map each metric to its column in ``ours``; accepts ``acc`` and ``results_frame``'s
-    ``ACC``/``AUROC``/``H`` spellings."""
-    found = {}
-    for metric in METRICS:
-        for col in (metric, METRIC_LABELS[metric]):
-            if col in ours.columns:
-                found[metric] = col
-                break
-    return found
-
-
-def _std_column(ours: pd.DataFrame, col: str) -> str | None:
-    for cand in (f"{col}_std", f"{col.lower()}_std"):
-        if cand in ours.columns:
-            return cand
-    return None
-
-
 def _paper_lookup(table: str, on: Sequence[str]) -> pd.DataFrame:
     """The paper's rows of ``table`` narrowed to one row per ``on`` key and metric."""
     df = _load()
@@ -165,14 +144,6 @@ def _paper_lookup(table: str, on: Sequence[str]) -> pd.DataFrame:
         free = [c for c in KEY_COLUMNS if c not in on and sub[c].nunique() > 1]
         raise ValueError(f"table {table}: joining on {list(on)} is ambiguous; also join on {free}")
     return sub.set_index(keys)["value"]
-
-
-def _is_collapsed(v: object) -> bool:
-    # results_frame stores the collapsed corruptions as a comma-joined string; run tables may
-    # carry a bool. NaN (no information) counts as not collapsed.
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return False
-    return bool(v)
 
 
 def compare(ours: pd.DataFrame, table: str, on: list[str],
@@ -192,21 +163,20 @@ def compare(ours: pd.DataFrame, table: str, on: list[str],
     missing = [c for c in on if c not in ours.columns]
     if missing:
         raise ValueError(f"ours lacks the key columns {missing}")
-    cols = _ours_metric_columns(ours)
-    cols = {m: cols[m] for m in metrics if m in cols}
+    cols = {m: m for m in metrics if m in ours.columns}
     if not cols:
         raise ValueError(f"ours has none of the metric columns {list(metrics)}")
     paper = _paper_lookup(table, on)
 
-    std_cols = {m: _std_column(ours, c) for m, c in cols.items()}
+    std_cols = {m: f"{m}_std" if f"{m}_std" in ours.columns else None for m in cols}
     metric_like = set(cols.values()) | {s for s in std_cols.values() if s}
     out = ours[[c for c in ours.columns if c not in metric_like]].reset_index(drop=True).copy()
     if "collapsed" in out.columns:
-        out["collapsed"] = [_is_collapsed(v) for v in out["collapsed"]]
+        out["collapsed"] = [is_collapsed(v) for v in out["collapsed"]]
 
     keys = ours[on].astype(str).reset_index(drop=True)
     if "dataset" in on:
-        keys["dataset"] = keys["dataset"].map(lambda d: PAPER_DATASET_OF.get(d, d))
+        keys["dataset"] = keys["dataset"].map(paper_dataset)
     for metric, col in cols.items():
         label = METRIC_LABELS[metric]
         ref = [paper.get((*row, metric), math.nan) for row in keys.itertuples(index=False)]
@@ -242,7 +212,7 @@ def format_paper_vs_ours(df: pd.DataFrame, digits: int = 1, latex: bool = False)
     """
     pm = "$\\pm$" if latex else "±"
     dagger = "$^\\dagger$" if latex else "†"
-    collapsed = (df["collapsed"].map(_is_collapsed) if "collapsed" in df.columns
+    collapsed = (df["collapsed"].map(is_collapsed) if "collapsed" in df.columns
                  else pd.Series(False, index=df.index))
     out = pd.DataFrame(index=df.index)
     for col in df.columns:

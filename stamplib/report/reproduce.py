@@ -17,9 +17,9 @@ import pandas as pd
 import seaborn as sns
 
 from stamplib import paths
-from stamplib.experiments import Plan, over_seeds, results
+from stamplib.evaluation.plans import Plan
+from stamplib.report.frames import METRICS, over_seeds, plan_frame
 from stamplib.report.paper import (
-    METRIC_LABELS,
     compare,
     dataset_label,
     format_paper_vs_ours,
@@ -27,7 +27,7 @@ from stamplib.report.paper import (
     method_order,
     outlier_label,
 )
-from stamplib.report.tables import to_markdown
+from stamplib.report.tables import METRIC_LABELS, to_markdown
 
 _SCALE_NOTE = {
     "builtin": "ours: the built-in digits benchmark (teaching scale), not the paper's data; the paper "
@@ -57,7 +57,7 @@ def output_name(plan: Plan) -> str:
 
 
 def _ours(plan: Plan, records: dict[str, Any], per_corruption: bool) -> pd.DataFrame:
-    frame = over_seeds(results(plan, records, per_corruption=per_corruption))
+    frame = over_seeds(plan_frame(plan, records, per_corruption=per_corruption))
     if frame.empty:
         return frame
     frame["ours on"] = [f"{d} / {o}" for d, o in zip(frame["dataset"], frame["outliers"])]
@@ -76,7 +76,7 @@ def _with_outlier_average(frame: pd.DataFrame) -> pd.DataFrame:
         if len(g) < 2:
             continue
         row = dict(zip(keys, key))
-        row.update({m: g[m].mean() for m in ("acc", "auroc", "h")})
+        row.update({m: g[m].mean() for m in METRICS})
         row.update({"outliers": "avg", "ours on": "mean of the rows above", "collapsed": bool(g["collapsed"].any()),
                     "n_seeds": int(g["n_seeds"].min())})
         extra.append(row)
@@ -84,7 +84,7 @@ def _with_outlier_average(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def paper_table(plan: Plan, records: dict[str, Any], table: str | None = None,
-                per_corruption: bool = False, metrics: Sequence[str] = ("acc", "auroc", "h")) -> pd.DataFrame:
+                per_corruption: bool = False, metrics: Sequence[str] = METRICS) -> pd.DataFrame:
     """Our numbers next to the paper's for every cell of the plan (mean over seeds, ± std).
 
     ``table`` picks the paper table (default: the plan's first, chosen per data set for
@@ -93,7 +93,7 @@ def paper_table(plan: Plan, records: dict[str, Any], table: str | None = None,
     ours = _ours(plan, records, per_corruption)
     if ours.empty:
         return ours
-    unused = [c for m in ("acc", "auroc", "h") if m not in metrics for c in (m, f"{m}_std")]
+    unused = [c for m in METRICS if m not in metrics for c in (m, f"{m}_std")]
     ours = ours.drop(columns=[c for c in unused if c in ours.columns])
     if plan.notebook.startswith("02_") and not per_corruption:
         ours = _with_outlier_average(ours)

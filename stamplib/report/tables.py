@@ -1,4 +1,4 @@
-"""Result tables: records → a tidy DataFrame → CSV, Markdown and LaTeX files.
+"""Result tables: a frame (:mod:`stamplib.report.frames`) → CSV, Markdown and LaTeX files.
 
 A collapsed run (non-finite outputs, or one predicted class for a whole stream; see
 ``stamplib.evaluation.runner.collapse_reason``) keeps its numbers — hiding them would flatter
@@ -9,16 +9,18 @@ and Markdown/LaTeX put a dagger † after each of that row's metrics, explained 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from stamplib import paths
+from stamplib.report.frames import is_collapsed
 
+#: Printed names of the metric columns (the paper prints "AUC"; we say AUROC).
+METRIC_LABELS = {"acc": "ACC", "auroc": "AUROC", "h": "H"}
 #: Columns that hold a metric of ours (a dagger marks them in collapsed rows).
-METRIC_COLUMNS = ("ACC", "AUROC", "H", "acc", "auroc", "h")
+METRIC_COLUMNS = tuple(METRIC_LABELS.values())
 
 DAGGER = "†"
 LATEX_DAGGER = "$^\\dagger$"
@@ -28,41 +30,13 @@ FOOTNOTE = (
 )
 
 
-def results_frame(records: Iterable[dict[str, Any]], per_corruption: bool = False) -> pd.DataFrame:
-    """One row per record (mean over corruptions), or per (record, corruption).
-
-    ``collapsed`` is a bool: the corruption collapsed, or (mean rows) at least one did — those
-    are named in ``collapsed_corruptions``."""
-    rows = []
-    for r in records:
-        spec = r["spec"]
-        base = {"method": spec["method"], "dataset": spec["dataset"], "outliers": spec["outliers"],
-                "seed": spec["seed"]}
-        if per_corruption:
-            for corruption, m in r["per_corruption"].items():
-                rows.append({**base, "corruption": corruption, "ACC": m["acc"], "AUROC": m["auroc"],
-                             "H": m["h"], "collapsed": bool(m["collapsed"])})
-        else:
-            # Records written before the mean carried its own flag have it at the top level.
-            names = list(r["mean"].get("collapsed", r.get("collapsed", [])))
-            rows.append({**base, "ACC": r["mean"]["acc"], "AUROC": r["mean"]["auroc"], "H": r["mean"]["h"],
-                         "collapsed": bool(names), "collapsed_corruptions": ",".join(names)})
-    return pd.DataFrame(rows)
-
-
-def _is_collapsed(v: object) -> bool:
-    # A bool, or an older frame's comma-joined names; NaN/None/"" mean no collapse.
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return False
-    return bool(v)
-
-
 def _flagged(df: pd.DataFrame, digits: int, dagger: str, nan: str) -> tuple[pd.DataFrame, bool]:
     """``df`` without its ``collapsed`` column, metric cells as strings with ``dagger`` in
     collapsed rows; and whether any dagger was placed."""
+    df = df.rename(columns=METRIC_LABELS)
     if "collapsed" not in df.columns or not any(c in METRIC_COLUMNS for c in df.columns):
         return df, False  # nothing to put a dagger on: keep the column itself
-    mask = [_is_collapsed(v) for v in df["collapsed"]]
+    mask = [is_collapsed(v) for v in df["collapsed"]]
     out = df.drop(columns="collapsed")
     for col in out.columns:
         if col in METRIC_COLUMNS:
@@ -99,11 +73,13 @@ def to_latex(df: pd.DataFrame, digits: int = 1) -> str:
 
 def save_table(df: pd.DataFrame, name: str, directory: str | Path | None = None, digits: int = 1) -> list[Path]:
     """Write ``<name>.csv`` (with the boolean ``collapsed`` column), ``.md`` and ``.tex`` (with
-    daggers on collapsed rows) — by default into the figures folder."""
+    daggers on collapsed rows) — by default into the figures folder. Metric columns are printed
+    with their labels (``acc`` → ``ACC``)."""
     out = Path(directory) if directory else paths.figures_dir()
     out.mkdir(parents=True, exist_ok=True)
     written = [out / f"{name}.csv", out / f"{name}.md", out / f"{name}.tex"]
-    paths.atomic_write_bytes(written[0], df.to_csv(index=False, float_format=f"%.{digits + 2}f").encode())
+    csv = df.rename(columns=METRIC_LABELS).to_csv(index=False, float_format=f"%.{digits + 2}f")
+    paths.atomic_write_bytes(written[0], csv.encode())
     paths.atomic_write_bytes(written[1], to_markdown(df, digits).encode())
     paths.atomic_write_bytes(written[2], to_latex(df, digits).encode())
     return written

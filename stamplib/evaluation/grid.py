@@ -1,0 +1,463 @@
+"""Grids: compute a list of RunSpecs here or on a cluster.
+
+A notebook computes its own cells when asked to; at paper scale (``profile="full"``: 164
+distinct cells, most of them GPU-hours) they are computed first, as a grid, and the notebooks
+then only read the results store. The grid does not know where its RunSpecs come from: the
+command line hands it the notebooks' plans (:mod:`stamplib.evaluation.plans`), deduplicated
+across notebooks, so a grid and a notebook never disagree about what a table needs.
+
+Executors:
+
+* ``local`` (default) — in this process, one cell after another, or ``jobs=N`` worker processes
+  (one torch thread each);
+* ``submitit`` — SLURM job arrays through submitit (partition, GPUs, CPUs, time limit, array
+  parallelism); cells are grouped into jobs so that short cells do not each wait in the queue;
+* ``submitit-local`` — submitit's local executor: the same job code in local subprocesses (tests).
+
+Every job runs its cells through :func:`stamplib.run`, which returns a finished cell's stored
+record instead of computing it again, so a job that is re-submitted, retried, or requeued by
+submitit after its time limit never recomputes a finished cell. Which cells are running or
+failed is kept by the results store (:class:`~stamplib.evaluation.store.ResultsStore`, under
+``<results>/.grid/``); job logs go to ``<results>/.grid/logs/``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import signal
+import socket
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import submitit
+from tqdm.auto import tqdm
+
+from stamplib import models
+from stamplib.evaluation.runner import run
+from stamplib.evaluation.spec import RunSpec
+from stamplib.evaluation.store import ResultsStore
+
+EXECUTORS = ("local", "submitit", "submitit-local")
+
+#: Rough minutes one cell takes on one GPU, per profile: used only to size jobs (how many
+#: cells share one queue wait), never to schedule or to kill. Measured times replace these
+#: once the paper-scale slices are timed.
+CELL_MINUTES = {"smoke": 0.1, "quick": 2.0, "full": 30.0}
+#: A job should hold at least this much work, so a short cell does not pay a queue wait alone.
+MIN_JOB_MINUTES = 10.0
+
+#: Test-only fault injection in the job function: ``MODE:KEY:FLAG_FILE`` makes the job that
+#: reaches cell KEY die (``kill``: SIGKILL to itself, like an out-of-memory kill or a lost
+#: node) or fail (``raise``) the first time, and creates FLAG_FILE so that a retry succeeds.
+FAULT_ENV = "STAMPLIB_GRID_FAULT"
+
+
+# ------------------------------------------------------------------------------- cells
+
+
+def describe(spec: RunSpec) -> str:
+    """One line naming a cell, e.g. ``tent digits/noise ratio=0.2 seed=0 smoke [3f2a…]``."""
+    extra = "".join(f" {k}={v}" for k, v in spec.overrides)
+    setting = f" setting={spec.setting}" if spec.setting else ""
+    return (f"{spec.method} {spec.dataset}/{spec.outliers} ratio={round(spec.outlier_ratio, 4):g} "
+            f"seed={spec.seed} {spec.profile}{setting}{extra} [{spec.key()}]")
+
+
+# ------------------------------------------------------------------------------- the job
+
+
+def _job_id() -> str:
+    """The id of the job this process runs in (a SLURM array task keeps it when requeued)."""
+    if os.environ.get("SUBMITIT_EXECUTOR"):
+        return str(submitit.JobEnvironment().job_id)
+    return f"local-{socket.gethostname()}-{os.getpid()}"
+
+
+def _inject_fault(spec: RunSpec) -> None:
+    text = os.environ.get(FAULT_ENV, "")
+    if not text:
+        return
+    mode, key, flag = text.split(":", 2)
+    if key != spec.key() or Path(flag).exists():
+        return
+    Path(flag).touch()
+    if mode == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    raise RuntimeError(f"injected fault ({FAULT_ENV}) in cell {key}")
+
+
+class CellsFailed(RuntimeError):
+    """Raised at the end of a job in which some cells raised (the others were computed)."""
+
+
+def run_group(
+    spec_dicts: Sequence[dict[str, Any]],
+    results: str,
+    device: str = "cpu",
+    threads: int | None = None,
+    time_limit_s: float | None = None,
+    log_file: str | None = None,
+) -> dict[str, str]:
+    """The job function: compute a group of cells into the store at ``results``.
+
+    Finished cells are skipped, cells claimed by another live job are left to it, and the
+    others are marked running (this job's id, host, pid, start, deadline) until each is
+    stored. A failing cell does not stop the group; the job raises :class:`CellsFailed` at
+    the end, naming the failed cells (tracebacks go to stderr, the job's log, and to
+    ``log_file`` if given). Returns ``{key: "done" | "skipped" | "elsewhere"}``.
+    """
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)  # the CPUs the job was given, not the node's
+    store = ResultsStore(results)
+    job_id = _job_id()
+    started = time.time()
+    marker = {"job_id": job_id, "host": socket.gethostname(), "pid": os.getpid(), "started": started,
+              "deadline": started + time_limit_s if time_limit_s else None}
+    specs = [RunSpec.from_dict(d) for d in spec_dicts]
+    outcome: dict[str, str] = {}
+    mine: list[RunSpec] = []
+    for spec in specs:
+        if store.get(spec) is not None:
+            outcome[spec.key()] = "skipped"
+            continue
+        other = store.running_marker(spec)
+        if other is not None and other.get("job_id") != job_id:  # a requeued job takes its own back
+            outcome[spec.key()] = "elsewhere"
+            continue
+        store.mark_running(spec, marker)
+        mine.append(spec)
+    errors: dict[str, str] = {}
+    try:
+        for spec in mine:
+            try:
+                _inject_fault(spec)
+                run(spec, store=store, device=device)
+                outcome[spec.key()] = "done"
+            except Exception:
+                trace = traceback.format_exc()
+                errors[spec.key()] = trace
+                message = f"cell failed: {describe(spec)}\n{trace}"
+                print(message, file=sys.stderr, flush=True)
+                if log_file:
+                    Path(log_file).parent.mkdir(parents=True, exist_ok=True)
+                    with open(log_file, "a") as fh:
+                        fh.write(message + "\n")
+            finally:
+                store.unmark_running(spec)
+    finally:  # interrupted (SIGTERM, time limit): release what this job will not compute
+        for spec in mine:
+            store.unmark_running(spec)
+    if errors:
+        lines = [f"  {describe(s)}: {errors[s.key()].strip().splitlines()[-1]}" for s in mine if s.key() in errors]
+        raise CellsFailed(f"{len(errors)} of {len(specs)} cells failed:\n" + "\n".join(lines))
+    return outcome
+
+
+class CellGroup(submitit.helpers.Checkpointable):
+    """A submitit job: :func:`run_group` on its cells. Checkpointable, so submitit requeues
+    it when SLURM's time limit or a preemption stops it; the requeued job skips the cells
+    already stored and continues with the rest."""
+
+    def __init__(self, spec_dicts: list[dict[str, Any]], results: str, device: str, threads: int | None,
+                 time_limit_s: float | None) -> None:
+        self.spec_dicts = spec_dicts
+        self.results = results
+        self.device = device
+        self.threads = threads
+        self.time_limit_s = time_limit_s
+
+    def __call__(self) -> dict[str, str]:
+        return run_group(self.spec_dicts, self.results, self.device, self.threads, self.time_limit_s)
+
+
+# ------------------------------------------------------------------------------- grouping
+
+
+def default_cells_per_job(specs: Sequence[RunSpec], time_min: float = 240.0, slots: int = 32) -> int:
+    """How many cells share one job: enough that a job holds ``MIN_JOB_MINUTES`` of work (a
+    short cell does not pay a queue wait alone), few enough to keep every one of ``slots``
+    parallel jobs busy, and at most half the time limit of work (room for slow cells; a job
+    cut by the limit is requeued and continues anyway)."""
+    if not specs:
+        return 1
+    minutes = max(CELL_MINUTES.get(s.profile, CELL_MINUTES["full"]) for s in specs)
+    floor = math.ceil(MIN_JOB_MINUTES / minutes)
+    ceiling = max(1, int(0.5 * time_min / minutes))
+    spread = math.ceil(len(specs) / max(1, slots))
+    return max(1, min(max(spread, floor), ceiling))
+
+
+def job_size(specs: Sequence[RunSpec], executor: str, jobs: int, time_min: float, array_parallelism: int) -> int:
+    """Cells per job when none is given: one per task on this machine (no queue: that keeps a
+    process pool balanced), else :func:`default_cells_per_job` over the parallel slots."""
+    if executor == "local":
+        return 1
+    slots = jobs if executor == "submitit-local" else array_parallelism
+    return default_cells_per_job(specs, time_min, slots)
+
+
+def group_cells(specs: Sequence[RunSpec], cells_per_job: int) -> list[list[RunSpec]]:
+    """Consecutive groups of ``cells_per_job`` cells, sorted so that a job's cells share a data
+    set, outlier set and method (each job process loads a data set and a model once)."""
+    if cells_per_job < 1:
+        raise ValueError(f"cells_per_job must be at least 1, got {cells_per_job}")
+    ordered = sorted(specs, key=lambda s: (s.profile, s.dataset, s.setting, s.outliers, s.method, s.key()))
+    return [ordered[i:i + cells_per_job] for i in range(0, len(ordered), cells_per_job)]
+
+
+# ------------------------------------------------------------------------------- executors
+
+
+@dataclass
+class FailedJob:
+    """A job that ended with cells of its group still missing."""
+
+    job_id: str
+    specs: list[RunSpec]  # its cells that are not in the store
+    log: Path | None  # submitit: the job's stderr; local: the tracebacks file
+    error: str  # the job's exception, or why it produced none
+
+    def summary(self) -> str:
+        lines = [f"job {self.job_id} failed: {self.error.strip().splitlines()[-1] if self.error.strip() else '?'}"]
+        lines += [f"    cell {describe(s)}" for s in self.specs]
+        lines.append(f"    log  {self.log if self.log is not None else '(none)'}")
+        return "\n".join(lines)
+
+
+@dataclass
+class GridReport:
+    done: list[RunSpec] = field(default_factory=list)
+    missing: list[RunSpec] = field(default_factory=list)  # not stored (failed ones included)
+    failed: list[FailedJob] = field(default_factory=list)
+    running: list[RunSpec] = field(default_factory=list)  # held by other live jobs when we looked
+    pending: list[RunSpec] = field(default_factory=list)  # submitted and not waited for
+    jobs: list[str] = field(default_factory=list)  # ids of the jobs submitted
+
+    @property
+    def failed_specs(self) -> list[RunSpec]:
+        return [s for f in self.failed for s in f.specs]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed and not self.missing
+
+
+class _Handle:
+    """One submitted group, whatever ran it."""
+
+    def __init__(self, specs: list[RunSpec], job_id: str, log: Path | None,
+                 done: Callable[[], bool], error: Callable[[], str | None]) -> None:
+        self.specs, self.job_id, self.log, self.done, self.error = specs, job_id, log, done, error
+
+
+def _spec_dicts(group: Sequence[RunSpec]) -> list[dict[str, Any]]:
+    return [s.to_dict() for s in group]
+
+
+def _local_log(store: ResultsStore, group: Sequence[RunSpec]) -> Path:
+    return store.grid_dir / "logs" / "local" / f"{group[0].key()}.err"
+
+
+def _submit_inprocess(groups: list[list[RunSpec]], store: ResultsStore, device: str,
+                      bar: Any) -> list[_Handle]:
+    handles = []
+    for group in groups:
+        log = _local_log(store, group)
+        try:
+            run_group(_spec_dicts(group), str(store.root), device, None, None, str(log))
+            err = None
+        except CellsFailed as exc:
+            err = str(exc)
+        handles.append(_Handle(group, f"local-{os.getpid()}", log, lambda: True, lambda e=err: e))
+        _advance(bar, store, [s for h in handles for s in h.specs])
+    return handles
+
+
+def _advance(bar: Any, store: ResultsStore, submitted: Sequence[RunSpec]) -> None:
+    """Move the bar to the number of submitted cells now stored (failed ones never count)."""
+    bar.update(sum(store.path(s).is_file() for s in submitted) - bar.n)
+
+
+def _pool_init() -> None:
+    import torch
+
+    torch.set_num_threads(1)  # N workers on N cores; more threads each would oversubscribe
+
+
+def _submit_pool(groups: list[list[RunSpec]], store: ResultsStore, device: str, jobs: int) -> tuple[Any, list[_Handle]]:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # spawn: a forked copy of a process that already ran torch can deadlock in OpenMP.
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_pool_init)
+    handles = []
+    for i, group in enumerate(groups):
+        log = _local_log(store, group)
+        future = pool.submit(run_group, _spec_dicts(group), str(store.root), device, 1, None, str(log))
+
+        def error(f: Any = future) -> str | None:
+            exc = f.exception()
+            return None if exc is None else f"{type(exc).__name__}: {exc}"
+
+        handles.append(_Handle(group, f"local-pool-{i}", log, future.done, error))
+    return pool, handles
+
+
+def _submitit_executor(kind: str, folder: Path, *, partition: str | None, gpus_per_job: int,
+                       cpus_per_task: int, time_min: int, array_parallelism: int, mem_gb: float | None,
+                       device: str, name: str = "stamplib") -> Any:
+    if kind == "submitit" and shutil.which("sbatch") is None:
+        raise ValueError("executor 'submitit' needs SLURM (no sbatch on PATH); use --executor local "
+                         "(this machine) or submitit-local (submitit's local processes)")
+    executor = submitit.AutoExecutor(folder=folder, cluster="slurm" if kind == "submitit" else "local")
+    params: dict[str, Any] = {
+        "name": name, "timeout_min": int(time_min), "cpus_per_task": int(cpus_per_task),
+        # submitit's local executor hides every GPU when none is requested: ask only for cuda.
+        "gpus_per_node": int(gpus_per_job) if device == "cuda" else 0,
+        "slurm_array_parallelism": int(array_parallelism),
+    }
+    if partition:
+        params["slurm_partition"] = partition
+    if mem_gb:
+        params["mem_gb"] = float(mem_gb)
+    executor.update_parameters(**params)
+    return executor
+
+
+def _submitit_error(job: Any) -> str | None:
+    # Without a result file the job died (killed, out of memory, past its time limit);
+    # submitit's job.exception() would first wait 15 s for that file to appear.
+    if not job.paths.result_pickle.exists():
+        return f"job ended without a result (killed, out of memory or past its time limit; state {job.state})"
+    exc = job.exception()
+    return None if exc is None else str(exc)
+
+
+def _submit_submitit(groups: list[list[RunSpec]], store: ResultsStore, device: str, kind: str,
+                     options: dict[str, Any]) -> list[_Handle]:
+    folder = store.grid_dir / "logs" / "%j"
+    executor = _submitit_executor(kind, folder, device=device, **options)
+    time_limit_s = 60.0 * options["time_min"] + 120.0  # a marker outlives its job by two minutes at most
+    jobs = []
+    with executor.batch():  # one SLURM job array, throttled by slurm_array_parallelism
+        for group in groups:
+            jobs.append(executor.submit(CellGroup(_spec_dicts(group), str(store.root), device,
+                                                  options["cpus_per_task"], time_limit_s)))
+    return [_Handle(group, str(job.job_id), Path(job.paths.stderr), job.done,
+                    lambda j=job: _submitit_error(j)) for group, job in zip(groups, jobs)]
+
+
+def _prepare_sources(specs: Sequence[RunSpec]) -> None:
+    """Load every source model the cells need once, here, before workers start: the built-in
+    one is trained on first use (workers would each train it), and a missing checkpoint fails
+    now with its message instead of once per worker."""
+    for dataset in dict.fromkeys(s.dataset for s in specs):
+        models.source_model(dataset, progress=False)
+
+
+def run_grid(
+    specs: Sequence[RunSpec],
+    executor: str = "local",
+    store: ResultsStore | None = None,
+    device: str = "cpu",
+    wait: bool = True,
+    progress: bool = True,
+    *,
+    jobs: int = 1,
+    cells_per_job: int | None = None,
+    partition: str | None = None,
+    gpus_per_job: int = 1,
+    cpus_per_task: int = 4,
+    time_min: int = 240,
+    array_parallelism: int = 32,
+    mem_gb: float | None = None,
+    retry_failed: bool = False,
+    poll_s: float | None = None,
+) -> GridReport:
+    """Compute the missing cells of ``specs`` with ``executor`` and report what is stored.
+
+    Cells already stored are not submitted, nor are cells a live job holds (``running``).
+    ``retry_failed`` submits only missing cells whose last job failed. ``local`` always
+    waits (its workers are this process's children); the submitit executors return right
+    after submission unless ``wait``. A job that ends with cells missing is reported in
+    ``failed`` with those cells and its log, and its cells are recorded under
+    ``<results>/.grid/failed`` until they are stored.
+    """
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    if jobs < 1:
+        raise ValueError(f"jobs must be at least 1, got {jobs}")
+    store = store if store is not None else ResultsStore()
+    unique = list({s.key(): s for s in specs}.values())
+    todo = store.status(unique).missing
+    if retry_failed:
+        todo = [s for s in todo if store.failure(s) is not None]
+    report = GridReport()
+    if todo:
+        cells_per_job = cells_per_job or job_size(todo, executor, jobs, time_min, array_parallelism)
+        if executor != "submitit":
+            _prepare_sources(todo)
+        groups = group_cells(todo, cells_per_job)
+        waits = executor == "local" or wait
+        bar = tqdm(total=len(todo), desc="cells", unit="cell", disable=not progress or not waits)
+        pool = None
+        try:
+            if executor == "local" and jobs == 1:
+                handles = _submit_inprocess(groups, store, device, bar)
+            elif executor == "local":
+                pool, handles = _submit_pool(groups, store, device, jobs)
+            else:
+                options = {"partition": partition, "gpus_per_job": gpus_per_job, "cpus_per_task": cpus_per_task,
+                           "time_min": time_min, "array_parallelism": array_parallelism, "mem_gb": mem_gb}
+                handles = _submit_submitit(groups, store, device, executor, options)
+            report.jobs = [h.job_id for h in handles]
+            if waits:
+                _wait(handles, store, bar, poll_s if poll_s is not None else (30.0 if executor == "submitit" else 1.0))
+                _collect_failures(handles, store, report)
+            else:
+                report.pending = [s for h in handles for s in h.specs]
+        finally:
+            bar.close()
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+    after = store.status(unique)
+    pending = {s.key() for s in report.pending}
+    report.done = after.done
+    report.missing = [s for s in after.missing if s.key() not in pending]
+    report.running = [s for s in after.running if s.key() not in pending]
+    return report
+
+
+def _wait(handles: list[_Handle], store: ResultsStore, bar: Any, poll_s: float) -> None:
+    """Block until every job has ended, moving the bar as records appear in the store."""
+    submitted = [s for h in handles for s in h.specs]
+    while True:
+        finished = all(h.done() for h in handles)
+        _advance(bar, store, submitted)
+        if finished:
+            return
+        time.sleep(poll_s)
+
+
+def _collect_failures(handles: list[_Handle], store: ResultsStore, report: GridReport) -> None:
+    for h in handles:
+        error = h.error()
+        lost = [s for s in h.specs if store.get(s) is None and store.running_marker(s) is None]
+        for s in h.specs:
+            if s not in lost:
+                store.clear_failure(s)
+        if not lost:
+            continue
+        failed = FailedJob(h.job_id, lost, h.log, error or "job ended with these cells missing")
+        report.failed.append(failed)
+        for s in lost:
+            store.record_failure(s, {"job_id": h.job_id, "log": str(h.log) if h.log else None, "error": failed.error})

@@ -1,0 +1,42 @@
+"""Run profiles: how much of the protocol a notebook computes.
+
+* ``smoke`` — seconds; for CI: few ID samples, two corruptions.
+* ``quick`` — the built-in benchmark at teaching scale on a laptop CPU (minutes).
+* ``full``  — the paper's scale: all 15 corruptions, every sample (a GPU job).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stamplib import validation
+from stamplib.data.corruptions import CORRUPTIONS
+from stamplib.data.registry import Dataset
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    max_id: int | None  # ID samples per corruption on the built-in benchmark (None: all)
+    corruptions: tuple[str, ...]  # default corruptions of the notebooks
+    max_id_real: int | None = None  # ID samples per corruption on real data sets
+    seeds: tuple[int, ...] = (0,)
+
+    def id_limit(self, dataset: Dataset) -> int | None:
+        """How many ID samples per corruption a stream of ``dataset`` takes in this profile."""
+        return self.max_id if dataset.builtin else self.max_id_real
+
+
+# quick: 3 corruptions (one noise, one blur, one digital) × 1,024 digits + 256 outliers, which
+# keeps every notebook's grid within the 15-minute budget of run_all.sh on 2 CPU cores.
+PROFILES: dict[str, Profile] = {
+    "smoke": Profile("smoke", max_id=64, corruptions=("gaussian_noise",), max_id_real=64),
+    "quick": Profile(
+        "quick", max_id=1024, corruptions=("gaussian_noise", "defocus_blur", "contrast"), max_id_real=2000,
+    ),
+    "full": Profile("full", max_id=None, corruptions=CORRUPTIONS, max_id_real=None),
+}
+
+
+def get_profile(name: str) -> Profile:
+    return PROFILES[validation.check_choice("profile", name, PROFILES)]

@@ -1,0 +1,80 @@
+"""Records → tidy DataFrames: the one builder every table and figure of ours starts from.
+
+One row per (record, corruption) with ``per_corruption``, and always one ``mean`` row per record
+(``corruption == "mean"``: the paper's per-metric means over corruptions). Columns: the spec's
+coordinates (``dataset``, ``outliers``, ``method``, ``seed``, ``outlier_ratio``), the row's
+``corruption``, the metrics ``acc``, ``auroc``, ``h`` (percent), ``collapsed`` (bool; a mean row
+is collapsed when one of its corruptions is, named in ``collapsed_corruptions``) and
+``seconds``; a plan's cells add their row label (``variant``) and the paper's coordinates.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pandas as pd
+
+from stamplib.evaluation.plans import Plan
+
+METRICS = ("acc", "auroc", "h")
+
+
+def is_collapsed(value: object) -> bool:
+    """A frame's ``collapsed`` cell as a bool: a bool, or an older frame's comma-joined names;
+    NaN/None/"" (no information) count as not collapsed."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return False
+    return bool(value)
+
+
+def _rows(record: Mapping[str, Any], coordinates: Mapping[str, Any], per_corruption: bool) -> list[dict[str, Any]]:
+    spec = record["spec"]
+    base = {"dataset": spec["dataset"], "outliers": spec["outliers"], "method": spec["method"],
+            **coordinates, "seed": spec["seed"], "outlier_ratio": spec.get("outlier_ratio", math.nan)}
+    rows = []
+    if per_corruption:
+        for corruption, m in record["per_corruption"].items():
+            rows.append({**base, "corruption": corruption, **{k: m[k] for k in METRICS},
+                         "collapsed": bool(m["collapsed"]), "seconds": m.get("seconds", math.nan)})
+    mean = record["mean"]
+    # Records written before the mean carried its own flag have it at the top level.
+    names = list(mean.get("collapsed", record.get("collapsed", [])))
+    rows.append({**base, "corruption": "mean", **{k: mean[k] for k in METRICS}, "collapsed": bool(names),
+                 "collapsed_corruptions": ",".join(names), "seconds": record.get("seconds", math.nan)})
+    return rows
+
+
+def results_frame(records: Iterable[Mapping[str, Any]], per_corruption: bool = False) -> pd.DataFrame:
+    """The frame of any records (the results store's, or ``stamplib.run``'s)."""
+    return pd.DataFrame([row for r in records for row in _rows(r, {}, per_corruption)])
+
+
+def plan_frame(plan: Plan, records: Mapping[str, Mapping[str, Any]], per_corruption: bool = False) -> pd.DataFrame:
+    """The frame of a plan's cells that have a record (``records`` by spec key), with each
+    cell's ``variant``, ``paper_dataset`` and ``paper_outliers``."""
+    rows = []
+    for cell in plan.cells:
+        record = records.get(cell.spec.key())
+        if record is not None:
+            coordinates = {"variant": cell.variant, "paper_dataset": cell.paper_dataset,
+                           "paper_outliers": cell.paper_outliers}
+            rows += _rows(record, coordinates, per_corruption)
+    return pd.DataFrame(rows)
+
+
+def over_seeds(frame: pd.DataFrame) -> pd.DataFrame:
+    """Mean over seeds, with ``*_std`` columns (NaN for a single seed) and ``n_seeds``."""
+    keys = ["dataset", "outliers", "method", "variant", "paper_dataset", "paper_outliers", "corruption"]
+    if frame.empty:
+        return frame
+    grouped = frame.groupby(keys, sort=False, dropna=False)
+    out = grouped[list(METRICS)].mean()
+    std = grouped[list(METRICS)].std(ddof=0).add_suffix("_std")
+    out = out.join(std)
+    out["collapsed"] = grouped["collapsed"].any()
+    out["n_seeds"] = grouped["seed"].nunique()
+    single = out["n_seeds"] < 2
+    out.loc[single, [f"{m}_std" for m in METRICS]] = math.nan
+    return out.reset_index()

@@ -1,0 +1,70 @@
+"""The walkthrough's figures (notebook 00): one stream, STAMP's memory along it, entropies
+before and after adapting, and a small comparison per corruption."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+import torch
+
+from stamplib.data.streams import Stream
+
+
+def plot_stream_examples(stream: Stream, count: int = 24, per_row: int = 12) -> plt.Figure:
+    """The first ``count`` images of a stream, outliers framed in red, labels as titles."""
+    rows = -(-count // per_row)
+    fig, axes = plt.subplots(rows, per_row, figsize=(per_row, 1.15 * rows), squeeze=False)
+    for ax, img, label in zip(axes.flat, stream.images[:count], stream.labels[:count]):
+        ax.imshow(img.numpy())
+        ax.set_xticks([])
+        ax.set_yticks([])
+        for spine in ax.spines.values():
+            spine.set_edgecolor("red" if label < 0 else "white")
+            spine.set_linewidth(3)
+        ax.set_title("outlier" if label < 0 else f"{int(label)}", fontsize=8)
+    return fig
+
+
+def plot_stamp_traces(traces: Mapping[str, Sequence[Mapping[str, object]]], num_classes: int) -> plt.Figure:
+    """Per traced STAMP run (``Stamp.trace`` by label): memory content by class, the step size
+    used, and the reliable samples per batch, one row per run."""
+    fig, axes = plt.subplots(len(traces), 3, figsize=(14, 3.2 * len(traces)), sharex=True, squeeze=False)
+    for row, (label, trace) in zip(axes, traces.items()):
+        counts = torch.tensor([t["memory_counts"] for t in trace])
+        row[0].stackplot(range(len(counts)), counts.T.numpy(), labels=[str(c) for c in range(num_classes)])
+        row[0].set(title=f"memory content by class, {label} views", ylabel="samples in memory")
+        row[1].plot([t["lr"] for t in trace])
+        row[1].set(title="step size used", ylabel="learning rate")
+        row[2].plot([t["n_reliable"] for t in trace])
+        row[2].set(title=f"reliable samples per batch, {label} views", ylabel="count")
+    axes[0][0].legend(ncol=4, fontsize=7, title="class", title_fontsize=7)
+    for ax in axes[-1]:
+        ax.set_xlabel("batch")
+    return fig
+
+
+def plot_entropy_before_after(before: torch.Tensor, after: torch.Tensor, is_outlier: torch.Tensor,
+                              titles: Sequence[str] = ("before adaptation (BN Stats)", "after STAMP adapted")
+                              ) -> plt.Figure:
+    """Histograms of the entropy of known-class samples and of outliers, side by side."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.4), sharey=True)
+    for ax, values, title in zip(axes, (before, after), titles):
+        ax.hist(values[~is_outlier].numpy(), bins=30, alpha=0.6, density=True, label="known classes")
+        ax.hist(values[is_outlier].numpy(), bins=30, alpha=0.6, density=True, label="outliers")
+        ax.set(title=title, xlabel="entropy (nats)")
+    axes[0].set_ylabel("density")
+    axes[0].legend()
+    return fig
+
+
+def plot_h_per_corruption(frame: pd.DataFrame, title: str) -> plt.Figure:
+    """H-score per corruption and method, from a per-corruption frame (its mean rows left out)."""
+    per_corruption = frame[frame["corruption"] != "mean"]
+    fig, ax = plt.subplots(figsize=(10, 3.4))
+    sns.barplot(per_corruption, x="corruption", y="h", hue="method", ax=ax)
+    ax.set(title=title, ylabel="H-score (%)")
+    ax.tick_params(axis="x", rotation=20)
+    return fig

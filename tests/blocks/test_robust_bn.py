@@ -1,0 +1,79 @@
+"""Robust BatchNorm (stamplib.blocks.robust_bn, RoTTA baselines.md §7)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from stamplib.blocks.robust_bn import RobustBN2d, use_robust_bn
+from tests.support import two_bn_net as tiny_net
+
+
+def source_bn(channels: int = 3) -> nn.BatchNorm2d:
+    bn = nn.BatchNorm2d(channels, eps=1e-3)
+    g = torch.Generator().manual_seed(0)
+    bn.running_mean.copy_(torch.rand(channels, generator=g) - 0.5)
+    bn.running_var.copy_(torch.rand(channels, generator=g) + 0.5)
+    bn.weight.data.copy_(torch.rand(channels, generator=g) + 0.5)
+    bn.bias.data.copy_(torch.rand(channels, generator=g) - 0.5)
+    return bn
+
+
+def test_robust_bn_train_mode_updates_then_normalises_with_updated_stats() -> None:
+    bn = source_bn()
+    rbn = RobustBN2d(bn, momentum=0.05).train()
+    x = torch.randn(5, 3, 4, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64).float()
+    # Hand computation in float64.
+    xd = x.double()
+    mu_b = xd.mean(dim=(0, 2, 3))
+    var_b = ((xd - mu_b.view(1, -1, 1, 1)) ** 2).mean(dim=(0, 2, 3))  # biased
+    mu = 0.95 * bn.running_mean.double() + 0.05 * mu_b
+    var = 0.95 * bn.running_var.double() + 0.05 * var_b
+    expected = (xd - mu.view(1, -1, 1, 1)) / torch.sqrt(var.view(1, -1, 1, 1) + 1e-3)
+    expected = expected * bn.weight.double().view(1, -1, 1, 1) + bn.bias.double().view(1, -1, 1, 1)
+    out = rbn(x)
+    torch.testing.assert_close(out.double(), expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(rbn.running_mean.double(), mu, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(rbn.running_var.double(), var, rtol=1e-6, atol=1e-6)
+    # Differs from plain batch-statistics BN and from source-statistics BN.
+    assert not torch.allclose(out, nn.functional.batch_norm(x, None, None, bn.weight, bn.bias, True, 0.0, 1e-3), atol=1e-3)
+    assert not torch.allclose(out, bn.eval()(x), atol=1e-3)
+    # A second train forward starts from the updated statistics.
+    rbn(x)
+    torch.testing.assert_close(rbn.running_mean.double(), 0.95 * mu + 0.05 * mu_b, rtol=1e-6, atol=1e-6)
+
+
+def test_robust_bn_eval_mode_uses_stored_stats_and_keeps_them() -> None:
+    bn = source_bn()
+    rbn = RobustBN2d(bn).eval()
+    x = torch.randn(4, 3, 4, 4, generator=torch.Generator().manual_seed(2))
+    torch.testing.assert_close(rbn(x), bn.eval()(x), rtol=1e-6, atol=1e-6)
+    assert torch.equal(rbn.running_mean, bn.running_mean) and torch.equal(rbn.running_var, bn.running_var)
+
+
+def test_robust_bn_gradient_flows_through_the_batch_part_of_the_statistics() -> None:
+    rbn = RobustBN2d(source_bn(), momentum=0.5).train()
+    x = torch.randn(4, 3, 4, 4, generator=torch.Generator().manual_seed(3), requires_grad=True)
+    stored_mean, stored_var = rbn.running_mean.clone(), rbn.running_var.clone()
+    (rbn(x) ** 2).sum().backward()
+    x2 = x.detach().clone().requires_grad_(True)
+    var_b, mu_b = torch.var_mean(x2, dim=(0, 2, 3), unbiased=False)
+    mu = 0.5 * stored_mean + 0.5 * mu_b
+    var = 0.5 * stored_var + 0.5 * var_b
+    ref = (x2 - mu.view(1, -1, 1, 1)) / torch.sqrt(var.view(1, -1, 1, 1) + rbn.eps)
+    ((ref * rbn.weight.detach().view(1, -1, 1, 1) + rbn.bias.detach().view(1, -1, 1, 1)) ** 2).sum().backward()
+    torch.testing.assert_close(x.grad, x2.grad, rtol=1e-5, atol=1e-6)
+    assert not rbn.running_mean.requires_grad and rbn.weight.grad is not None
+
+
+def test_use_robust_bn_swaps_every_bn_and_copies_affine() -> None:
+    net = tiny_net()
+    originals = [net.bn1, net.bn2]
+    params = use_robust_bn(net)
+    assert isinstance(net.bn1, RobustBN2d) and isinstance(net.bn2, RobustBN2d)
+    assert not any(isinstance(m, nn.BatchNorm2d) for m in net.modules())
+    assert len(params) == 4 and all(p.requires_grad for p in params)
+    for new, old in zip((net.bn1, net.bn2), originals):
+        assert torch.equal(new.weight, old.weight) and new.weight is not old.weight
+        assert torch.equal(new.running_mean, old.running_mean) and new.momentum == 0.05 and new.eps == old.eps
+

@@ -1,0 +1,148 @@
+"""Notebook plans: parameters → RunSpecs, shared cells, validation (the tables built from
+them: tests/report/test_reproduce.py)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from stamplib.evaluation import plans as E
+
+NOTEBOOKS = list(E.EXPERIMENTS)
+
+
+def test_every_notebook_but_the_source_models_has_a_plan():
+    from stamplib.notebook_runner import discover
+
+    stems = [nb.stem for nb in discover() if not nb.stem.startswith("01")]
+    assert stems == NOTEBOOKS
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS)
+def test_every_notebook_passes_its_parameters_cell_to_its_plan(nb):
+    from stamplib.notebook_runner import notebook_parameters, notebooks_dir
+
+    params = {k: eval(v["default"]) for k, v in notebook_parameters(notebooks_dir() / f"{nb}.ipynb").items()}
+    plan = E.plan(nb, **params)  # the walkthrough's are not the plan's names: ignored there
+    assert plan.scale == "builtin" and plan.cells
+    assert all(c.spec.profile == "quick" and c.spec.dataset == "digits" for c in plan.cells)
+
+
+def test_full_profile_cell_counts_follow_the_paper():
+    counts = {nb: len(E.plan(nb, profile="full").specs) for nb in NOTEBOOKS}
+    assert counts == {
+        "00_walkthrough": 4,
+        "02_table1_cifar_outlier_aware": 2 * 4 * 10,
+        "03_table2_imagenet_outlier_aware": 2 * 10,
+        "04_table3_class_split": 2 * 10,
+        "05_table4_closed_set": 2 * 10,
+        "06_table5_ablation": 7,
+        "07_fig_weight_strategies": 3,
+        "08_table6_outlier_ratio": 3 * 5,
+        "09_fig_augmentation_averaging": 4 * 2,
+    }
+    full = E.plan("02_table1_cifar_outlier_aware", profile="full").specs[0]
+    assert len(full.corruptions) == 15 and full.outlier_ratio == 0.2
+
+
+def test_stamps_default_cell_is_shared_between_notebooks():
+    def stamp_default(nb):
+        return {c.spec.key() for c in E.plan(nb).cells if c.spec.method == "stamp" and not c.spec.overrides
+                and c.spec.outlier_ratio == 0.2}
+
+    shared = stamp_default("02_table1_cifar_outlier_aware")
+    assert len(shared) == 1
+    for nb in ("06_table5_ablation", "07_fig_weight_strategies", "08_table6_outlier_ratio",
+               "09_fig_augmentation_averaging"):
+        assert stamp_default(nb) == shared, nb
+
+
+def test_ablation_rows_switch_the_documented_overrides():
+    cells = E.plan("06_table5_ablation", profile="full").cells
+    by_label = {c.variant: dict(c.spec.overrides) for c in cells}
+    assert by_label["sam=0,lr_decay=0,memory=0,weighting=none"] == {
+        "sam": False, "lr_decay": False, "memory": False, "weighting": "none"}
+    assert by_label["sam=1,lr_decay=1,memory=1,weighting=adaptive"] == {}
+    assert all(c.spec.dataset == "cifar100_c" and c.spec.outliers == "svhn" for c in cells)
+
+
+def test_ratio_sweep_reads_fractions_and_labels_rows_like_the_paper():
+    plan = E.plan("08_table6_outlier_ratio", ratios="0.05,1/3")
+    assert [c.variant for c in plan.cells] == ["ratio=0.05", "ratio=0.3333"]
+    assert math.isclose(plan.cells[1].spec.outlier_ratio, 1 / 3)
+
+
+def test_imagenet_stand_in_runs_the_imagenet_setting_without_the_normalised_input_quirk():
+    plan = E.plan("03_table2_imagenet_outlier_aware")
+    specs = {c.spec.method: c.spec for c in plan.cells}
+    assert all(s.setting == "imagenet_c" for s in specs.values())
+    assert dict(specs["cotta"].overrides) == {"clip_normalized_inputs": False}
+    assert E.plan("03_table2_imagenet_outlier_aware", profile="full").cells[0].spec.setting == ""
+
+
+def test_seeds_multiply_cells():
+    plan = E.plan("09_fig_augmentation_averaging", seeds="0,1")
+    assert len(plan.specs) == 4 and sorted(c.spec.seed for c in plan.cells) == [0, 0, 1, 1]
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"methods": "stamp,tnet"}, "methods: unknown"),
+        ({"datasets": "cifar11"}, "datasets: unknown"),
+        ({"outlier_sets": "svhm"}, "outlier_sets: unknown"),
+        ({"corruptions": "gauss"}, "corruptions: unknown"),
+        ({"severity": 6}, "severity must be"),
+        ({"severity": 0}, "severity must be"),
+        ({"outlier_ratio": 1.0}, "outlier_ratio must lie"),
+        ({"outlier_ratio": -0.1}, "outlier_ratio must lie"),
+        ({"seeds": "zero"}, "seeds: expected"),
+        ({"seeds": "-1"}, "seeds: give"),
+        ({"profile": "fast"}, "unknown profile"),
+    ],
+)
+def test_bad_notebook_parameters_name_the_parameter(params, message):
+    with pytest.raises(ValueError, match=message):
+        E.plan("02_table1_cifar_outlier_aware", **params)
+
+
+@pytest.mark.parametrize("ratios", ["0,0.2", "0.2,1", "1/0", "a"])
+def test_bad_ratios_are_refused(ratios):
+    with pytest.raises(ValueError, match="ratios"):
+        E.plan("08_table6_outlier_ratio", ratios=ratios)
+
+
+def test_device_is_checked():
+    with pytest.raises(ValueError, match="device must be"):
+        E.check_common("quick", "gpu", 5, 0.2)
+
+
+def test_cells_are_deduplicated_across_notebooks():
+    per = E.cells_by_notebook(["06", "07"], profile="smoke")
+    both = E.cells(["06", "07"], profile="smoke")
+    keys = [s.key() for s in both]
+    assert len(keys) == len(set(keys)) == len({s.key() for specs in per.values() for s in specs})
+    assert len(both) < sum(len(s) for s in per.values())  # STAMP's default row is in both
+    with pytest.raises(ValueError, match="no planned notebook"):
+        E.cells(["99"], profile="smoke")
+
+
+
+def test_the_walkthrough_compares_methods_on_its_corruption_first():
+    plan = E.plan("00_walkthrough", profile="quick", methods_to_compare="source,stamp", corruption="fog")
+    assert [c.spec.method for c in plan.cells] == ["source", "stamp"]
+    assert plan.cells[0].spec.corruptions == ("fog", "gaussian_noise", "defocus_blur", "contrast")
+    assert E.plan("00_walkthrough", corruption="contrast").cells[0].spec.corruptions[0] == "gaussian_noise"
+    with pytest.raises(ValueError, match="methods: unknown"):
+        E.plan("00_walkthrough", methods_to_compare="tnet")
+    with pytest.raises(ValueError, match="unknown outlier set 'cifar'"):
+        E.plan("00_walkthrough", outliers="cifar")
+
+
+def test_grid_parameters_are_checked_by_name():
+    E.check_parameter_names(E.resolve_notebooks(["02", "06"]), ["methods", "seeds"])  # 02 takes methods
+    with pytest.raises(ValueError, match=r"--param \['method'\]: no chosen notebook takes it"):
+        E.check_parameter_names(["02_table1_cifar_outlier_aware"], ["method"])
+    with pytest.raises(ValueError, match="profile"):
+        E.check_parameter_names(["02_table1_cifar_outlier_aware"], ["profile"], flags=("profile",))

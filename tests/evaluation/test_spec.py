@@ -1,0 +1,57 @@
+"""RunSpec: every name and number refused before any file or model is touched, stable keys."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stamplib.evaluation.spec import RunSpec
+
+
+def test_runspec_validates_and_hashes_stably():
+    spec = RunSpec.make("tent", corruptions=("gaussian_noise",), overrides={"lr": 0.01})
+    assert spec.key() == RunSpec.from_dict(json.loads(json.dumps(spec.to_dict()))).key()
+    assert spec.key() != spec.with_(seed=1).key()
+    for bad, match in [(dict(severity=6), "severity"), (dict(outlier_ratio=1.0), "ratio"),
+                       (dict(corruptions=("fog2",)), "corruption"), (dict(profile="huge"), "profile")]:
+        with pytest.raises(ValueError, match=match):
+            RunSpec.make("tent", **bad)
+    with pytest.raises(ValueError, match="unknown method"):
+        RunSpec(method="nope")
+
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (dict(dataset="mnist"), r"unknown dataset 'mnist'; choose one of .*digits"),
+        (dict(outliers="cifar"), r"unknown outlier set 'cifar'; choose one of .*svhn.*none"),
+        (dict(dataset="cifar10_c", outliers="heldout_classes"), r"needs a class-split dataset \(.*cifar10_c_8_2"),
+        (dict(corruptions=("gaussian_noise", "fogg")), r"unknown corruption\(s\) \['fogg'\]; valid: .*contrast"),
+        (dict(severity=0), r"severity must be an integer from 1 to 5"),
+        (dict(outlier_ratio=-0.1), r"must be in \[0, 1\)"),
+        (dict(outlier_ratio=float("nan")), r"must be in \[0, 1\)"),
+        (dict(seed=-1), r"seed must be a non-negative integer"),
+    ],
+)
+def test_runspec_refuses_bad_names_and_values(kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        RunSpec(method="tent", **kwargs)
+
+
+def test_runspec_takes_a_single_corruption_name() -> None:
+    # "fog" must not become ('f', 'o', 'g') and then fail as three unknown corruptions.
+    assert RunSpec(method="tent", corruptions="fog").corruptions == ("fog",)
+
+
+
+def test_the_setting_comes_from_the_dataset_registry_or_is_named() -> None:
+    assert RunSpec(method="tent").hyperparameter_setting() == "cifar10_c"  # the digits entry's
+    assert RunSpec(method="tent", dataset="cifar100_c_80_20").hyperparameter_setting() == "cifar100_c_80_20"
+    assert RunSpec(method="tent", setting="imagenet_c").hyperparameter_setting() == "imagenet_c"
+    with pytest.raises(ValueError, match="has no hyperparameter setting of its own; give setting="):
+        RunSpec(method="tent", dataset="npz:/nowhere/x.npz")
+    assert RunSpec(method="tent", dataset="npz:/nowhere/x.npz", setting="cifar10_c").dataset == "npz:/nowhere/x.npz"
+    with pytest.raises(ValueError, match="unknown hyperparameter setting 'digits'"):
+        RunSpec(method="tent", setting="digits")

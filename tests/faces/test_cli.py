@@ -1,0 +1,148 @@
+"""The command line: every command's happy path, and bad input as one line and exit code 2."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import stamplib
+from stamplib import cli, models
+from stamplib.cli import main
+from stamplib.data import downloads
+from stamplib.evaluation import plans
+from tests.data.files import write_cifar_c
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _boom(*args: object, **kwargs: object) -> None:
+    raise AssertionError("heavy work started before the bad input was refused")
+
+
+def test_cli_run_and_doctor(tmp_path):
+    env = {**os.environ, "STAMPLIB_RESULTS": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-m", "stamplib", "run", "--method", "source", "--corruptions", "none",
+         "--profile", "smoke"], capture_output=True, text=True, env=env, check=True,
+    ).stdout
+    assert "mean" in out and len(list(tmp_path.glob("*.json"))) == 1
+    bad = subprocess.run([sys.executable, "-m", "stamplib", "run", "--method", "stampp"],
+                         capture_output=True, text=True, env=env)
+    assert bad.returncode == 2 and "available" in bad.stderr
+    doctor = subprocess.run([sys.executable, "-m", "stamplib", "doctor"], capture_output=True, text=True,
+                            env=env, check=True).stdout
+    assert "digits" in doctor and "methods:" in doctor
+
+
+
+@pytest.mark.parametrize(
+    ("argv", "match"),
+    [
+        (["--method", "tent", "--dataset", "mnist"], "unknown dataset 'mnist'; choose one of"),
+        (["--method", "tent", "--outliers", "cifar"], "unknown outlier set 'cifar'; choose one of"),
+        (["--method", "tent", "--corruptions", "gaussian_noise,fogg"], "unknown corruption(s) ['fogg']; valid:"),
+        (["--method", "tent", "--severity", "6"], "severity must be an integer from 1 to 5"),
+        (["--method", "tent", "--ratio", "1.0"], "must be in [0, 1)"),
+        (["--method", "tent", "--seed", "-1"], "seed must be a non-negative integer"),
+        (["--method", "tent", "--set", "lr"], "expected NAME=VALUE, got 'lr'"),
+        (["--method", "tent", "--set", "learning_rate=0.1"], "unknown hyperparameter(s) ['learning_rate']"),
+    ],
+)
+def test_cli_run_bad_input_is_one_line_and_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str], match: str
+) -> None:
+    monkeypatch.setattr(models, "source_model", _boom)
+    assert cli.main(["run", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and match in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_cli_download_failure_is_one_line_but_bugs_keep_their_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def offline(*args: object, **kwargs: object) -> None:
+        raise downloads.DownloadError("could not download http://x/y.tar: offline. To continue later, rerun")
+
+    monkeypatch.setattr(stamplib, "run", offline)
+    assert cli.main(["run", "--method", "tent"]) == 2
+    assert capsys.readouterr().err == "error: could not download http://x/y.tar: offline. To continue later, rerun\n"
+
+    def bug(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("CUDA error: an illegal memory access")
+
+    monkeypatch.setattr(stamplib, "run", bug)
+    with pytest.raises(RuntimeError, match="illegal memory access"):
+        cli.main(["run", "--method", "tent"])
+
+
+def test_cli_bad_name_in_a_real_process_has_no_traceback(tmp_path: Path) -> None:
+    env = {**os.environ, "STAMPLIB_RESULTS": str(tmp_path), "OMP_NUM_THREADS": "1"}
+    bad = subprocess.run([sys.executable, "-m", "stamplib", "run", "--method", "tent", "--corruptions", "fogg"],
+                         capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+    assert bad.returncode == 2
+    lines = [ln for ln in bad.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: unknown corruption") and "contrast" in lines[0]
+    assert not list(tmp_path.iterdir())
+
+
+def test_cli_deterministic_flag(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, digits_model: torch.nn.Module,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    from stamplib import determinism
+
+    calls = []
+    monkeypatch.setattr(determinism, "set_deterministic", lambda *a, **k: calls.append(True))
+    argv = ["run", "--method", "source", "--corruptions", "none", "--profile", "smoke", "--results", str(tmp_path)]
+    assert cli.main(argv) == 0 and calls == []
+    assert cli.main([*argv, "--force", "--deterministic"]) == 0 and calls == [True]
+
+
+
+def test_dry_run_counts_every_notebook_of_the_full_profile(tmp_path, capsys):
+    assert main(["grid", "--all", "--profile", "full", "--dry-run", "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    distinct = {}
+    for nb in plans.EXPERIMENTS:
+        specs = plans.plan(nb, profile="full").specs
+        distinct.update((s.key(), s) for s in specs)
+        row = next(line.split() for line in out.splitlines() if line.startswith(nb))
+        assert row[1:] == [str(len(specs)), "0", "0", str(len(specs)), "0"], row
+    total = next(line.split() for line in out.splitlines() if line.startswith("distinct cells"))
+    assert int(total[2]) == len(distinct) == len(plans.cells(list(plans.EXPERIMENTS), profile="full"))
+    assert "would compute" in out and not tmp_path.joinpath(".grid").exists()  # a dry run writes nothing
+
+
+def test_cli_grid_computes_the_missing_cells_of_a_notebook(tmp_path, capsys, digits_model):
+    argv = ["grid", "--notebook", "02", "--profile", "smoke", "--param", "methods=source,bn_stats",
+            "--results", str(tmp_path)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "done 2, missing 0" in out
+    assert main([*argv, "--dry-run"]) == 0
+    row = next(line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("02_"))
+    assert row[1:] == ["2", "2", "0", "0", "0"]
+    assert main([*argv, "--param", "method=tent"]) == 2  # a misspelt parameter is refused
+    assert "no chosen notebook takes it" in capsys.readouterr().err
+
+
+
+def test_cli_names_the_missing_files_of_a_partial_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("STAMPLIB_DATA_ROOT", str(tmp_path))
+    write_cifar_c(tmp_path, per=10, corruptions=("gaussian_noise",))
+    monkeypatch.setattr(models, "source_model", _boom)
+    assert cli.main(["run", "--method", "source", "--dataset", "cifar10_c", "--corruptions", "fog"]) == 2
+    assert "fog.npy" in capsys.readouterr().err
+
+
+def test_cli_methods_lists_a_datasets_hyperparameters(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["methods", "--dataset", "cifar10_jpeg_8_2"]) == 0
+    out = capsys.readouterr().out
+    assert "TentConfig(lr=0.0001)" in out  # the cifar10_c_8_2 setting of the registry entry
+    assert cli.main(["methods", "--dataset", "mnist"]) == 2
+    assert "unknown dataset 'mnist'" in capsys.readouterr().err

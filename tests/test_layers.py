@@ -1,0 +1,105 @@
+"""The package's shape (docs/architecture.md): no import cycle, and every layer imports only
+the layers below it. Imports are read from the source, function-level ones included, so a
+cycle cannot hide inside a function."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import stamplib
+
+PACKAGE = Path(stamplib.__file__).resolve().parent
+
+#: Each layer and what it may import (itself included). Faces may import anything.
+ALLOWED = {
+    "validation": set(),
+    "paths": set(),
+    "version": set(),
+    "determinism": set(),
+    "blocks": {"blocks"},
+    "methods": {"methods", "blocks"},
+    "data": {"data", "paths", "validation"},
+    "models": {"models", "data", "blocks", "paths", "validation"},
+    "evaluation": {"evaluation", "data", "methods", "models", "blocks", "paths", "validation", "version"},
+    "report": {"report", "evaluation", "data", "methods", "paths", "validation"},
+}
+FACES = {"__init__", "__main__", "cli", "notebook_runner", "experiments"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def imports_of(path: Path) -> set[str]:
+    """The stamplib modules ``path`` imports: ``from stamplib.x import y`` is stamplib.x.y when
+    that is a module, else stamplib.x."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "stamplib"}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "stamplib":
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                found.add(sub if sub in MODULES else node.module)
+    return found
+
+
+GRAPH = {name: imports_of(path) for name, path in MODULES.items()}
+
+
+def layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_there_is_no_import_cycle() -> None:
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in GRAPH.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1 or node in GRAPH.get(node, ()):
+                cycles.append(sorted(component))
+
+    for name in GRAPH:
+        if name not in index:
+            visit(name)
+    assert not cycles, f"import cycles: {cycles}"
+
+
+def test_each_layer_imports_only_the_layers_below_it() -> None:
+    wrong = []
+    for module, targets in GRAPH.items():
+        own = layer(module)
+        if own in FACES:
+            continue
+        assert own in ALLOWED, f"{module}: add its layer to ALLOWED (and to docs/architecture.md)"
+        wrong += [f"{module} -> {t}" for t in targets if layer(t) not in ALLOWED[own]]
+    assert not wrong, "imports against the layering:\n" + "\n".join(wrong)
+
+
+def test_the_graph_sees_every_kind_of_import() -> None:
+    assert "stamplib.data.registry" in GRAPH["stamplib.data.catalog"]  # from-import of names
+    assert "stamplib.data.loaders" in GRAPH["stamplib.data.catalog"]  # function-level import
+    assert "stamplib.evaluation.runner" in GRAPH["stamplib"]
