@@ -162,3 +162,81 @@ def test_end_to_end_on_digits():
         n += b.x.shape[0]
     assert n == 160
     assert all(torch.isfinite(p).all() for p in m.adapted_parameters())
+
+
+# -- the authors' behaviour after a reset (baselines.md §6 step 5 "Correction", §0 "SAM optimiser state")
+def _loss2_on_source(base_model, seed: int) -> float:
+    """loss₂ of one step from the source state: the first EMA value of a fresh method."""
+    m = methods.create("sar", base_model, C, reset_constant=0.0, e_margin_coef=2.0)
+    m.step(batch(seed))
+    return m.ema
+
+
+def test_collapse_reset_keeps_the_ema_so_the_next_batch_resets_again(base_model):
+    losses = {s: _loss2_on_source(base_model, s) for s in range(8)}
+    low, high = min(losses, key=losses.get), max(losses, key=losses.get)
+    l_low, l_high = losses[low], losses[high]
+    assert l_high - l_low > 1e-3  # the premise: two batches with clearly different loss₂
+    # e₀ above the low loss and above 0.9·low + 0.1·high, below the high loss
+    e0 = 0.5 * ((0.9 * l_low + 0.1 * l_high) + l_high)
+
+    authors = methods.create("sar", base_model, C, reset_constant=e0, e_margin_coef=2.0)
+    authors.step(batch(low))
+    assert authors.num_model_resets == 1 and authors.ema == pytest.approx(l_low, rel=1e-6)
+    # After the reset the model is the source again, so loss₂ of the next batch is l_high, and
+    # the kept EMA 0.9·l_low + 0.1·l_high is still below e₀: the model is reset once more.
+    authors.step(batch(high))
+    assert authors.num_model_resets == 2
+    assert authors.ema == pytest.approx(0.9 * l_low + 0.1 * l_high, rel=1e-6)
+
+    cleared = methods.create(
+        "sar", base_model, C, reset_constant=e0, e_margin_coef=2.0, clear_ema_on_reset=True
+    )
+    cleared.step(batch(low))
+    assert cleared.num_model_resets == 1 and cleared.ema is None
+    cleared.step(batch(high))  # a fresh EMA = l_high > e₀: no second reset
+    assert cleared.num_model_resets == 1 and cleared.ema == pytest.approx(l_high, rel=1e-6)
+
+
+def _momentum(m: methods.TTAMethod) -> list[torch.Tensor]:
+    state = m.optimizer.base_optimizer.state
+    return [state[p]["momentum_buffer"].clone() for p in m.adapted_parameters() if "momentum_buffer" in state[p]]
+
+
+def test_sgd_momentum_survives_the_per_corruption_reset(base_model):
+    fresh = methods.create("sar", base_model, C, reset_constant=0.0, e_margin_coef=2.0)
+    m = methods.create("sar", base_model, C, reset_constant=0.0, e_margin_coef=2.0)
+    for s in range(3):
+        m.step(batch(s))
+    before = _momentum(m)
+    assert len(before) == len(m.adapted_parameters()) and any(b.abs().sum() > 0 for b in before)
+    m.reset()
+    assert_same(m.model.state_dict(), fresh.model.state_dict())  # the weights are the source's
+    assert_same(_momentum(m), before)  # the base optimiser's momentum is not
+    m.step(batch(7))
+    fresh.step(batch(7))
+    assert any(not torch.equal(a, b) for a, b in zip(m.adapted_parameters(), fresh.adapted_parameters()))
+
+
+def test_sgd_momentum_survives_the_collapse_reset(base_model):
+    m = methods.create("sar", base_model, C, reset_constant=100.0, e_margin_coef=2.0)
+    m.step(batch(4))
+    assert m.num_model_resets == 1
+    buffers = _momentum(m)
+    assert len(buffers) == len(m.adapted_parameters()) and any(b.abs().sum() > 0 for b in buffers)
+
+    cleared = methods.create(
+        "sar", base_model, C, reset_constant=100.0, e_margin_coef=2.0, reset_base_optimizer_state=True
+    )
+    cleared.step(batch(4))
+    assert cleared.num_model_resets == 1 and _momentum(cleared) == []
+
+
+def test_corrections_work_as_run_spec_overrides():
+    from stamplib.evaluation.spec import RunSpec
+
+    spec = RunSpec.make("sar", overrides={"clear_ema_on_reset": True, "reset_base_optimizer_state": True})
+    config = methods.resolve_config("sar", spec.dataset, **dict(spec.overrides))
+    assert config.clear_ema_on_reset and config.reset_base_optimizer_state
+    defaults = methods.resolve_config("sar", "cifar10_c")
+    assert not defaults.clear_ema_on_reset and not defaults.reset_base_optimizer_state

@@ -185,3 +185,36 @@ def test_end_to_end_on_digits():
         n += b.x.shape[0]
     assert n == 160 and m.num_updates >= 1
     assert all(torch.isfinite(p).all() for p in m.adapted_parameters())
+
+
+# -- the authors' SAM keeps its base optimiser's state across resets (baselines.md §0) ----------------
+def _adam_state(m: methods.TTAMethod) -> list[dict]:
+    state = m.optimizer.base_optimizer.state
+    return [{k: v.clone() for k, v in state[p].items()} for p in m.adapted_parameters() if state[p]]
+
+
+def test_adam_moments_and_step_counts_survive_reset(base_model):
+    m = methods.create("sotta", base_model, C, threshold=0.0, capacity=20)
+    fresh = methods.create("sotta", base_model, C, threshold=0.0, capacity=20)
+    for s in range(3):
+        m.step(batch(s))
+    moments = _adam_state(m)
+    assert len(moments) == len(m.adapted_parameters())
+    assert all(int(s["step"]) == 3 and s["exp_avg_sq"].abs().sum() > 0 for s in moments)
+    m.reset()
+    assert_same(m.model.state_dict(), fresh.model.state_dict())  # the weights are the source's
+    assert len(m.memory) == 0 and m.num_updates == 0
+    assert_same(_adam_state(m), moments)  # Adam's moments and step counts are not
+    m.step(batch(5))
+    fresh.step(batch(5))
+    assert all(int(s["step"]) == 4 for s in _adam_state(m))
+    assert any(not torch.equal(a, b) for a, b in zip(m.adapted_parameters(), fresh.adapted_parameters()))
+
+
+def test_reset_base_optimizer_state_switch_clears_adam(base_model):
+    m = methods.create("sotta", base_model, C, threshold=0.0, capacity=20, reset_base_optimizer_state=True)
+    for s in range(2):
+        m.step(batch(s))
+    assert _adam_state(m)
+    m.reset()
+    assert _adam_state(m) == []
