@@ -161,9 +161,10 @@ def test_score_quirk_and_corrected_score(base_model):
     assert logit_entropy(sure) < logit_entropy(unsure)  # same ranking direction: higher = outlier
 
 
-def test_reset_is_bit_identical(base_model):
-    m = methods.create("sotta", base_model, C, threshold=0.0, capacity=20)
-    fresh = methods.create("sotta", base_model, C, threshold=0.0, capacity=20)
+def test_reset_with_the_base_optimizer_switch_is_bit_identical(base_model):
+    options = dict(threshold=0.0, capacity=20, reset_base_optimizer_state=True)
+    m = methods.create("sotta", base_model, C, **options)
+    fresh = methods.create("sotta", base_model, C, **options)
     for s in range(3):
         m.step(batch(s))
     assert m.num_updates == 3 and len(m.memory) == 20

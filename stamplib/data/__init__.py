@@ -373,15 +373,23 @@ def _call_load(source: OutlierSource, root: Path, limit: int) -> torch.Tensor:
     return source.load(root, limit) if len(params) >= 2 else source.load()
 
 
-def source_train(dataset: str, data_root: str | os.PathLike | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Clean source training images (uint8 NHWC) and labels of an ID dataset (known classes
-    only for the class splits; protocol.md §4.2 (c))."""
+def source_train(
+    dataset: str, data_root: str | os.PathLike | None = None, limit: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Clean source images (uint8 NHWC) and labels of an ID dataset, the first ``limit`` by
+    index (None: all): the training split (known classes only for the class splits; protocol.md
+    §4.2 (c)), or for ImageNet-C the ImageNet validation split (baselines.md §5, §9)."""
     if dataset == "digits":
         bench = load_digits_benchmark()
-        return bench.train_images, bench.train_labels
+        return bench.train_images[:limit], bench.train_labels[:limit]
     from stamplib.data import loaders
 
     root = paths.data_root(data_root)
+    if dataset == "imagenet_c":
+        from stamplib.data.imagenet import load_imagenet_val
+
+        val = load_imagenet_val(root, limit=limit)
+        return val.images, val.labels
     known = {"_8_2": 8, "_80_20": 80}
     suffix = next((s for s in known if dataset.endswith(s)), None)
     base = dataset[: -len(suffix)] if suffix else dataset
@@ -392,9 +400,9 @@ def source_train(dataset: str, data_root: str | os.PathLike | None = None) -> tu
     else:
         raise ValueError(f"no source training data registered for dataset {dataset!r}")
     if suffix is None:
-        return train.images, train.labels
+        return train.images[:limit], train.labels[:limit]
     keep = train.labels < known[suffix]
-    return train.images[keep], train.labels[keep]
+    return train.images[keep][:limit], train.labels[keep][:limit]
 
 
 def num_classes(dataset: str) -> int:

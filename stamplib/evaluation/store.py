@@ -2,6 +2,9 @@
 
 A record is complete or absent: it is written to a temporary file and renamed, so a run
 killed mid-write leaves no partial record (and a stray temporary file is never read).
+
+A record whose stored hyperparameters (``config``) differ from what the spec resolves to today
+is stale — a default changed since it was computed — and counts as absent, so it is recomputed.
 """
 
 from __future__ import annotations
@@ -31,6 +34,14 @@ def _read(path: Path) -> dict[str, Any] | None:
     return record
 
 
+def current_config(spec: RunSpec) -> str:
+    """The method's hyperparameters for ``spec`` as the code resolves them now, as the runner
+    records them (``repr`` of the typed config)."""
+    from stamplib import methods
+
+    return repr(methods.resolve_config(spec.method, spec.setting or spec.dataset, **dict(spec.overrides)))
+
+
 class ResultsStore:
     def __init__(self, root: str | Path | None = None) -> None:
         self.root = Path(root) if root is not None else paths.results_dir()
@@ -43,7 +54,11 @@ class ResultsStore:
         if not path.is_file():
             return None
         record = _read(path)
-        return record if record is not None and record.get("key") == spec.key() else None
+        if record is None or record.get("key") != spec.key():
+            return None
+        if "config" in record and record["config"] != current_config(spec):
+            return None  # computed under other defaults
+        return record
 
     def put(self, record: dict[str, Any]) -> Path:
         spec = RunSpec.from_dict(record["spec"])
