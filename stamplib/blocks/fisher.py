@@ -40,7 +40,7 @@ def fisher_information(
     for p in params:
         p.grad = None
     with torch.enable_grad():
-        for _, x in iter_batches(images, batch_size, device, order):
+        for _, x in iter_batches(images, batch_size, device, order, dtype=params[0].dtype):
             logits = model(x)
             # Pseudo-labels from the model's own prediction: no label is needed (EATA).
             F.cross_entropy(logits, logits.argmax(dim=1)).backward()

@@ -15,12 +15,15 @@ import torch
 from torch import nn
 
 
-def to_float_nchw(images: torch.Tensor, device: torch.device | str) -> torch.Tensor:
-    """uint8 [N, H, W, 3] → float [N, 3, H, W] in [0, 1] on ``device`` (``ToTensor``)."""
+def to_float_nchw(
+    images: torch.Tensor, device: torch.device | str, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
+    """uint8 [N, H, W, 3] → float [N, 3, H, W] in [0, 1] on ``device`` (``ToTensor``), in
+    ``dtype`` (the model's: float64 in exactness tests)."""
     assert images.dtype == torch.uint8 and images.dim() == 4 and images.shape[3] == 3, (
         f"source images must be uint8 N×H×W×3, got {images.dtype} {tuple(images.shape)}"
     )
-    return images.to(device).permute(0, 3, 1, 2).float().div_(255.0).contiguous()
+    return images.to(device).permute(0, 3, 1, 2).to(dtype).div_(255.0).contiguous()
 
 
 def iter_batches(
@@ -28,6 +31,7 @@ def iter_batches(
     batch_size: int,
     device: torch.device | str,
     order: torch.Tensor | None = None,
+    dtype: torch.dtype = torch.float32,
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """(indices, float NCHW batch) pairs in ``order`` (default: index order); the last batch
     may be partial, as a DataLoader with ``drop_last=False`` gives. Converts one batch at a
@@ -36,7 +40,7 @@ def iter_batches(
     order = torch.arange(images.shape[0]) if order is None else order
     for start in range(0, order.numel(), batch_size):
         idx = order[start : start + batch_size]
-        yield idx, to_float_nchw(images[idx], device)
+        yield idx, to_float_nchw(images[idx], device, dtype)
 
 
 def model_fingerprint(model: nn.Module) -> str:

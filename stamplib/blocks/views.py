@@ -245,10 +245,12 @@ def _cotta_chunk(x: torch.Tensor, p: _CottaDraws, noise: torch.Tensor, out: torc
     grid = _affine_grid_window(
         p.theta, padded.shape[-2:], h // 2 - halo, w // 2 - halo, h + 2 * halo, w + 2 * halo
     )
+    # The draws are float32 (one random stream for every precision); a no-op cast in float32.
     region = F.grid_sample(
-        padded, grid.expand(n, -1, -1, -1), mode="bilinear", padding_mode="zeros", align_corners=False
+        padded, grid.to(padded.dtype).expand(n, -1, -1, -1), mode="bilinear", padding_mode="zeros",
+        align_corners=False,
     )
-    x = _blur_valid(region, p.k1d.expand(n, -1))
+    x = _blur_valid(region, p.k1d.to(region.dtype).expand(n, -1))
     flipped = p.flip.view(-1).expand(n).nonzero().squeeze(1)  # only these images are copied
     x.index_copy_(0, flipped, x.index_select(0, flipped).flip(-1))
     torch.clamp(x + 0.005 * noise, 0.0, 1.0, out=out)
@@ -267,7 +269,7 @@ def _cotta(
     assert min(h, w) >= 2 * (_BLUR_KERNEL // 2), f"image {h}x{w} too small for the CoTTA transform"
     draws = _CottaDraws.draw(_draws(n, shared), h + 2 * (h // 2), w + 2 * (w // 2), g, x.device)
     noise = torch.randn((n, c, h, w), generator=g, device=x.device)
-    out = torch.empty_like(noise) if out is None else out
+    out = torch.empty((n, c, h, w), dtype=x.dtype, device=x.device) if out is None else out
     chunk = n if x.device.type == "cuda" else _CPU_CHUNK
     for start in range(0, n, chunk):
         stop = min(start + chunk, n)

@@ -63,9 +63,9 @@ def _digits_test(root: Path) -> Pool:
     return bench.test_images, bench.test_labels
 
 
-def _digits_train(root: Path) -> Pool:
+def _digits_train(root: Path, limit: int | None = None) -> Pool:
     bench = load_digits_benchmark()
-    return bench.train_images, bench.train_labels
+    return bench.train_images[:limit], bench.train_labels[:limit]
 
 
 DIGITS_HELDOUT = register_outlier_set(OutlierSet(
@@ -92,11 +92,11 @@ def _cifar_test(name: str):  # -> Callable[[Path], Pool]
 
 
 def _cifar_train(name: str):
-    def load(root: Path) -> Pool:
+    def load(root: Path, limit: int | None = None) -> Pool:
         from stamplib.data import loaders
 
         s = loaders.load_cifar(name, "train", root, download=_auto_download())
-        return s.images, s.labels
+        return s.images[:limit], s.labels[:limit]
 
     return load
 
@@ -181,6 +181,15 @@ def _imagenet_c(root: Path, corruption: str, severity: int) -> Pool:
     return s.images, s.labels
 
 
+def _imagenet_val(root: Path, limit: int | None = None) -> Pool:
+    """ImageNet-C's source data is the ImageNet validation split (baselines.md §5, §9): EATA's
+    Fisher information and OWTTT's source statistics; only the first ``limit`` are decoded."""
+    from stamplib.data.imagenet import load_imagenet_val
+
+    val = load_imagenet_val(root, limit=limit)
+    return val.images, val.labels
+
+
 def _locate_imagenet_c(root: Path) -> tuple[bool, str]:
     n = _corruption_count(root / "ImageNet-C", "{}/5")
     if n:
@@ -203,7 +212,7 @@ def _missing_imagenet_c(root: Path, corruptions: Sequence[str], severity: int) -
 
 
 register_dataset(Dataset(
-    "imagenet_c", classes=1000, setting="imagenet_c", test=None, released=_imagenet_c,
+    "imagenet_c", classes=1000, setting="imagenet_c", test=None, released=_imagenet_c, train=_imagenet_val,
     architecture="resnet50", checkpoint="IMAGENET1K_V1", paper_name="imagenet_c",
     locate=_locate_imagenet_c, missing=_missing_imagenet_c,
 ))
@@ -234,11 +243,11 @@ def _jpeg_test(root: Path) -> Pool:
     return s.images[order], s.labels[order]
 
 
-def _jpeg_train(root: Path) -> Pool:
+def _jpeg_train(root: Path, limit: int | None = None) -> Pool:
     from stamplib.data import loaders
 
     s = loaders.load_image_folder(cifar10_jpeg_folder(root, "train"))
-    return s.images, s.labels
+    return s.images[:limit], s.labels[:limit]
 
 
 def _locate_jpeg(root: Path) -> tuple[bool, str]:

@@ -190,10 +190,11 @@ def dataset_status(data_root: str | os.PathLike | None = None) -> list[tuple[str
     return [(e.name, *e.locate(root)) for e in entries]
 
 
-def source_train(name: str, data_root: str | os.PathLike | None = None) -> Pool:
-    """Clean source training images (uint8 NHWC) and labels of an ID data set (known classes
-    only for the class splits; protocol.md §4.2 (c))."""
+def source_train(name: str, data_root: str | os.PathLike | None = None, limit: int | None = None) -> Pool:
+    """Clean source images (uint8 NHWC) and labels of an ID data set, the first ``limit`` by
+    index (None: all): the training split (known classes only for the class splits; protocol.md
+    §4.2 (c)), or for ImageNet-C the ImageNet validation split (baselines.md §5, §9)."""
     entry = dataset(name)
     if entry.train is None:
         raise ValueError(f"no source training data registered for dataset {name!r}")
-    return entry.train(paths.data_root(data_root))
+    return entry.train(paths.data_root(data_root), limit)

@@ -77,7 +77,7 @@ class Dataset:
     setting: str  # hyperparameter setting of the methods ("" = none: a RunSpec must name one)
     test: Callable[[Path], Pool] | None
     released: Callable[[Path, str, int], Pool] | None = None
-    train: Callable[[Path], Pool] | None = None
+    train: Callable[[Path, int | None], Pool] | None = None  # (root, first N or None = all)
     known: int = 0  # classes the source model predicts; 0 = all of them
     heldout: OutlierSet | None = None
     base: str = ""  # the data set a class split is cut from
@@ -114,6 +114,11 @@ def keep_classes(pool: Pool, known: int, inside: bool) -> Pool:
     return images[mask], labels[mask]
 
 
+def _first(pool: Pool, limit: int | None) -> Pool:
+    images, labels = pool
+    return images[:limit], labels[:limit]
+
+
 def class_split(base: Dataset, known: int, name: str, **fields: object) -> Dataset:
     """Classes 0..known−1 of ``base`` stay ID; the rest become the ``heldout_classes`` outlier
     pool, taken from the same (released or on-the-fly) corrupted images (protocol.md §1, 8:2 /
@@ -135,7 +140,7 @@ def class_split(base: Dataset, known: int, name: str, **fields: object) -> Datas
         base=base.name,
         test=None if test is None else (lambda root: keep_classes(test(root), known, True)),
         released=None if released is None else (lambda root, c, s: keep_classes(released(root, c, s), known, True)),
-        train=None if train is None else (lambda root: keep_classes(train(root), known, True)),
+        train=None if train is None else (lambda root, limit=None: _first(keep_classes(train(root), known, True), limit)),
         heldout=heldout,
         **fields,
     )

@@ -97,9 +97,13 @@ def run(
     dataset = data.dataset(spec.dataset)
     source = models.source_model(spec.dataset, progress=progress).to(device)
     source_data = None
-    if methods.method_class(spec.method).needs_source_data:
-        images, labels = data.source_train(spec.dataset)
-        source_data = methods.SourceData(spec.dataset, images, labels)
+    method_cls = methods.method_class(spec.method)
+    if method_cls.needs_source_data:
+        config = methods.resolve_config(spec.method, spec.hyperparameter_setting(), **dict(spec.overrides))
+        limit = method_cls.source_images_needed(config)
+        images, labels = data.source_train(spec.dataset, limit=limit)
+        name = spec.dataset if limit is None else f"{spec.dataset}[:{limit}]"
+        source_data = methods.SourceData(name, images, labels)
     method = methods.create(
         spec.method, source, dataset.num_classes, setting=spec.hyperparameter_setting(), seed=spec.seed,
         source_data=source_data, **dict(spec.overrides),

@@ -8,6 +8,9 @@ Beside the records, under ``<results>/.grid/``: ``running/<key>.json`` marks a c
 a live job (job id, host, pid, start, deadline) and ``failed/<key>.json`` keeps the last
 failure of a cell that is still missing. :meth:`ResultsStore.status` splits cells into done,
 running and missing from these files; grids and notebooks both ask it.
+
+A record whose stored hyperparameters (``config``) differ from what the spec resolves to today
+is stale — a default changed since it was computed — and counts as absent, so it is recomputed.
 """
 
 from __future__ import annotations
@@ -77,6 +80,14 @@ class CellStatus(NamedTuple):
     running: list[RunSpec]  # claimed by a job that is running
 
 
+def current_config(spec: RunSpec) -> str:
+    """The method's hyperparameters for ``spec`` as the code resolves them now, as the runner
+    records them (``repr`` of the typed config)."""
+    from stamplib import methods
+
+    return repr(methods.resolve_config(spec.method, spec.hyperparameter_setting(), **dict(spec.overrides)))
+
+
 class ResultsStore:
     def __init__(self, root: str | Path | None = None) -> None:
         self.root = Path(root) if root is not None else paths.results_dir()
@@ -89,7 +100,11 @@ class ResultsStore:
         if not path.is_file():
             return None
         record = _read(path)
-        return record if record is not None and record.get("key") == spec.key() else None
+        if record is None or record.get("key") != spec.key():
+            return None
+        if "config" in record and record["config"] != current_config(spec):
+            return None  # computed under other defaults
+        return record
 
     def put(self, record: dict[str, Any]) -> Path:
         spec = RunSpec.from_dict(record["spec"])

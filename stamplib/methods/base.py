@@ -4,7 +4,9 @@ A method wraps a source model and is driven batch by batch: ``step(x)`` returns 
 prediction and the OOD score for ``x`` and adapts the model as the method prescribes.
 ``reset()`` brings back the bit-identical initial state (weights, optimiser, memories,
 schedulers and the method's own random generators), as the protocol does before every
-corruption (protocol.md §1.2).
+corruption (protocol.md §1.2) — except where the authors' code keeps some state, which each such
+method documents with the switch that clears it (SAR and SoTTA: the base optimiser's state
+inside SAM; EATA: the moving probability vector).
 
 Hyperparameters live in one frozen dataclass per method, with one instance per
 *hyperparameter setting* (the five settings of baselines.md §0.1). ``create`` takes the
@@ -84,6 +86,12 @@ class TTAMethod:
     #: (tests/methods/test_contract.py) can check everything else bit for bit.
     exact_reset: ClassVar[dict[str, Any]] = {}
 
+    @classmethod
+    def source_images_needed(cls, config: Any) -> int | None:
+        """How many source images, the first N by index, the method reads (None: all), so that
+        the caller need not load 50,000 ImageNet images for EATA's 2,000."""
+        return None
+
     def __init__(
         self,
         model: nn.Module,
@@ -142,7 +150,8 @@ class TTAMethod:
         }
 
     def reset(self) -> None:
-        """Restore the bit-identical initial state."""
+        """Restore the initial state: bit-identical, except where a method keeps some state across
+        resets as its authors' code does (SAM's base optimiser, EATA's moving probabilities)."""
         self.model.load_state_dict(self._initial["model"])
         if self.optimizer is not None:
             self.optimizer.load_state_dict(copy.deepcopy(self._initial["optimizer"]))

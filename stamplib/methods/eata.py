@@ -56,6 +56,10 @@ class EATA(TTAMethod):
     needs_source_data = True
     exact_reset = {"reset_moving_probs": True}
 
+    @classmethod
+    def source_images_needed(cls, config: EATAConfig) -> int | None:
+        return config.fisher_samples
+
     def setup(self) -> None:
         cfg = self.config
         fingerprint = model_fingerprint(self.model)

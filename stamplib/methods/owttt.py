@@ -16,6 +16,11 @@ of the clean source training set (the *prototypes*), with temperature δ = 0.1. 
    once the pool existed at step 1; SGD (momentum 0.9) over *all* network parameters;
 5. a fresh eval-mode forward gives the prediction softmax(cos_src/δ) and the score.
 
+λ as the authors ran it (§9 "Correction"): 1 in every setting. ``setup_owttt`` never passes the
+run script's DA_SCALE (5/1/1/1/0.2 for C10/C100/IN/C10s/C100s) to the method, whose default
+is 1. ``da_scale_as_intended=True`` uses the intended per-setting value (``intended_da_scale``);
+``da_scale`` sets λ directly.
+
 OOD score (§0.2): the authors return max cos_src (ID-positive) from the forward *after* the
 update; here ``ood_score = −max cos_src`` (= os − 1, higher = outlier, same ranking as os).
 ``score_after_update=False`` takes prediction and score from step 1 instead (before the step).
@@ -46,7 +51,12 @@ from stamplib.methods.base import TTAMethod, TTAOutput, register
 @dataclass(frozen=True)
 class OWTTTConfig:
     lr: float
-    da_scale: float  # λ, weight of the distribution-alignment loss (DA_SCALE)
+    #: λ, weight of the distribution-alignment loss, as run: 1 everywhere (§9 "Correction").
+    da_scale: float = 1.0
+    #: The run script's DA_SCALE for this setting, which never reached the authors' method.
+    intended_da_scale: float = 1.0
+    #: True: λ = ``intended_da_scale`` (the corrected reading) instead of ``da_scale``.
+    da_scale_as_intended: bool = False
     ce_scale: float = 1.0  # weight of the prototype-clustering cross-entropy
     delta: float = 0.1  # temperature of the cosine logits
     queue_length: int = 512  # N_m, outlier scores kept for τ₁
@@ -65,8 +75,19 @@ class OWTTTConfig:
 
     def __post_init__(self) -> None:
         assert self.lr > 0 and self.da_scale >= 0 and self.ce_scale >= 0 and self.delta > 0
+        assert self.intended_da_scale >= 0
+        if self.da_scale_as_intended and self.da_scale != 1.0:
+            raise ValueError(
+                f"OWTTT: da_scale={self.da_scale} and da_scale_as_intended=True both set λ; "
+                "set da_scale for a value of your own, or da_scale_as_intended for the run script's"
+            )
         assert self.queue_length >= 1 and self.max_prototypes >= 1 and self.ema_length >= 1
         assert self.source_mean in ("prototypes", "features"), self.source_mean
+
+    @property
+    def effective_da_scale(self) -> float:
+        """The λ the method uses."""
+        return self.intended_da_scale if self.da_scale_as_intended else self.da_scale
 
 
 def feature_encoder(model: nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -113,11 +134,11 @@ class OWTTTSourceStats:
 class OWTTT(TTAMethod):
     config_cls = OWTTTConfig
     configs = {
-        "cifar10_c": OWTTTConfig(lr=1e-3, da_scale=5.0),
-        "cifar100_c": OWTTTConfig(lr=1e-5, da_scale=1.0),
-        "imagenet_c": OWTTTConfig(lr=2.5e-5, da_scale=1.0),
-        "cifar10_c_8_2": OWTTTConfig(lr=1e-3, da_scale=1.0),
-        "cifar100_c_80_20": OWTTTConfig(lr=1e-5, da_scale=0.2),
+        "cifar10_c": OWTTTConfig(lr=1e-3, intended_da_scale=5.0),
+        "cifar100_c": OWTTTConfig(lr=1e-5, intended_da_scale=1.0),
+        "imagenet_c": OWTTTConfig(lr=2.5e-5, intended_da_scale=1.0),
+        "cifar10_c_8_2": OWTTTConfig(lr=1e-3, intended_da_scale=1.0),
+        "cifar100_c_80_20": OWTTTConfig(lr=1e-5, intended_da_scale=0.2),
     }
     needs_source_data = True
     score_basis = "features"
@@ -130,7 +151,8 @@ class OWTTT(TTAMethod):
         stats: OWTTTSourceStats = self.source_statistic(key, self._compute_source_stats)
         self.prototypes = stats.prototypes
         self.feature_dim = stats.prototypes.shape[1]
-        template = torch.eye(self.feature_dim, device=self.device) * (
+        self.dtype = stats.prototypes.dtype  # the model's (float64 in exactness tests)
+        template = torch.eye(self.feature_dim, device=self.device, dtype=self.dtype) * (
             stats.cov.max() / cfg.template_divisor
         )
         self.template = template
@@ -143,11 +165,12 @@ class OWTTT(TTAMethod):
     def _compute_source_stats(self) -> OWTTTSourceStats:
         data = self.source_data
         labels = data.labels.to(self.device)
+        dtype = next(self.model.parameters()).dtype
         assert labels.min() >= 0 and labels.max() < self.num_classes, "source labels outside [0, C)"
         feats = torch.cat(
             [
                 self.encode(x)
-                for _, x in iter_batches(data.images, self.config.source_batch_size, self.device)
+                for _, x in iter_batches(data.images, self.config.source_batch_size, self.device, dtype=dtype)
             ]
         )
         means = []
@@ -162,10 +185,10 @@ class OWTTT(TTAMethod):
 
     def reset_buffers(self) -> None:
         d = self.feature_dim
-        self.pool = torch.zeros(0, d, device=self.device)
+        self.pool = torch.zeros(0, d, device=self.device, dtype=self.dtype)
         self.os_queue: deque[float] = deque(maxlen=self.config.queue_length)
-        self.ema_mean = torch.zeros(d, device=self.device)
-        self.ema_cov = torch.zeros(d, d, device=self.device)
+        self.ema_mean = torch.zeros(d, device=self.device, dtype=self.dtype)
+        self.ema_cov = torch.zeros(d, d, device=self.device, dtype=self.dtype)
         self.ema_count = 0
         self.num_updates = 0
 
@@ -258,7 +281,7 @@ class OWTTT(TTAMethod):
             if seen.any():
                 self.model.train()
                 da = self.alignment_loss(self.encode(x))
-                terms.append(cfg.da_scale * cfg.da_loss_scale * da)
+                terms.append(cfg.effective_da_scale * cfg.da_loss_scale * da)
             if had_pool:
                 if seen.any() and unseen.any():
                     seen, unseen = self.confident_split(os_src, seen, unseen)

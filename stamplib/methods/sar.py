@@ -9,6 +9,15 @@ Prediction and score come from the first (unperturbed) forward, before the updat
 
 Empty selections are not special-cased, as in the authors' code: the mean over an empty set
 is NaN but back-propagates zero gradients, so SGD's momentum still moves the parameters.
+
+Authors' behaviour kept by default, each with a switch for the corrected one:
+
+* The collapse reset does *not* clear the EMA (§6 step 5, "Correction"): the authors' ``reset()``
+  sets it to None and the next line puts the low value back, so the model is reset after every
+  batch until 0.9·ema + 0.1·loss₂ rises above e₀. ``clear_ema_on_reset=True`` clears it. The
+  per-corruption ``reset()`` always clears it, as the authors' does.
+* Restoring the optimiser (collapse reset and per-corruption reset) keeps SGD's momentum
+  buffers (§0 "SAM optimiser state"); ``reset_base_optimizer_state=True`` clears them.
 """
 
 from __future__ import annotations
@@ -21,18 +30,20 @@ import torch
 
 from stamplib.blocks.bn import freeze_all_but, norm_affine_parameters, use_batch_statistics
 from stamplib.blocks.entropy import logit_entropy
-from stamplib.blocks.sam import SAM
+from stamplib.blocks.sam import SAM, SAMStateSwitch
 from stamplib.methods.base import TTAMethod, TTAOutput, register
 
 
 @dataclass(frozen=True)
-class SARConfig:
+class SARConfig(SAMStateSwitch):
     lr: float
     reset_constant: float  # e₀: model reset when the EMA of loss₂ drops below it
     e_margin_coef: float = 0.4  # E₀ = coef·ln C
     rho: float = 0.05
     momentum: float = 0.9
     ema_momentum: float = 0.9  # ema ← 0.9·ema + 0.1·loss₂
+    #: False (authors' code, §6 step 5): the EMA survives the collapse reset; True: cleared.
+    clear_ema_on_reset: bool = False
 
     def __post_init__(self) -> None:
         assert self.lr > 0 and self.reset_constant >= 0 and self.rho >= 0
@@ -41,6 +52,8 @@ class SARConfig:
 @register("sar")
 class SAR(TTAMethod):
     config_cls = SARConfig
+    # The authors' SAM keeps the base optimiser's state across resets (baselines.md §0).
+    exact_reset = {"reset_base_optimizer_state": True}
     configs = {
         "cifar10_c": SARConfig(lr=5e-3, reset_constant=0.3),
         "cifar100_c": SARConfig(lr=5e-3, reset_constant=0.2),
@@ -62,6 +75,7 @@ class SAR(TTAMethod):
             momentum=cfg.momentum,
             dampening=0.0,
             weight_decay=0.0,
+            reset_base_optimizer_state=cfg.reset_base_optimizer_state,
         )
         self.e_margin = cfg.e_margin_coef * math.log(self.num_classes)
 
@@ -70,11 +84,12 @@ class SAR(TTAMethod):
         self.num_model_resets = 0
 
     def _reset_model(self) -> None:
-        """SAR's own collapse reset: model and optimiser back to the source state, EMA cleared
-        (the method's counters and generators are not part of it)."""
+        """SAR's own collapse reset: model and optimiser back to the source state (the EMA only
+        with ``clear_ema_on_reset``; the method's counters and generators are not part of it)."""
         self.model.load_state_dict(self._initial["model"])
         self.optimizer.load_state_dict(copy.deepcopy(self._initial["optimizer"]))
-        self.ema = None
+        if self.config.clear_ema_on_reset:
+            self.ema = None
         self.num_model_resets += 1
 
     def select(self, entropy: torch.Tensor) -> torch.Tensor:

@@ -13,6 +13,8 @@ Authors' quirks kept by default:
   default OOD score is H(softmax(p)) (§0.2) — ``score="entropy"`` gives the entropy H(p) of
   the prediction itself.
 * An empty memory would crash the authors' code; here it skips the update (§8).
+* ``reset()`` restores the model and SAM's own state but keeps Adam's moments and step counts
+  (§0 "SAM optimiser state"); ``reset_base_optimizer_state=True`` clears them as well.
 """
 
 from __future__ import annotations
@@ -26,14 +28,14 @@ from torch import nn
 from stamplib.blocks.bn import freeze_all_but, norm_affine_parameters
 from stamplib.blocks.entropy import entropy_terms, exact_prob_entropy, logit_entropy
 from stamplib.blocks.hus import HUSMemory
-from stamplib.blocks.sam import SAM
+from stamplib.blocks.sam import SAM, SAMStateSwitch
 from stamplib.methods.base import TTAMethod, TTAOutput, register
 
 SoTTAScore = Literal["softmax_of_probs", "entropy"]
 
 
 @dataclass(frozen=True)
-class SoTTAConfig:
+class SoTTAConfig(SAMStateSwitch):
     lr: float
     threshold: float  # C₀: confidence needed to enter the memory
     capacity: int = 64
@@ -51,6 +53,8 @@ class SoTTAConfig:
 @register("sotta")
 class SoTTA(TTAMethod):
     config_cls = SoTTAConfig
+    # The authors' SAM keeps the base optimiser's state across resets (baselines.md §0).
+    exact_reset = {"reset_base_optimizer_state": True}
     configs = {
         "cifar10_c": SoTTAConfig(lr=1e-4, threshold=0.9),
         "cifar100_c": SoTTAConfig(lr=1e-4, threshold=0.5),
@@ -69,7 +73,8 @@ class SoTTA(TTAMethod):
         freeze_all_but(self.model, params)
         self.model.eval()
         self.optimizer = SAM(
-            params, torch.optim.Adam, rho=cfg.rho, lr=cfg.lr, betas=(0.9, 0.999), weight_decay=0.0
+            params, torch.optim.Adam, rho=cfg.rho, lr=cfg.lr, betas=(0.9, 0.999), weight_decay=0.0,
+            reset_base_optimizer_state=cfg.reset_base_optimizer_state,
         )
         self.memory = HUSMemory(
             self.num_classes, cfg.capacity, cfg.threshold, generator=self.cpu_generator

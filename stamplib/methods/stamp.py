@@ -229,10 +229,11 @@ class Stamp(TTAMethod):
         return torch.cat(parts)
 
     def _forward(self, model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
-        """fp32 logits of ``model`` on ``x`` in the configured memory format and precision."""
+        """Logits of ``model`` on ``x`` in the configured memory format, in ``x``'s precision
+        (bf16 autocast computes in bfloat16 and hands back float32 for float32 inputs)."""
         x = x.contiguous(memory_format=self.memory_format)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.autocast):
-            return model(x).float()
+            return model(x).to(x.dtype)
 
     # -- adaptation ---------------------------------------------------------------------------------
     def loss(self, logits: torch.Tensor, scale: int) -> torch.Tensor:

@@ -28,7 +28,9 @@ def test_ema_update_formula_parameters_only() -> None:
     buffers_before = {k: v.clone() for k, v in teacher.named_buffers()}
     ema_update(teacher, student, 0.9)
     for t, t0, s0 in zip(teacher.parameters(), before_t, before_s):
-        torch.testing.assert_close(t, 0.9 * t0 + 0.1 * s0, rtol=0, atol=1e-7)
+        # A few float32 roundings of the two terms and their sum, however the kernel fuses them.
+        rounding = 4 * torch.finfo(torch.float32).eps * (0.9 * t0.abs() + 0.1 * s0.abs())
+        assert ((t - (0.9 * t0 + 0.1 * s0)).abs() <= rounding).all()
     for k, v in teacher.named_buffers():
         assert torch.equal(v, buffers_before[k]), f"buffer {k} must not be averaged"
     assert all(torch.equal(s, s0) for s, s0 in zip(student.parameters(), before_s))

@@ -20,11 +20,10 @@ def source_bn(channels: int = 3) -> nn.BatchNorm2d:
 
 
 def test_robust_bn_train_mode_updates_then_normalises_with_updated_stats() -> None:
-    bn = source_bn()
+    bn = source_bn().double()
     rbn = RobustBN2d(bn, momentum=0.05).train()
-    x = torch.randn(5, 3, 4, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64).float()
-    # Hand computation in float64.
-    xd = x.double()
+    x = torch.randn(5, 3, 4, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    xd = x
     mu_b = xd.mean(dim=(0, 2, 3))
     var_b = ((xd - mu_b.view(1, -1, 1, 1)) ** 2).mean(dim=(0, 2, 3))  # biased
     mu = 0.95 * bn.running_mean.double() + 0.05 * mu_b
@@ -32,28 +31,29 @@ def test_robust_bn_train_mode_updates_then_normalises_with_updated_stats() -> No
     expected = (xd - mu.view(1, -1, 1, 1)) / torch.sqrt(var.view(1, -1, 1, 1) + 1e-3)
     expected = expected * bn.weight.double().view(1, -1, 1, 1) + bn.bias.double().view(1, -1, 1, 1)
     out = rbn(x)
-    torch.testing.assert_close(out.double(), expected, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(rbn.running_mean.double(), mu, rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(rbn.running_var.double(), var, rtol=1e-6, atol=1e-6)
+    assert out.dtype == torch.float64
+    torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(rbn.running_mean, mu, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(rbn.running_var, var, rtol=1e-12, atol=1e-12)
     # Differs from plain batch-statistics BN and from source-statistics BN.
     assert not torch.allclose(out, nn.functional.batch_norm(x, None, None, bn.weight, bn.bias, True, 0.0, 1e-3), atol=1e-3)
     assert not torch.allclose(out, bn.eval()(x), atol=1e-3)
     # A second train forward starts from the updated statistics.
     rbn(x)
-    torch.testing.assert_close(rbn.running_mean.double(), 0.95 * mu + 0.05 * mu_b, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(rbn.running_mean, 0.95 * mu + 0.05 * mu_b, rtol=1e-12, atol=1e-12)
 
 
 def test_robust_bn_eval_mode_uses_stored_stats_and_keeps_them() -> None:
-    bn = source_bn()
+    bn = source_bn().double()
     rbn = RobustBN2d(bn).eval()
-    x = torch.randn(4, 3, 4, 4, generator=torch.Generator().manual_seed(2))
-    torch.testing.assert_close(rbn(x), bn.eval()(x), rtol=1e-6, atol=1e-6)
+    x = torch.randn(4, 3, 4, 4, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    torch.testing.assert_close(rbn(x), bn.eval()(x), rtol=1e-12, atol=1e-12)
     assert torch.equal(rbn.running_mean, bn.running_mean) and torch.equal(rbn.running_var, bn.running_var)
 
 
 def test_robust_bn_gradient_flows_through_the_batch_part_of_the_statistics() -> None:
-    rbn = RobustBN2d(source_bn(), momentum=0.5).train()
-    x = torch.randn(4, 3, 4, 4, generator=torch.Generator().manual_seed(3), requires_grad=True)
+    rbn = RobustBN2d(source_bn().double(), momentum=0.5).train()
+    x = torch.randn(4, 3, 4, 4, generator=torch.Generator().manual_seed(3), dtype=torch.float64, requires_grad=True)
     stored_mean, stored_var = rbn.running_mean.clone(), rbn.running_var.clone()
     (rbn(x) ** 2).sum().backward()
     x2 = x.detach().clone().requires_grad_(True)
@@ -62,7 +62,7 @@ def test_robust_bn_gradient_flows_through_the_batch_part_of_the_statistics() -> 
     var = 0.5 * stored_var + 0.5 * var_b
     ref = (x2 - mu.view(1, -1, 1, 1)) / torch.sqrt(var.view(1, -1, 1, 1) + rbn.eps)
     ((ref * rbn.weight.detach().view(1, -1, 1, 1) + rbn.bias.detach().view(1, -1, 1, 1)) ** 2).sum().backward()
-    torch.testing.assert_close(x.grad, x2.grad, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(x.grad, x2.grad, rtol=1e-10, atol=1e-12)
     assert not rbn.running_mean.requires_grad and rbn.weight.grad is not None
 
 

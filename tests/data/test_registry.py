@@ -34,7 +34,7 @@ def toy_dataset(tmp_path: Path):
 
     weights = tmp_path / "toy-source.pt"
     torch.save(models.create("resnet_cifar_tiny", 4).state_dict(), weights)
-    full = data.Dataset("toy_full", classes=5, setting="cifar10_c", test=load_test, train=lambda root: train)
+    full = data.Dataset("toy_full", classes=5, setting="cifar10_c", test=load_test, train=lambda root, limit=None: train)
     entry = data.class_split(full, 4, "toy", architecture="resnet_cifar_tiny", checkpoint=str(weights),
                              paper_name="cifar10_c_8_2")
     data.register_dataset(entry)

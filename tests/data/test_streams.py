@@ -182,7 +182,7 @@ def test_source_train_known_classes_only(tmp_path: Path) -> None:
     assert x.shape == (40, 32, 32, 3) and y.max() == 7 and len(y) == 40
     x, y = data.source_train("cifar10", data_root=tmp_path)
     assert len(y) == 50
-    with pytest.raises(ValueError):
+    with pytest.raises(FileNotFoundError, match="ImageNet/val"):  # ImageNet-C's source: the val split
         data.source_train("imagenet_c", data_root=tmp_path)
 
 

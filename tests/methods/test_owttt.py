@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from stamplib import methods, models
 from stamplib.methods.owttt import OWTTT, feature_encoder
-from tests.support import calibrated_net, source_images
+from tests.support import assert_same, calibrated_net, source_images
 
 C = 4
 
@@ -194,3 +194,36 @@ def test_score_before_the_update_switch(base_model):
     assert torch.allclose(out.probs, torch.softmax(cos / 0.1, 1), atol=1e-5)
 
 
+# -- λ as the authors ran it (baselines.md §9 "Correction") -----------------------------------------
+INTENDED_LAMBDA = {"cifar10_c": 5.0, "cifar100_c": 1.0, "imagenet_c": 1.0, "cifar10_c_8_2": 1.0,
+                   "cifar100_c_80_20": 0.2}
+
+
+def _adapted_after_one_step(base_model, **overrides) -> list[torch.Tensor]:
+    m = make(base_model, **overrides)
+    m.step(batch(3))
+    assert m.num_updates == 1 and m.ema_count > 0  # the alignment term was part of the step
+    return [p.detach().clone() for p in m.model.parameters()]
+
+
+def test_lambda_is_one_in_every_setting(base_model):
+    # The default step (CIFAR10-C setting) weights the alignment loss exactly as λ = 1 does.
+    default = _adapted_after_one_step(base_model)
+    assert_same(default, _adapted_after_one_step(base_model, da_scale=1.0))
+    five = _adapted_after_one_step(base_model, da_scale=5.0)
+    assert any(not torch.equal(a, b) for a, b in zip(default, five))
+    for setting in methods.SETTINGS:
+        config = methods.resolve_config("owttt", setting)
+        assert config.da_scale == 1.0 and config.effective_da_scale == 1.0, setting
+
+
+def test_intended_lambda_switch(base_model):
+    for setting, value in INTENDED_LAMBDA.items():
+        config = methods.resolve_config("owttt", setting, da_scale_as_intended=True)
+        assert config.effective_da_scale == value, setting
+    assert_same(
+        _adapted_after_one_step(base_model, da_scale_as_intended=True),
+        _adapted_after_one_step(base_model, da_scale=5.0),
+    )
+    with pytest.raises(ValueError, match="da_scale"):
+        methods.resolve_config("owttt", "cifar10_c", da_scale=2.0, da_scale_as_intended=True)

@@ -12,7 +12,7 @@ import torch
 from stamplib import methods, models
 from stamplib.blocks.bn import norm_affine_parameters
 from stamplib.blocks.entropy import logit_entropy
-from tests.support import assert_same
+from tests.support import assert_same, method_state
 
 C = 4
 
@@ -103,9 +103,17 @@ def test_reset_trigger_restores_source_model_and_optimizer(base_model):
     fresh = methods.create("sar", base_model, C)
     m = methods.create("sar", base_model, C, reset_constant=100.0, e_margin_coef=2.0)
     m.step(batch(4))
-    assert m.num_model_resets == 1 and m.ema is None
+    assert m.num_model_resets == 1 and m.ema is not None  # the authors keep the EMA
     assert_same(m.model.state_dict(), fresh.model.state_dict())
-    assert_same(m.optimizer.state_dict(), fresh.optimizer.state_dict())
+    assert_same(m.optimizer.state_dict()["sam"], fresh.optimizer.state_dict()["sam"])
+    corrected = methods.create(
+        "sar", base_model, C, reset_constant=100.0, e_margin_coef=2.0,
+        clear_ema_on_reset=True, reset_base_optimizer_state=True,
+    )
+    corrected.step(batch(4))
+    assert corrected.num_model_resets == 1 and corrected.ema is None
+    assert_same(corrected.model.state_dict(), fresh.model.state_dict())
+    assert_same(corrected.optimizer.state_dict(), fresh.optimizer.state_dict())
 
     never = methods.create("sar", base_model, C, reset_constant=0.0, e_margin_coef=2.0)
     never.step(batch(4))
@@ -114,6 +122,22 @@ def test_reset_trigger_restores_source_model_and_optimizer(base_model):
         not torch.equal(a, b)
         for a, b in zip(never.adapted_parameters(), fresh.adapted_parameters())
     )
+
+
+def test_reset_clears_the_ema_and_with_the_switch_is_bit_identical(base_model):
+    """``reset()`` clears the EMA (the authors' ``reset`` does); with the base optimiser's state
+    cleared too it restores the bit-identical initial state (the momentum case is tested above)."""
+    options = dict(reset_constant=0.0, e_margin_coef=2.0, reset_base_optimizer_state=True)
+    fresh = methods.create("sar", base_model, C, **options)
+    m = methods.create("sar", base_model, C, **options)
+    for s in range(3):
+        m.step(batch(s))
+    assert m.ema is not None
+    m.reset()
+    assert m.ema is None
+    assert_same(method_state(m), method_state(fresh))
+    assert_same(m.step(batch(7)).probs, fresh.step(batch(7)).probs)
+    assert_same(method_state(m), method_state(fresh))
 
 
 def test_score_is_the_entropy_of_the_pre_update_prediction(base_model):
@@ -126,3 +150,79 @@ def test_score_is_the_entropy_of_the_pre_update_prediction(base_model):
     assert torch.allclose(out.ood_score, -(out.probs * out.probs.log()).sum(1), atol=1e-5)
 
 
+# -- the authors' behaviour after a reset (baselines.md §6 step 5 "Correction", §0 "SAM optimiser state")
+def _loss2_on_source(base_model, seed: int) -> float:
+    """loss₂ of one step from the source state: the first EMA value of a fresh method."""
+    m = methods.create("sar", base_model, C, reset_constant=0.0, e_margin_coef=2.0)
+    m.step(batch(seed))
+    return m.ema
+
+
+def test_collapse_reset_keeps_the_ema_so_the_next_batch_resets_again(base_model):
+    losses = {s: _loss2_on_source(base_model, s) for s in range(8)}
+    low, high = min(losses, key=losses.get), max(losses, key=losses.get)
+    l_low, l_high = losses[low], losses[high]
+    assert l_high - l_low > 1e-3  # the premise: two batches with clearly different loss₂
+    # e₀ above the low loss and above 0.9·low + 0.1·high, below the high loss
+    e0 = 0.5 * ((0.9 * l_low + 0.1 * l_high) + l_high)
+
+    authors = methods.create("sar", base_model, C, reset_constant=e0, e_margin_coef=2.0)
+    authors.step(batch(low))
+    assert authors.num_model_resets == 1 and authors.ema == pytest.approx(l_low, rel=1e-6)
+    # After the reset the model is the source again, so loss₂ of the next batch is l_high, and
+    # the kept EMA 0.9·l_low + 0.1·l_high is still below e₀: the model is reset once more.
+    authors.step(batch(high))
+    assert authors.num_model_resets == 2
+    assert authors.ema == pytest.approx(0.9 * l_low + 0.1 * l_high, rel=1e-6)
+
+    cleared = methods.create(
+        "sar", base_model, C, reset_constant=e0, e_margin_coef=2.0, clear_ema_on_reset=True
+    )
+    cleared.step(batch(low))
+    assert cleared.num_model_resets == 1 and cleared.ema is None
+    cleared.step(batch(high))  # a fresh EMA = l_high > e₀: no second reset
+    assert cleared.num_model_resets == 1 and cleared.ema == pytest.approx(l_high, rel=1e-6)
+
+
+def _momentum(m: methods.TTAMethod) -> list[torch.Tensor]:
+    state = m.optimizer.base_optimizer.state
+    return [state[p]["momentum_buffer"].clone() for p in m.adapted_parameters() if "momentum_buffer" in state[p]]
+
+
+def test_sgd_momentum_survives_the_per_corruption_reset(base_model):
+    fresh = methods.create("sar", base_model, C, reset_constant=0.0, e_margin_coef=2.0)
+    m = methods.create("sar", base_model, C, reset_constant=0.0, e_margin_coef=2.0)
+    for s in range(3):
+        m.step(batch(s))
+    before = _momentum(m)
+    assert len(before) == len(m.adapted_parameters()) and any(b.abs().sum() > 0 for b in before)
+    m.reset()
+    assert_same(m.model.state_dict(), fresh.model.state_dict())  # the weights are the source's
+    assert_same(_momentum(m), before)  # the base optimiser's momentum is not
+    m.step(batch(7))
+    fresh.step(batch(7))
+    assert any(not torch.equal(a, b) for a, b in zip(m.adapted_parameters(), fresh.adapted_parameters()))
+
+
+def test_sgd_momentum_survives_the_collapse_reset(base_model):
+    m = methods.create("sar", base_model, C, reset_constant=100.0, e_margin_coef=2.0)
+    m.step(batch(4))
+    assert m.num_model_resets == 1
+    buffers = _momentum(m)
+    assert len(buffers) == len(m.adapted_parameters()) and any(b.abs().sum() > 0 for b in buffers)
+
+    cleared = methods.create(
+        "sar", base_model, C, reset_constant=100.0, e_margin_coef=2.0, reset_base_optimizer_state=True
+    )
+    cleared.step(batch(4))
+    assert cleared.num_model_resets == 1 and _momentum(cleared) == []
+
+
+def test_corrections_work_as_run_spec_overrides():
+    from stamplib.evaluation.spec import RunSpec
+
+    spec = RunSpec.make("sar", overrides={"clear_ema_on_reset": True, "reset_base_optimizer_state": True})
+    config = methods.resolve_config("sar", spec.hyperparameter_setting(), **dict(spec.overrides))
+    assert config.clear_ema_on_reset and config.reset_base_optimizer_state
+    defaults = methods.resolve_config("sar", "cifar10_c")
+    assert not defaults.clear_ema_on_reset and not defaults.reset_base_optimizer_state

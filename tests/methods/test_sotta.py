@@ -9,7 +9,7 @@ import torch
 from stamplib import methods, models
 from stamplib.blocks.bn import norm_affine_parameters
 from stamplib.blocks.entropy import logit_entropy
-from tests.support import assert_same
+from tests.support import assert_same, method_state
 
 C = 4
 
@@ -93,3 +93,50 @@ def test_score_quirk_and_corrected_score(base_model):
     assert logit_entropy(sure) < logit_entropy(unsure)  # same ranking direction: higher = outlier
 
 
+
+
+def test_reset_with_the_base_optimizer_switch_is_bit_identical(base_model):
+    options = dict(threshold=0.0, capacity=20, reset_base_optimizer_state=True)
+    m = methods.create("sotta", base_model, C, **options)
+    fresh = methods.create("sotta", base_model, C, **options)
+    for s in range(3):
+        m.step(batch(s))
+    assert m.num_updates == 3 and len(m.memory) == 20
+    m.reset()
+    assert_same(method_state(m), method_state(fresh))
+    assert_same(m.step(batch(5)).probs, fresh.step(batch(5)).probs)
+    assert_same(method_state(m), method_state(fresh))
+
+
+
+# -- the authors' SAM keeps its base optimiser's state across resets (baselines.md §0) ----------------
+def _adam_state(m: methods.TTAMethod) -> list[dict]:
+    state = m.optimizer.base_optimizer.state
+    return [{k: v.clone() for k, v in state[p].items()} for p in m.adapted_parameters() if state[p]]
+
+
+def test_adam_moments_and_step_counts_survive_reset(base_model):
+    m = methods.create("sotta", base_model, C, threshold=0.0, capacity=20)
+    fresh = methods.create("sotta", base_model, C, threshold=0.0, capacity=20)
+    for s in range(3):
+        m.step(batch(s))
+    moments = _adam_state(m)
+    assert len(moments) == len(m.adapted_parameters())
+    assert all(int(s["step"]) == 3 and s["exp_avg_sq"].abs().sum() > 0 for s in moments)
+    m.reset()
+    assert_same(m.model.state_dict(), fresh.model.state_dict())  # the weights are the source's
+    assert len(m.memory) == 0 and m.num_updates == 0
+    assert_same(_adam_state(m), moments)  # Adam's moments and step counts are not
+    m.step(batch(5))
+    fresh.step(batch(5))
+    assert all(int(s["step"]) == 4 for s in _adam_state(m))
+    assert any(not torch.equal(a, b) for a, b in zip(m.adapted_parameters(), fresh.adapted_parameters()))
+
+
+def test_reset_base_optimizer_state_switch_clears_adam(base_model):
+    m = methods.create("sotta", base_model, C, threshold=0.0, capacity=20, reset_base_optimizer_state=True)
+    for s in range(2):
+        m.step(batch(s))
+    assert _adam_state(m)
+    m.reset()
+    assert _adam_state(m) == []
