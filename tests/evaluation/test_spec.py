@@ -28,7 +28,7 @@ def test_runspec_validates_and_hashes_stably():
         (dict(dataset="mnist"), r"unknown dataset 'mnist'; choose one of .*digits"),
         (dict(outliers="cifar"), r"unknown outlier set 'cifar'; choose one of .*svhn.*none"),
         (dict(dataset="cifar10_c", outliers="heldout_classes"), r"needs a class-split dataset \(.*cifar10_c_8_2"),
-        (dict(corruptions=("gaussian_noise", "fogg")), r"unknown corruption\(s\) \['fogg'\]; valid: .*contrast"),
+        (dict(corruptions=("gaussian_noise", "fogg")), r"unknown corruption\(s\) 'fogg'; choose from .*contrast"),
         (dict(severity=0), r"severity must be an integer from 1 to 5"),
         (dict(outlier_ratio=-0.1), r"must be in \[0, 1\)"),
         (dict(outlier_ratio=float("nan")), r"must be in \[0, 1\)"),

@@ -45,7 +45,7 @@ def test_cli_run_and_doctor(tmp_path):
     [
         (["--method", "tent", "--dataset", "mnist"], "unknown dataset 'mnist'; choose one of"),
         (["--method", "tent", "--outliers", "cifar"], "unknown outlier set 'cifar'; choose one of"),
-        (["--method", "tent", "--corruptions", "gaussian_noise,fogg"], "unknown corruption(s) ['fogg']; valid:"),
+        (["--method", "tent", "--corruptions", "gaussian_noise,fogg"], "unknown corruption(s) 'fogg'; choose from"),
         (["--method", "tent", "--severity", "6"], "severity must be an integer from 1 to 5"),
         (["--method", "tent", "--ratio", "1.0"], "must be in [0, 1)"),
         (["--method", "tent", "--seed", "-1"], "seed must be a non-negative integer"),
