@@ -95,10 +95,12 @@ def test_killed_grid_resumes_without_recomputing_or_trusting_partial_files(
     proc = subprocess.Popen([sys.executable, "-c", _GRID, "0.5"], env=env, cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 180
+        # Wait for the event (a first record), however loaded the machine is; the ceiling only
+        # keeps a hung grid from hanging the test run, it is not the property under test.
+        hang_guard = time.monotonic() + 1800
         while not _records_on_disk(results):
             assert proc.poll() is None, f"the grid died: {proc.stderr.read().decode()[-2000:]}"
-            assert time.monotonic() < deadline, "no record after 180 s"
+            assert time.monotonic() < hang_guard, "no record after 30 min: the grid hangs"
             time.sleep(0.02)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
