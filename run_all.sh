@@ -9,10 +9,14 @@
 # notebooks then only read the results store. Grid options, passed through: --partition P,
 # --gpus-per-job N, --cpus-per-task N, --time-min M, --mem-gb G, --array-parallelism N,
 # --cells-per-job N (see python -m stamplib grid --help).
+# Then the reference run on real images is rendered from its committed records
+# (results/reference: figures/*_real.*, no data or checkpoint needed). --recompute instead
+# recomputes those records (needs shared/data and both JPEG source models) and reports every
+# record that differs from the committed one; --no-reference skips the reference tables.
 # Exits non-zero if any notebook fails, naming the notebook and the cell.
 set -euo pipefail
 cd "$(dirname "$0")"
-profile=quick; data_root=""; device=cpu; only=(); executor=""; jobs=""; grid_opts=()
+profile=quick; data_root=""; device=cpu; only=(); executor=""; jobs=""; grid_opts=(); reference=render
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --profile) profile="$2"; shift 2 ;;
@@ -23,7 +27,9 @@ while [[ $# -gt 0 ]]; do
         --jobs) jobs="$2"; shift 2 ;;
         --partition|--gpus-per-job|--cpus-per-task|--time-min|--mem-gb|--array-parallelism|--cells-per-job)
             grid_opts+=("$1" "$2"); shift 2 ;;
-        -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+        --recompute) reference=recompute; shift ;;
+        --no-reference) reference=""; shift ;;
+        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
         *) echo "run_all.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -57,4 +63,9 @@ if [[ -n "$executor" || -n "$jobs" || ${#grid_opts[@]} -gt 0 ]]; then
 fi
 [[ ${#only[@]} -gt 0 ]] && args+=(--only "${only[@]}")
 python -m stamplib notebooks "${args[@]}"
+if [[ "$reference" == render && ${#only[@]} -eq 0 && -z "$data_root" ]]; then
+    python -m stamplib reference render
+elif [[ "$reference" == recompute ]]; then
+    python -m stamplib reference recompute --jobs "${jobs:-1}" ${data_root:+--data-root "$data_root"}
+fi
 echo "run_all.sh: finished in $((SECONDS - start)) s (profile $profile); figures and tables in figures/"

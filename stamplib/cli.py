@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import os
+import shlex
 import sys
 from typing import Any
 
@@ -198,6 +200,48 @@ def cmd_methods(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reference(args: argparse.Namespace) -> int:
+    """The committed reference run on real images: status, compute, recompute, render."""
+    from stamplib.evaluation import reference
+    from stamplib.evaluation.grid import run_grid
+    from stamplib.evaluation.store import ResultsStore
+
+    data_root = args.data_root or str(reference.default_data_root())
+    store = ResultsStore(args.results or reference.reference_dir())
+    cells = reference.specs(data_root)
+    if args.action == "render":
+        from stamplib.notebook_runner import run_notebooks
+
+        os.environ["STAMPLIB_RESULTS"] = str(store.root)  # the kernels read this store only
+        done = store.status(cells).done
+        print(f"reference store {store.root}: {len(done)} of {len(cells)} cells; rendering "
+              f"{', '.join(reference.NOTEBOOKS)} from it (nothing is computed)")
+        return run_notebooks(profile=reference.PROFILE, only=reference.NOTEBOOKS, data_root=data_root,
+                             extra={"compute_missing": False})
+    if args.action == "status":
+        state = store.status(cells)
+        print(f"reference store {store.root}: {len(state.done)} done, {len(state.missing)} missing, "
+              f"{len(state.running)} running, of {len(cells)} cells")
+        spread = reference.seed_spread(store, data_root)
+        print("STAMP seed spread (setting a): " + ("not yet measured" if spread is None else f"{spread:.2f} pt"))
+        return 0
+    if args.action == "compute":
+        report = run_grid(cells, "local", store=store, jobs=args.jobs)
+        print(f"reference store {store.root}: {len(report.done)} done, {len(report.missing)} missing, "
+              f"{len(report.failed)} failed jobs")
+        return 0 if report.ok else 1
+    scratch = ResultsStore(args.scratch)
+    run_grid(cells, "local", store=scratch, jobs=args.jobs)
+    result = reference.compare_stores(store, scratch, cells)
+    spread = "not yet measured" if result.spread is None else f"{result.spread:.2f} pt"
+    print(f"compared {result.compared} records (tolerance {reference.DETERMINISTIC_TOLERANCE} pt for "
+          f"{', '.join(sorted(reference.DETERMINISTIC))}; STAMP's seed spread {spread} for the others); "
+          f"{len(result.unchecked)} unchecked")
+    for difference in result.differences:
+        print(f"  differs: {difference}")
+    return 1 if result.differences else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="stamplib", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -277,7 +321,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dataset", default="digits")
     p.set_defaults(func=cmd_methods)
 
+    p = sub.add_parser("reference", help="the committed reference run on real images (results/reference)")
+    p.add_argument("action", choices=["status", "compute", "recompute", "render"],
+                   help="render: tables/figures from the committed records; compute: the missing cells; "
+                        "recompute: every cell again, compared with the committed records")
+    p.add_argument("--data-root", default=None, help="default: shared/data beside the checkout")
+    p.add_argument("--results", default=None, help="reference store (default: results/reference)")
+    p.add_argument("--scratch", default="results/recompute", help="recompute: where the new records go")
+    p.add_argument("--jobs", type=int, default=1, help="compute/recompute: worker processes")
+    p.set_defaults(func=cmd_reference)
+
     args = parser.parse_args(argv)
+    # Records computed below (here, in grid workers or notebook kernels) name this command.
+    os.environ.setdefault(
+        "STAMPLIB_COMMAND", shlex.join(["python", "-m", "stamplib", *(sys.argv[1:] if argv is None else argv)])
+    )
     try:
         return args.func(args)
     except (ValueError, FileNotFoundError, RuntimeError) as err:

@@ -36,6 +36,12 @@ def data_root(data_root: str | os.PathLike | None = None) -> Path:
     return home() / "data"
 
 
+def shared_data() -> Path:
+    """``shared/data`` beside the checkout (``<repo>/../shared/data``): where the project's
+    machines keep the JPEG CIFAR-10 tarball (relative to the current folder outside a checkout)."""
+    return (_CHECKOUT.parent if _CHECKOUT else Path.cwd()) / "shared" / "data"
+
+
 def set_data_root(data_root: str | os.PathLike | None) -> None:
     """Make ``data_root`` the default for everything later in this process (and its
     subprocesses), as a notebook's ``data_root`` parameter does; empty/None leaves it as is."""

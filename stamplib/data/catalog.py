@@ -26,6 +26,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from stamplib import paths
 from stamplib.data.benchmark import load_digits_benchmark
 from stamplib.data.noise import noise_images
 from stamplib.data.registry import (
@@ -230,7 +231,8 @@ def cifar10_jpeg_folder(root: Path, split: str) -> Path:
             downloads.fetch("cifar10_jpeg", root, download_missing=False)
         except FileNotFoundError as exc:
             raise FileNotFoundError(
-                f"{exc}. On this project's machines the tarball is /work/shared/data/cifar10-jpeg.tar.gz"
+                f"{exc}. On this project's machines the tarball is in shared/data beside the checkout "
+                f"({paths.shared_data() / 'cifar10-jpeg.tar.gz'}): pass --data-root {paths.shared_data()}"
             ) from exc
     return folder
 
@@ -253,12 +255,13 @@ def _jpeg_train(root: Path, limit: int | None = None) -> Pool:
 def _locate_jpeg(root: Path) -> tuple[bool, str]:
     if (root / "cifar10-jpeg" / "test").exists() or (root / "cifar10-jpeg.tar.gz").exists():
         return True, str(root / "cifar10-jpeg")
-    return False, _hint("cifar10_jpeg", root) + " (on this project's machines: /work/shared/data/cifar10-jpeg.tar.gz)"
+    return False, _hint("cifar10_jpeg", root) + (
+        f" (on this project's machines: shared/data beside the checkout, {paths.shared_data()})")
 
 
 _JPEG = register_dataset(Dataset(
     "cifar10_jpeg", classes=10, setting="cifar10_c", test=_jpeg_test, train=_jpeg_train,
-    architecture="resnet18_cifar", checkpoint="ResNet18_10_jpeg", locate=_locate_jpeg,
+    architecture="resnet18_cifar", checkpoint="ResNet18_10_jpeg", locate=_locate_jpeg, archive="cifar10_jpeg",
 ))
 register_dataset(class_split(_JPEG, 8, "cifar10_jpeg_8_2", setting="cifar10_c_8_2", checkpoint="ResNet18_8_jpeg"))
 

@@ -84,6 +84,7 @@ class Dataset:
     architecture: str = ""  # source network (stamplib.models.ARCHITECTURES) ...
     checkpoint: str = ""  # ... and its weights (a checkpoint name or torchvision weights)
     paper_name: str = ""  # the paper's data set whose numbers this one's are compared with
+    archive: str = ""  # the download (data/downloads.py) whose checksum identifies the files
     builtin: bool = False  # ships with the package (profiles size its streams differently)
     locate: Locate = built_in
     missing: Missing = nothing_missing

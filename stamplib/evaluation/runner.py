@@ -15,6 +15,7 @@ from stamplib import data, methods, models
 from stamplib.blocks.entropy import logit_entropy
 from stamplib.evaluation.metrics import aggregate, stream_metrics
 from stamplib.evaluation.profiles import get_profile
+from stamplib.evaluation.provenance import provenance
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
 from stamplib.version import __version__
@@ -137,6 +138,7 @@ def run(
         "seconds": round(time.perf_counter() - started, 3),
         "device": device,
         "versions": _versions(),
+        "provenance": provenance(spec.dataset),
     }
     store.put(record)
     return record

@@ -91,8 +91,10 @@ def paper_table(plan: Plan, records: dict[str, Any], table: str | None = None,
     Tables 1 and 4); ``per_corruption`` gives one row per corruption (Table 4's layout).
     """
     ours = _ours(plan, records, per_corruption)
-    if ours.empty:
-        return ours
+    if ours.empty:  # nothing stored yet: the table's columns, no rows
+        keys = ["dataset", "outliers", "method", "variant"] + (["corruption"] if per_corruption else [])
+        return pd.DataFrame(columns=keys + [f"{METRIC_LABELS[m]} {kind}" for m in metrics
+                                            for kind in ("ours", "paper", "Δ")])
     unused = [c for m in METRICS if m not in metrics for c in (m, f"{m}_std")]
     ours = ours.drop(columns=[c for c in unused if c in ours.columns])
     if plan.notebook.startswith("02_") and not per_corruption:
@@ -164,8 +166,21 @@ def _label_rows(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def _no_results_figure(title: str) -> plt.Figure:
+    """What a figure shows while the results store holds none of its cells (a notebook rendered
+    with ``compute_missing`` off, e.g. the reference tables before their records are committed)."""
+    fig, ax = plt.subplots(figsize=(6.0, 2.0))
+    ax.axis("off")
+    ax.text(0.5, 0.5, "no results in the store yet\n(compute them, or render with compute_missing on)",
+            ha="center", va="center")
+    ax.set_title(title)
+    return fig
+
+
 def plot_method_bars(table: pd.DataFrame, title: str, metric: str = "H") -> plt.Figure:
     """Ours vs the paper per method (bars), one panel per (data set, outlier set)."""
+    if table.empty:
+        return _no_results_figure(title)
     df = _label_rows(table)
     long = pd.concat([
         df.assign(source="paper", value=df[f"{metric} paper"]),
@@ -246,6 +261,8 @@ def plot_ratio_lines(table: pd.DataFrame, title: str) -> plt.Figure:
 
 def plot_corruption_heatmap(table: pd.DataFrame, title: str) -> plt.Figure:
     """Closed-set accuracy per method and corruption: ours, and ours − paper."""
+    if table.empty:
+        return _no_results_figure(title)
     df = _label_rows(table)
     ours = df.pivot_table(index="Method", columns="corruption", values="ACC ours", sort=False)
     delta = df.pivot_table(index="Method", columns="corruption", values="ACC Δ", sort=False)

@@ -1,0 +1,97 @@
+"""Where a record's numbers came from: the checkpoint and data archive (by SHA-256), the code
+(git commit) and the command that computed it. The runner stores this as ``record["provenance"]``
+so that a committed record can be traced and recomputed (``python -m stamplib reference
+--recompute``); it is not part of a record's identity, and comparisons ignore it."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from stamplib import data, paths
+from stamplib.data import downloads
+from stamplib.models import checkpoints
+
+#: Set by the faces that run cells for someone else (papermill kernels, grid workers), so that a
+#: record names the command a person typed rather than the worker's own argv.
+COMMAND_ENV = "STAMPLIB_COMMAND"
+
+
+@functools.lru_cache(maxsize=32)
+def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
+    return downloads.file_digest(path, "sha256")
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file, computed once per process for an unchanged file."""
+    stat = path.stat()
+    return _file_sha256(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+def checkpoint_provenance(dataset: str) -> dict[str, Any]:
+    """The source model of ``dataset``: checkpoint name, the SHA-256 its sidecar vouches for
+    (verified on load) and the clean accuracy the trainer measured (None when unknown)."""
+    from stamplib.models.builtin import DIGITS_CHECKPOINT
+
+    entry = data.dataset(dataset)
+    name = DIGITS_CHECKPOINT if entry.builtin else entry.checkpoint
+    path = Path(name) if name.endswith(".pt") else checkpoints.checkpoint_path(name)
+    side = checkpoints.read_sidecar(path) if path.is_file() else None
+    return {
+        "name": name,
+        "sha256": (side or {}).get("sha256"),
+        "clean_test_accuracy": (side or {}).get("clean_test_accuracy"),
+    }
+
+
+def data_provenance(dataset: str, data_root: str | os.PathLike | None = None) -> dict[str, Any]:
+    """The data behind ``dataset``: the built-in benchmark, or its archive's SHA-256 (computed
+    from the file when it lies in the data root, else None) beside the one the registry expects."""
+    entry = data.dataset(dataset)
+    if entry.builtin:
+        return {"name": entry.name, "builtin": True}
+    if not entry.archive:
+        return {"name": entry.name, "root": str(paths.data_root(data_root))}
+    resource = downloads.RESOURCES[entry.archive]
+    archive = paths.data_root(data_root) / resource.filename
+    return {
+        "name": entry.name,
+        "archive": resource.filename,
+        "sha256": file_sha256(archive) if archive.is_file() else None,
+        "expected_sha256": resource.sha256,
+    }
+
+
+@functools.lru_cache(maxsize=1)
+def git_state() -> dict[str, Any]:
+    """Commit of the source checkout and whether tracked files differ from it (None outside git)."""
+    root = paths.repo_root()
+    if root is None:
+        return {"commit": None, "dirty": None}
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                                check=True, timeout=30).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, check=True, timeout=30).stdout.strip() != ""
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+    return {"commit": commit, "dirty": dirty}
+
+
+def command() -> str:
+    """The command that computed the record: ``$STAMPLIB_COMMAND`` if a face set it, else argv."""
+    return os.environ.get(COMMAND_ENV) or shlex.join([Path(sys.executable).name, *sys.argv])
+
+
+def provenance(dataset: str, data_root: str | os.PathLike | None = None) -> dict[str, Any]:
+    return {
+        "checkpoint": checkpoint_provenance(dataset),
+        "data": data_provenance(dataset, data_root),
+        "git": git_state(),
+        "command": command(),
+    }

@@ -1,0 +1,145 @@
+"""The reference run on real images, kept in the repository as evidence (issue 15).
+
+The cells are those of the paper's tables at the ``quick`` profile on real data (the JPEG
+CIFAR-10 of ``shared/data``, our CIFAR-10-C at severity 5, 2,000 known-class images per
+corruption): Table 1 with Noise outliers (setting a), Table 3's 8:2 class split (b) and Table 4's
+closed set (c), plus STAMP over seeds 1 and 2 in (a) to measure its spread. Their records live
+in ``results/reference/`` and are committed, each with its provenance (checkpoint and data
+archive SHA-256, versions, git commit, command).
+
+* ``render`` executes the reference notebooks on those records only (``compute_missing`` off):
+  a fresh clone with no data and no checkpoints gets ``figures/*_real.*``.
+* ``compute`` fills in the missing reference cells (needs the data and both source models).
+* ``recompute`` computes every reference cell again into a scratch store and reports each
+  record whose ACC or AUROC differs from the committed one by more than the tolerance: 0.1 pt
+  for methods without test-time randomness, STAMP's spread over seeds 0, 1, 2 for the others.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stamplib import paths
+from stamplib.evaluation import plans
+from stamplib.evaluation.spec import RunSpec
+from stamplib.evaluation.store import ResultsStore
+
+PROFILE = "quick"
+#: The tables of settings (a), (b) and (c), in the order they are computed.
+NOTEBOOKS = ("02_table1_cifar_outlier_aware", "04_table3_class_split", "05_table4_closed_set")
+#: STAMP's seeds in setting (a): their spread is the tolerance of the stochastic methods.
+SPREAD_METHOD, SPREAD_SEEDS = "stamp", (0, 1, 2)
+#: Methods whose outputs depend on no random draw at test time (same bits on the same machine;
+#: on another CPU only rounding differs), compared within 0.1 pt.
+DETERMINISTIC = frozenset({"source", "bn_stats", "tent", "eata", "sar", "owttt"})
+DETERMINISTIC_TOLERANCE = 0.1
+METRICS = ("acc", "auroc")
+
+
+def default_data_root() -> Path:
+    """``shared/data`` beside the checkout (``<repo>/../shared/data``), as on the project's
+    machines; ``--data-root`` or ``$STAMPLIB_DATA_ROOT`` name another place."""
+    if os.environ.get("STAMPLIB_DATA_ROOT"):
+        return Path(os.environ["STAMPLIB_DATA_ROOT"])
+    return paths.shared_data()
+
+
+def reference_dir() -> Path:
+    return (paths.repo_root() or Path.cwd()) / "results" / "reference"
+
+
+def specs(data_root: str | os.PathLike | None = None) -> list[RunSpec]:
+    """Every reference cell: the three tables' cells, then STAMP's extra seeds in (a)."""
+    root = str(data_root or default_data_root())
+    cells = plans.cells(list(NOTEBOOKS), profile=PROFILE, data_root=root)
+    seeds = ",".join(str(s) for s in SPREAD_SEEDS)
+    cells += plans.cells(NOTEBOOKS[0], profile=PROFILE, data_root=root, methods=SPREAD_METHOD, seeds=seeds)
+    return plans.distinct(cells)
+
+
+def seed_spread(store: ResultsStore, data_root: str | os.PathLike | None = None) -> float | None:
+    """Largest max − min over STAMP's seeds 0, 1, 2 of any corruption's ACC or AUROC in setting
+    (a), in points; None until all three seeds are stored."""
+    root = str(data_root or default_data_root())
+    seeds = ",".join(str(s) for s in SPREAD_SEEDS)
+    runs = plans.cells(NOTEBOOKS[0], profile=PROFILE, data_root=root, methods=SPREAD_METHOD, seeds=seeds)
+    records = [store.get(s) for s in runs]
+    if any(r is None for r in records):
+        return None
+    spread = 0.0
+    for corruption in records[0]["per_corruption"]:
+        for metric in METRICS:
+            values = [r["per_corruption"][corruption][metric] for r in records]
+            spread = max(spread, max(values) - min(values))
+    return spread
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One metric of one record that moved by more than its tolerance."""
+
+    key: str
+    corruption: str
+    metric: str
+    reference: float
+    recomputed: float
+    tolerance: float
+
+    def __str__(self) -> str:
+        return (f"{self.key} {self.corruption} {self.metric}: committed {self.reference:.2f}, "
+                f"recomputed {self.recomputed:.2f} (|Δ| {abs(self.recomputed - self.reference):.2f} "
+                f"> {self.tolerance:.2f})")
+
+
+def tolerance_for(method: str, spread: float | None) -> float | None:
+    if method in DETERMINISTIC:
+        return DETERMINISTIC_TOLERANCE
+    return spread
+
+
+def compare_records(
+    reference: dict[str, Any], recomputed: dict[str, Any], tolerance: float
+) -> list[Difference]:
+    """The per-corruption ACC/AUROC of two records of one spec that differ by more than
+    ``tolerance`` points (a corruption missing on one side counts as a difference)."""
+    out = []
+    for corruption, ref in reference["per_corruption"].items():
+        new = recomputed["per_corruption"].get(corruption)
+        for metric in METRICS:
+            value = float("nan") if new is None else float(new[metric])
+            if not abs(value - float(ref[metric])) <= tolerance:  # NaN counts as a difference
+                out.append(Difference(reference["key"], corruption, metric, float(ref[metric]), value, tolerance))
+    return out
+
+
+@dataclass
+class Comparison:
+    compared: int
+    unchecked: list[str]  # keys without a tolerance yet (no seed spread) or without a recomputation
+    differences: list[Difference]
+    spread: float | None
+
+
+def compare_stores(
+    reference: ResultsStore, recomputed: ResultsStore, cells: Sequence[RunSpec],
+    spread: float | None = None,
+) -> Comparison:
+    """Compare every cell the reference store holds with the recomputed store."""
+    spread = seed_spread(reference) if spread is None else spread
+    compared, unchecked, differences = 0, [], []
+    for spec in cells:
+        ref = reference.get(spec)
+        if ref is None:
+            continue
+        new = recomputed.get(spec)
+        tol = tolerance_for(spec.method, spread)
+        if new is None or tol is None:
+            unchecked.append(spec.key())
+            continue
+        compared += 1
+        differences += compare_records(ref, new, tol)
+    return Comparison(compared, unchecked, differences, spread)

@@ -1,0 +1,112 @@
+"""Provenance of records and the committed reference run (issue 15): what a record names, how a
+recomputation is compared with the committed records, the STAMP seed spread."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+import torch
+
+from stamplib.data import downloads
+from stamplib.evaluation import provenance, reference
+from stamplib.evaluation.runner import run
+from stamplib.evaluation.spec import RunSpec
+from stamplib.evaluation.store import ResultsStore
+from stamplib.models import checkpoints
+from stamplib.models.builtin import DIGITS_CHECKPOINT
+
+
+def test_a_record_names_its_checkpoint_data_code_and_command(
+    tmp_path: Path, digits_model: torch.nn.Module, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(provenance.COMMAND_ENV, "python -m stamplib run --method source")
+    spec = RunSpec(method="source", corruptions=("gaussian_noise",), profile="smoke")
+    record = run(spec, store=ResultsStore(tmp_path))
+    made = record["provenance"]
+    side = checkpoints.read_sidecar(checkpoints.checkpoint_path(DIGITS_CHECKPOINT))
+    assert made["checkpoint"] == {"name": DIGITS_CHECKPOINT, "sha256": side["sha256"],
+                                  "clean_test_accuracy": side["clean_test_accuracy"]}
+    assert made["data"] == {"name": "digits", "builtin": True}
+    assert made["command"] == "python -m stamplib run --method source"
+    assert set(made["git"]) == {"commit", "dirty"}
+    # provenance is not part of what a record says: the stored record reads back equal
+    assert ResultsStore(tmp_path).get(spec)["provenance"] == made
+
+
+def test_data_provenance_hashes_the_archive_in_the_data_root(data_root: Path) -> None:
+    expected = downloads.RESOURCES["cifar10_jpeg"].sha256
+    absent = provenance.data_provenance("cifar10_jpeg_8_2", data_root)
+    assert absent == {"name": "cifar10_jpeg_8_2", "archive": "cifar10-jpeg.tar.gz", "sha256": None,
+                      "expected_sha256": expected}
+    (data_root / "cifar10-jpeg.tar.gz").write_bytes(gzip.compress(b"not the real archive"))
+    present = provenance.data_provenance("cifar10_jpeg", data_root)
+    assert present["sha256"] == downloads.file_digest(data_root / "cifar10-jpeg.tar.gz")
+    assert present["sha256"] != expected  # a different file is visible as such
+
+
+def _record(spec: RunSpec, acc: float, auroc: float) -> dict:
+    per = {c: {"acc": acc, "auroc": auroc, "h": 0.0} for c in spec.corruptions}
+    return {"key": spec.key(), "spec": spec.to_dict(), "per_corruption": per, "mean": per[spec.corruptions[0]]}
+
+
+def test_recompute_comparison_uses_point_one_for_deterministic_methods_and_the_seed_spread_otherwise(
+    tmp_path: Path,
+) -> None:
+    committed, again = ResultsStore(tmp_path / "ref"), ResultsStore(tmp_path / "new")
+    cells = reference.specs("/nowhere")  # planning needs no data
+    stamp_seeds = [s for s in cells if s.method == "stamp" and s.dataset == "cifar10_jpeg" and s.outliers == "noise"]
+    assert sorted(s.seed for s in stamp_seeds) == [0, 1, 2]
+    for spec, acc in zip(sorted(stamp_seeds, key=lambda s: s.seed), (80.0, 80.6, 79.9)):
+        committed.put(_record(spec, acc, 70.0))
+    assert reference.seed_spread(committed, "/nowhere") == pytest.approx(0.7)
+
+    tent = next(s for s in cells if s.method == "tent" and s.outliers == "noise")
+    cotta = next(s for s in cells if s.method == "cotta" and s.outliers == "noise")
+    committed.put(_record(tent, 60.0, 55.0))
+    committed.put(_record(cotta, 50.0, 45.0))
+    again.put(_record(tent, 60.05, 55.2))  # AUROC moved 0.2 > 0.1
+    again.put(_record(cotta, 50.5, 45.0))  # within STAMP's 0.7
+    for spec in stamp_seeds:
+        again.put(committed.get(spec))
+    result = reference.compare_stores(committed, again, cells)
+    assert result.compared == 5 and result.spread == pytest.approx(0.7)
+    assert {(d.key, d.metric) for d in result.differences} == {(tent.key(), "auroc")}
+    assert len(result.differences) == len(tent.corruptions)
+    assert "committed 55.00, recomputed 55.20" in str(result.differences[0])
+
+
+def test_without_a_seed_spread_stochastic_methods_stay_unchecked(tmp_path: Path) -> None:
+    committed, again = ResultsStore(tmp_path / "ref"), ResultsStore(tmp_path / "new")
+    cells = reference.specs("/nowhere")
+    rotta = next(s for s in cells if s.method == "rotta")
+    committed.put(_record(rotta, 50.0, 50.0))
+    again.put(_record(rotta, 10.0, 10.0))
+    result = reference.compare_stores(committed, again, cells)
+    assert result.spread is None and result.compared == 0 and result.unchecked == [rotta.key()]
+
+
+def test_a_missing_or_nan_metric_counts_as_a_difference() -> None:
+    spec = RunSpec(method="source", corruptions=("gaussian_noise", "contrast"))
+    ref = _record(spec, 50.0, 50.0)
+    new = _record(spec, 50.0, 50.0)
+    new["per_corruption"]["contrast"]["auroc"] = float("nan")
+    del new["per_corruption"]["gaussian_noise"]
+    found = {(d.corruption, d.metric) for d in reference.compare_records(ref, new, 0.1)}
+    assert found == {("gaussian_noise", "acc"), ("gaussian_noise", "auroc"), ("contrast", "auroc")}
+
+
+def test_the_reference_data_root_is_named_relative_to_the_checkout(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("STAMPLIB_DATA_ROOT", raising=False)
+    root = reference.default_data_root()
+    assert root.parts[-2:] == ("shared", "data")
+    assert root.parent.parent == Path(__file__).resolve().parents[3]  # <repo>/../shared/data
+
+
+def test_the_doctor_names_shared_data_beside_the_checkout(data_root: Path) -> None:
+    from stamplib import data, paths
+
+    hints = {name: where for name, _, where in data.dataset_status()}
+    assert str(paths.shared_data()) in hints["cifar10_jpeg"]
+    assert "/work/" not in hints["cifar10_jpeg"].replace(str(paths.shared_data()), "")
