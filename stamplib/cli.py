@@ -218,7 +218,7 @@ def cmd_methods(args: argparse.Namespace) -> int:
     from stamplib import methods
 
     for name in methods.available():
-        print(f"{name:10s} {methods.resolve_config(name, args.dataset)}")
+        print(f"{name:11s} {methods.resolve_config(name, args.dataset)}")
     return 0
 
 
