@@ -30,6 +30,12 @@ from stamplib.profiles import ALL_CORRUPTIONS, PROFILES, get_profile
 #: Registry names in the paper's row order of Tables 1–3.
 PAPER_METHODS = ("source", "bn_stats", "tent", "eata", "sar", "cotta", "rotta", "sotta", "owttt", "stamp")
 
+#: Newer open-set methods (newer_methods.md), extra rows of Tables 1–4 without paper numbers.
+NEWER_METHODS = ("unient", "unient_plus", "ostta", "tent_come")
+
+#: Default rows of notebooks 02–05: the paper's ten, then the newer methods.
+TABLE_METHODS = PAPER_METHODS + NEWER_METHODS
+
 #: Table 5 rows as (S.A., D.S., RBM, S.W.) = (sam, lr_decay, memory, weighting ≠ none).
 ABLATION_ROWS = (
     (False, False, False, False),
@@ -308,7 +314,7 @@ def _method_table(notebook: str) -> Callable[..., Plan]:
     def make(profile: str = "quick", data_root: str = "", methods: str = "", datasets: str = "",
              outlier_sets: str = "", corruptions: str = "", seeds: str = "0", severity: int = 5,
              outlier_ratio: float = 0.2, **_: Any) -> Plan:
-        opt = _options(notebook, profile, data_root, methods, PAPER_METHODS, datasets, outlier_sets,
+        opt = _options(notebook, profile, data_root, methods, TABLE_METHODS, datasets, outlier_sets,
                        corruptions, seeds, severity, outlier_ratio)
         return _plan(opt)
 

@@ -33,10 +33,10 @@ def test_every_notebook_passes_its_parameters_cell_to_its_plan(nb):
 def test_full_profile_cell_counts_follow_the_paper():
     counts = {nb: len(E.plan(nb, profile="full").specs) for nb in NOTEBOOKS}
     assert counts == {
-        "02_table1_cifar_outlier_aware": 2 * 4 * 10,
-        "03_table2_imagenet_outlier_aware": 2 * 10,
-        "04_table3_class_split": 2 * 10,
-        "05_table4_closed_set": 2 * 10,
+        "02_table1_cifar_outlier_aware": 2 * 4 * 14,  # the paper's ten methods + four newer ones
+        "03_table2_imagenet_outlier_aware": 2 * 14,
+        "04_table3_class_split": 2 * 14,
+        "05_table4_closed_set": 2 * 14,
         "06_table5_ablation": 7,
         "07_fig_weight_strategies": 3,
         "08_table6_outlier_ratio": 3 * 5,
@@ -152,3 +152,20 @@ def test_closed_set_table_has_a_row_per_corruption_and_the_mean():
     table = reproduce.paper_table(plan, records, per_corruption=True, metrics=("acc",))
     assert list(table["corruption"]) == ["gaussian_noise", "contrast", "mean"]
     assert list(table["ACC paper"]) == [28.7, 31.4, 57.3]
+
+
+def test_newer_methods_are_extra_rows_without_paper_numbers(tmp_path):
+    default = E.plan("02_table1_cifar_outlier_aware", profile="smoke")
+    assert [c.spec.method for c in default.cells] == list(E.PAPER_METHODS + E.NEWER_METHODS)
+    plan = E.plan("02_table1_cifar_outlier_aware", methods="tent_come,stamp,unient,unient_plus,ostta")
+    records = {c.spec.key(): _record(c.spec, acc=60.0) for c in plan.cells}
+    table = reproduce.paper_table(plan, records)
+    assert list(table["method"]) == ["stamp", "tent_come", "unient", "unient_plus", "ostta"]
+    newer = table[table["method"] != "stamp"]
+    assert newer["ACC paper"].isna().all() and newer["H Δ"].isna().all()
+    assert (newer["ACC ours"] == 60.0).all()
+    md = reproduce.save_paper_table(table, "t", directory=tmp_path)[1].read_text()
+    row = next(line for line in md.splitlines() if "UniEnt+" in line)
+    assert "—" in row and "60.0" in row
+    for label in ("Tent+COME", "UniEnt", "OSTTA"):
+        assert label in md
