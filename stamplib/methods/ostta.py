@@ -43,9 +43,10 @@ class OSTTAConfig:
 
     α is *not* published per setting: ``run.sh`` grid-searches α ∈ {1, 0.5, 0.2, 0.1}. Ours
     was chosen on that grid by the paper's protocol (H-score on gaussian noise + Noise
-    outliers, the first corruption) on the built-in digits benchmark (quick profile), for each
-    optimiser: ``benchmarks/tune_newer_methods.py``. A teaching-scale choice; re-run that
-    script on real CIFAR-10 to replace it.
+    outliers, the first corruption) on the built-in digits benchmark (quick profile, seed 0) —
+    ``benchmarks/tune_newer_methods.py`` — once with Adam (used for all four CIFAR settings) and
+    once with the ImageNet-C SGD (used for ImageNet-C). A teaching-scale choice, not the
+    authors'; re-run the script on real data to replace it.
     """
 
     lr: float
@@ -61,12 +62,13 @@ class OSTTAConfig:
 @register("ostta")
 class OSTTA(TTAMethod):
     config_cls = OSTTAConfig
+    # α tuned on the built-in benchmark (OSTTAConfig): Adam H 63.9, SGD H 66.2.
     configs = {
-        "cifar10_c": OSTTAConfig(lr=1e-3, alpha_marginal=0.5),
-        "cifar100_c": OSTTAConfig(lr=1e-3, alpha_marginal=0.5),
-        "imagenet_c": OSTTAConfig(lr=1e-3, alpha_marginal=0.5, optimizer="sgd"),
-        "cifar10_c_8_2": OSTTAConfig(lr=1e-3, alpha_marginal=0.5),
-        "cifar100_c_80_20": OSTTAConfig(lr=1e-3, alpha_marginal=0.5),
+        "cifar10_c": OSTTAConfig(lr=1e-3, alpha_marginal=1.0),
+        "cifar100_c": OSTTAConfig(lr=1e-3, alpha_marginal=1.0),
+        "imagenet_c": OSTTAConfig(lr=1e-3, alpha_marginal=1.0, optimizer="sgd"),
+        "cifar10_c_8_2": OSTTAConfig(lr=1e-3, alpha_marginal=1.0),
+        "cifar100_c_80_20": OSTTAConfig(lr=1e-3, alpha_marginal=1.0),
     }
 
     def setup(self) -> None:

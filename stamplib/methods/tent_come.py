@@ -41,8 +41,9 @@ class TentCOMEConfig:
     settings we keep this project's Tent optimiser (Adam) and chose the learning rate from the
     STAMP Tent grid {1e-4, 2.5e-4, 1e-3, 5e-3} (``test-time-val.sh``, baselines.md §10) by the
     paper's protocol (H-score on gaussian noise + Noise outliers, the first corruption) on the
-    built-in digits benchmark (quick profile): ``benchmarks/tune_newer_methods.py``. A
-    teaching-scale choice; re-run that script on real CIFAR-10 to replace it.
+    built-in digits benchmark (quick profile, seed 0): ``benchmarks/tune_newer_methods.py``,
+    used for all four CIFAR settings. A teaching-scale choice, not the authors'; re-run the
+    script on real CIFAR-10 (and CIFAR-100) to replace it.
     """
 
     lr: float
@@ -59,12 +60,13 @@ class TentCOMEConfig:
 @register("tent_come")
 class TentCOME(TTAMethod):
     config_cls = TentCOMEConfig
+    # CIFAR lr tuned on the built-in benchmark (TentCOMEConfig): H 65.8; ImageNet-C: the authors'.
     configs = {
-        "cifar10_c": TentCOMEConfig(lr=1e-3),
-        "cifar100_c": TentCOMEConfig(lr=1e-3),
+        "cifar10_c": TentCOMEConfig(lr=1e-4),
+        "cifar100_c": TentCOMEConfig(lr=1e-4),
         "imagenet_c": TentCOMEConfig(lr=2.5e-4, optimizer="sgd"),
-        "cifar10_c_8_2": TentCOMEConfig(lr=1e-3),
-        "cifar100_c_80_20": TentCOMEConfig(lr=1e-3),
+        "cifar10_c_8_2": TentCOMEConfig(lr=1e-4),
+        "cifar100_c_80_20": TentCOMEConfig(lr=1e-4),
     }
 
     def setup(self) -> None:

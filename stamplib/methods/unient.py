@@ -52,8 +52,10 @@ class UniEntConfig:
     The weights α₁, α₂ are *not* published per setting: ``run.sh`` grid-searches
     α₁, α₂ ∈ {1, 0.5, 0.2, 0.1}. Ours were chosen on that grid by the paper's protocol
     (H-score on gaussian noise + Noise outliers, the first corruption) on the built-in digits
-    benchmark (quick profile), for each optimiser: ``benchmarks/tune_newer_methods.py``.
-    They are teaching-scale choices; re-run that script on real CIFAR-10 to replace them.
+    benchmark (quick profile, seed 0) — ``benchmarks/tune_newer_methods.py`` — once with Adam
+    (used for all four CIFAR settings: no CIFAR data or model was available) and once with the
+    ImageNet-C SGD (used for ImageNet-C). Teaching-scale choices, not the authors'; re-run the
+    script on real CIFAR-10 (and CIFAR-100, ImageNet-C) to replace them.
     """
 
     lr: float
@@ -73,12 +75,13 @@ class UniEnt(TTAMethod):
 
     soft: ClassVar[bool] = False
     config_cls = UniEntConfig
+    # α₁, α₂ tuned on the built-in benchmark (UniEntConfig): Adam H 68.5, SGD H 66.8.
     configs = {
-        "cifar10_c": UniEntConfig(lr=1e-3, alpha_marginal=0.5, alpha_ood=0.5),
-        "cifar100_c": UniEntConfig(lr=1e-3, alpha_marginal=0.5, alpha_ood=0.5),
-        "imagenet_c": UniEntConfig(lr=1e-3, alpha_marginal=0.5, alpha_ood=0.5, optimizer="sgd"),
-        "cifar10_c_8_2": UniEntConfig(lr=1e-3, alpha_marginal=0.5, alpha_ood=0.5),
-        "cifar100_c_80_20": UniEntConfig(lr=1e-3, alpha_marginal=0.5, alpha_ood=0.5),
+        "cifar10_c": UniEntConfig(lr=1e-3, alpha_marginal=1.0, alpha_ood=1.0),
+        "cifar100_c": UniEntConfig(lr=1e-3, alpha_marginal=1.0, alpha_ood=1.0),
+        "imagenet_c": UniEntConfig(lr=1e-3, alpha_marginal=1.0, alpha_ood=1.0, optimizer="sgd"),
+        "cifar10_c_8_2": UniEntConfig(lr=1e-3, alpha_marginal=1.0, alpha_ood=1.0),
+        "cifar100_c_80_20": UniEntConfig(lr=1e-3, alpha_marginal=1.0, alpha_ood=1.0),
     }
 
     def setup(self) -> None:
@@ -144,10 +147,11 @@ class UniEntPlus(UniEnt):
     """UniEnt+: soft split by the mixture posterior (``--criterion ent_unf``)."""
 
     soft = True
+    # α₁, α₂ tuned on the built-in benchmark (UniEntConfig): Adam H 69.3, SGD H 66.7.
     configs = {
-        "cifar10_c": UniEntConfig(lr=1e-3, alpha_marginal=0.5, alpha_ood=0.5),
-        "cifar100_c": UniEntConfig(lr=1e-3, alpha_marginal=0.5, alpha_ood=0.5),
-        "imagenet_c": UniEntConfig(lr=1e-3, alpha_marginal=0.5, alpha_ood=0.5, optimizer="sgd"),
-        "cifar10_c_8_2": UniEntConfig(lr=1e-3, alpha_marginal=0.5, alpha_ood=0.5),
-        "cifar100_c_80_20": UniEntConfig(lr=1e-3, alpha_marginal=0.5, alpha_ood=0.5),
+        "cifar10_c": UniEntConfig(lr=1e-3, alpha_marginal=1.0, alpha_ood=0.5),
+        "cifar100_c": UniEntConfig(lr=1e-3, alpha_marginal=1.0, alpha_ood=0.5),
+        "imagenet_c": UniEntConfig(lr=1e-3, alpha_marginal=1.0, alpha_ood=1.0, optimizer="sgd"),
+        "cifar10_c_8_2": UniEntConfig(lr=1e-3, alpha_marginal=1.0, alpha_ood=0.5),
+        "cifar100_c_80_20": UniEntConfig(lr=1e-3, alpha_marginal=1.0, alpha_ood=0.5),
     }
