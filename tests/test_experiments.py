@@ -169,3 +169,9 @@ def test_newer_methods_are_extra_rows_without_paper_numbers(tmp_path):
     assert "—" in row and "60.0" in row
     for label in ("Tent+COME", "UniEnt", "OSTTA"):
         assert label in md
+    import matplotlib.pyplot as plt
+
+    fig = reproduce.plot_method_bars(table, "H")  # bars without a paper number are left out
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["STAMP", "Tent+COME", "UniEnt", "UniEnt+",
+                                                                     "OSTTA"]
+    plt.close(fig)

@@ -167,10 +167,12 @@ def _label_rows(df: pd.DataFrame) -> pd.DataFrame:
 def plot_method_bars(table: pd.DataFrame, title: str, metric: str = "H") -> plt.Figure:
     """Ours vs the paper per method (bars), one panel per (data set, outlier set)."""
     df = _label_rows(table)
+    # A fresh index: rows without a paper number (newer methods) are dropped by seaborn, which
+    # then re-indexes and fails on the duplicate labels that concatenating two copies leaves.
     long = pd.concat([
         df.assign(source="paper", value=df[f"{metric} paper"]),
         df.assign(source="ours", value=df[f"{metric} ours"]),
-    ])
+    ], ignore_index=True)
     panels = list(dict.fromkeys(zip(df["Data set"], df["Outlier set"])))
     fig, axes = plt.subplots(1, len(panels), figsize=(max(6.0, 5.5 * len(panels)), 3.6), squeeze=False, sharey=True)
     for ax, (ds, o) in zip(axes[0], panels):
