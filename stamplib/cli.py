@@ -196,7 +196,7 @@ def cmd_methods(args: argparse.Namespace) -> int:
 
     setting = data.setting_of(args.dataset)
     for name in methods.available():
-        print(f"{name:10s} {methods.resolve_config(name, setting)}")
+        print(f"{name:11s} {methods.resolve_config(name, setting)}")
     return 0
 
 

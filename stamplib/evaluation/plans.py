@@ -331,16 +331,17 @@ def _plan(opt: Options, variants: Sequence[Variant] = (("", {}, None),), notes: 
     return Plan(opt.notebook, opt.scale, tuple(_cells(opt, variants)), _PAPER_TABLES[opt.notebook], tuple(notes))
 
 
-#: The default methods of the method tables (the paper's, in its row order). A module constant
-#: because the planning functions' ``methods`` parameter shadows the package name.
-PAPER_ORDER = methods.PAPER_ORDER
+#: The default methods of the method tables (the paper's in its row order, then the newer
+#: methods). A module constant because the planning functions' ``methods`` parameter shadows the
+#: package name.
+TABLE_ORDER = methods.TABLE_ORDER
 
 
 def _method_table(notebook: str) -> Callable[..., Plan]:
     def make(profile: str = "quick", data_root: str = "", methods: str = "", datasets: str = "",
              outlier_sets: str = "", corruptions: str = "", seeds: str = "0", severity: int = 5,
              outlier_ratio: float = 0.2, **_: Any) -> Plan:
-        opt = _options(notebook, profile, data_root, methods, PAPER_ORDER, datasets, outlier_sets,
+        opt = _options(notebook, profile, data_root, methods, TABLE_ORDER, datasets, outlier_sets,
                        corruptions, seeds, severity, outlier_ratio)
         return _plan(opt)
 

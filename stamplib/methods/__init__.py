@@ -6,8 +6,10 @@ import importlib
 import pkgutil
 
 from stamplib.methods.base import (
+    NEWER_METHODS,
     PAPER_ORDER,
     SETTINGS,
+    TABLE_ORDER,
     SourceData,
     TTAMethod,
     TTAOutput,
@@ -24,7 +26,9 @@ for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
         importlib.import_module(f"{__name__}.{_module}")
 
 __all__ = [
+    "NEWER_METHODS",
     "PAPER_ORDER",
+    "TABLE_ORDER",
     "SETTINGS",
     "SourceData",
     "TTAMethod",

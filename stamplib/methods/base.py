@@ -32,6 +32,12 @@ SETTINGS = ("cifar10_c", "cifar100_c", "imagenet_c", "cifar10_c_8_2", "cifar100_
 #: The ten methods of the paper in the row order of its Tables 1–3.
 PAPER_ORDER = ("source", "bn_stats", "tent", "eata", "sar", "cotta", "rotta", "sotta", "owttt", "stamp")
 
+#: Newer open-set methods (newer_methods.md): extra rows of Tables 1–4, without paper numbers.
+NEWER_METHODS = ("unient", "unient_plus", "ostta", "tent_come")
+
+#: Default rows of the method tables (notebooks 02–05): the paper's ten, then the newer ones.
+TABLE_ORDER = PAPER_ORDER + NEWER_METHODS
+
 
 @dataclass(frozen=True)
 class SourceData:
@@ -77,7 +83,9 @@ class TTAMethod:
 
     #: What ``ood_score`` measures: ``"prediction"`` — the uncertainty of the returned
     #: probabilities (an entropy or the like, so it grows with their entropy); ``"features"`` —
-    #: a distance in feature space (OWTTT's distance to the source prototypes).
+    #: a distance in feature space (OWTTT's distance to the source prototypes); ``"energy"`` —
+    #: the free energy −logsumexp of the logits (UniEnt, OSTTA), which ranks by the logits'
+    #: magnitude rather than by the probabilities' entropy.
     score_basis: ClassVar[str] = "prediction"
 
     #: Hyperparameter overrides under which ``reset()`` restores *every* piece of state. A

@@ -25,24 +25,22 @@ OOD score (§0.2): the authors return max cos_src (ID-positive) from the forward
 update; here ``ood_score = −max cos_src`` (= os − 1, higher = outlier, same ranking as os).
 ``score_after_update=False`` takes prediction and score from step 1 instead (before the step).
 
-The encoder of the CIFAR ResNet is its ``features`` method; for other networks whose last
-layer is an ``fc`` attribute (torchvision ResNets, possibly inside ``InputNormalization``)
-the forward is run with that fc swapped for an identity.
+The encoder is ``blocks.features.feature_encoder``: the CIFAR ResNet's ``features`` method, or
+for other networks whose last layer is an ``fc`` attribute (torchvision ResNets, possibly
+inside ``InputNormalization``) the forward with that fc swapped for an identity.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 from torch.distributions import MultivariateNormal, kl_divergence
 
+from stamplib.blocks.features import feature_encoder
 from stamplib.blocks.otsu import otsu_threshold
 from stamplib.blocks.source_stats import iter_batches, model_fingerprint
 from stamplib.methods.base import TTAMethod, TTAOutput, register
@@ -88,38 +86,6 @@ class OWTTTConfig:
     def effective_da_scale(self) -> float:
         """The λ the method uses."""
         return self.intended_da_scale if self.da_scale_as_intended else self.da_scale
-
-
-def feature_encoder(model: nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
-    """Everything before the final linear layer, as a function of the input batch.
-
-    Uses the model's ``features`` method when it has one (our CIFAR ResNet); otherwise finds
-    the module holding ``fc`` (unwrapping ``.net`` wrappers such as InputNormalization) and
-    runs the full forward with ``fc`` temporarily replaced by an identity, so that the very
-    same parameters (and BN buffers) serve both the encoder and the classifier.
-    """
-    features = getattr(model, "features", None)
-    if inspect.ismethod(features):
-        return features
-    holder = model
-    while not isinstance(getattr(holder, "fc", None), nn.Module):
-        inner = getattr(holder, "net", None)
-        if not isinstance(inner, nn.Module):
-            raise ValueError(
-                f"cannot find the encoder of {type(model).__name__}: it needs a features() "
-                "method or a final layer named fc (optionally inside a .net wrapper)"
-            )
-        holder = inner
-
-    def encode(x: torch.Tensor) -> torch.Tensor:
-        fc = holder.fc
-        holder.fc = nn.Identity()
-        try:
-            return torch.flatten(model(x), 1)
-        finally:
-            holder.fc = fc
-
-    return encode
 
 
 @dataclass(frozen=True)

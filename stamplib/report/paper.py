@@ -43,6 +43,11 @@ METHOD_LABELS = {
     "sotta": "SoTTA",
     "owttt": "OWTTT",
     "stamp": "STAMP",
+    # Newer open-set methods: rows of our tables only, the paper has no numbers for them.
+    "unient": "UniEnt",
+    "unient_plus": "UniEnt+",
+    "ostta": "OSTTA",
+    "tent_come": "Tent+COME",
 }
 
 #: Row order of the paper's Tables 1–3 (registry names).

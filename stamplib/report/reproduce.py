@@ -182,17 +182,24 @@ def plot_method_bars(table: pd.DataFrame, title: str, metric: str = "H") -> plt.
     if table.empty:
         return _no_results_figure(title)
     df = _label_rows(table)
+    # A fresh index: rows without a paper number (newer methods) are dropped by seaborn, which
+    # then re-indexes and fails on the duplicate labels that concatenating two copies leaves.
     long = pd.concat([
         df.assign(source="paper", value=df[f"{metric} paper"]),
         df.assign(source="ours", value=df[f"{metric} ours"]),
-    ])
+    ], ignore_index=True)
     panels = list(dict.fromkeys(zip(df["Data set"], df["Outlier set"])))
-    fig, axes = plt.subplots(1, len(panels), figsize=(max(6.0, 5.5 * len(panels)), 3.6), squeeze=False, sharey=True)
-    for ax, (ds, o) in zip(axes[0], panels):
+    width = max(5.5, 0.45 * df["Method"].nunique() + 1.0)  # room for the newer methods' rows
+    fig, axes = plt.subplots(1, len(panels), figsize=(width * len(panels), 3.6), squeeze=False, sharey=True)
+    for i, (ax, (ds, o)) in enumerate(zip(axes[0], panels)):
         part = long[(long["Data set"] == ds) & (long["Outlier set"] == o)]
         sns.barplot(part, x="Method", y="value", hue="source", ax=ax, hue_order=["paper", "ours"])
         ax.set(title=f"{ds} + {o}", xlabel="", ylabel=f"{metric} (%)")
         ax.tick_params(axis="x", rotation=45)
+        if i < len(panels) - 1:
+            ax.get_legend().remove()
+        else:  # one legend, outside the bars
+            sns.move_legend(ax, "upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     fig.suptitle(title)
     fig.tight_layout()
     return fig

@@ -70,8 +70,9 @@ def test_step_returns_probabilities_and_a_score_per_sample(name: str) -> None:
 def test_the_score_is_higher_for_less_confident_predictions(name: str) -> None:
     """Sign convention: rank correlation between the OOD score and the entropy of the
     prediction is clearly positive (it is 1 where the score is that entropy)."""
-    if methods.method_class(name).score_basis != "prediction":
-        pytest.skip(f"{name} scores feature distances, not its prediction: its own tests check the sign")
+    basis = methods.method_class(name).score_basis
+    if basis != "prediction":
+        pytest.skip(f"{name} scores {basis}, not its prediction's entropy: its own tests check the sign")
     method = make(name)
     out = method.step(batches(1, n=64)[0])
     entropy = -torch.special.xlogy(out.probs, out.probs).sum(1)

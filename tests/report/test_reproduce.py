@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from stamplib import methods
 from stamplib.evaluation import plans
 from stamplib.evaluation.spec import RunSpec
 from stamplib.report import reproduce
@@ -40,3 +41,25 @@ def test_closed_set_table_has_a_row_per_corruption_and_the_mean():
     assert list(table["corruption"]) == ["gaussian_noise", "contrast", "mean"]
     assert list(table["ACC paper"]) == [28.7, 31.4, 57.3]
 
+
+def test_newer_methods_are_extra_rows_without_paper_numbers(tmp_path):
+    default = plans.plan("02_table1_cifar_outlier_aware", profile="smoke")
+    assert [c.spec.method for c in default.cells] == list(methods.TABLE_ORDER)
+    plan = plans.plan("02_table1_cifar_outlier_aware", methods="tent_come,stamp,unient,unient_plus,ostta")
+    records = {c.spec.key(): _record(c.spec, acc=60.0) for c in plan.cells}
+    table = reproduce.paper_table(plan, records)
+    assert list(table["method"]) == ["stamp", "tent_come", "unient", "unient_plus", "ostta"]
+    newer = table[table["method"] != "stamp"]
+    assert newer["ACC paper"].isna().all() and newer["H Δ"].isna().all()
+    assert (newer["ACC ours"] == 60.0).all()
+    md = reproduce.save_paper_table(table, "t", directory=tmp_path)[1].read_text()
+    row = next(line for line in md.splitlines() if "UniEnt+" in line)
+    assert "—" in row and "60.0" in row
+    for label in ("Tent+COME", "UniEnt", "OSTTA"):
+        assert label in md
+    import matplotlib.pyplot as plt
+
+    fig = reproduce.plot_method_bars(table, "H")  # bars without a paper number are left out
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["STAMP", "Tent+COME", "UniEnt", "UniEnt+",
+                                                                     "OSTTA"]
+    plt.close(fig)
