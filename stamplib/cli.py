@@ -11,6 +11,7 @@ import json
 import os
 import shlex
 import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -242,6 +243,23 @@ def cmd_reference(args: argparse.Namespace) -> int:
     return 1 if result.differences else 0
 
 
+def cmd_check_method(args: argparse.Namespace) -> int:
+    """Run the method contract test (tests/methods/test_contract.py) against one method."""
+    import pytest
+
+    from stamplib import methods, paths
+
+    contract = (paths.repo_root() or Path.cwd()) / "tests" / "methods" / "test_contract.py"
+    if not contract.is_file():
+        raise FileNotFoundError(
+            f"{contract} is missing: the contract test lives in a source checkout of stamplib; run "
+            "check-method from a clone (git clone …; cd stamplib)"
+        )
+    methods.method_class(args.name)  # a method that cannot be loaded fails here, in one line
+    os.environ["STAMPLIB_CONTRACT_METHODS"] = args.name
+    return int(pytest.main(["-p", "no:cacheprovider", "-q", "-m", "not slow", str(contract)]))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="stamplib", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -316,6 +334,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--wait", action="store_true", help="submitit: wait for the jobs with a progress bar")
     p.add_argument("--retry-failed", action="store_true", help="submit only the cells whose last job failed")
     p.set_defaults(func=cmd_grid)
+
+    p = sub.add_parser("check-method", help="run the method contract test against one method")
+    p.add_argument("name", help="a registered name or package.module:Class")
+    p.set_defaults(func=cmd_check_method)
 
     p = sub.add_parser("methods", help="list methods and their hyperparameters")
     p.add_argument("--dataset", default="digits")

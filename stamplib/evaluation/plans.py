@@ -100,8 +100,12 @@ def _names(text: str | Sequence[str], what: str, valid: Iterable[str] | None = N
 
 
 def parse_methods(text: str | Sequence[str]) -> tuple[str, ...]:
-    """Comma-separated method names, each a registered method."""
-    return _names(text, "methods", methods.available())
+    """Comma-separated method names, each a registered method or ``package.module:Class``."""
+    names = _names(text, "methods")
+    _names([n for n in names if ":" not in n], "methods", methods.available())
+    for name in names:
+        methods.method_class(name)  # an outside method that cannot be loaded is refused here
+    return names
 
 
 def parse_seeds(text: str | Sequence[int]) -> tuple[int, ...]:

@@ -188,14 +188,66 @@ def register(name: str) -> Callable[[type[TTAMethod]], type[TTAMethod]]:
     return wrap
 
 
+#: Entry-point group through which an installed package adds methods by name:
+#: ``[project.entry-points."stamplib.methods"] mymethod = "my_package.module:MyMethod"``.
+ENTRY_POINT_GROUP = "stamplib.methods"
+_entry_points_loaded = False
+
+
+def _add_outside(name: str, cls: object, origin: str) -> type[TTAMethod]:
+    """Register a method defined outside the package under ``name`` (after the checks
+    ``register`` makes), or say what is wrong with it."""
+    if not (isinstance(cls, type) and issubclass(cls, TTAMethod)):
+        raise ValueError(f"{origin} is not a TTAMethod subclass (see templates/my_method.py)")
+    missing = [s for s in SETTINGS if s not in getattr(cls, "configs", {})]
+    if missing:
+        raise ValueError(f"{origin}: no hyperparameters for settings {missing} in its configs")
+    cls.name = name
+    _REGISTRY[name] = cls
+    return cls
+
+
+def _load_entry_points() -> None:
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name not in _REGISTRY:
+            _add_outside(ep.name, ep.load(), f"entry point {ep.name} = {ep.value}")
+
+
 def available() -> list[str]:
-    """Registered method names."""
+    """Registered method names: the package's, installed packages' (entry points) and those
+    already used by an import path ``package.module:Class``."""
+    _load_entry_points()
     return sorted(_REGISTRY)
 
 
 def method_class(name: str) -> type[TTAMethod]:
+    """The class of a registered method, or of ``package.module:Class`` (imported and then
+    registered under that string, so records, plans and grids name it like any other)."""
     if name not in _REGISTRY:
-        raise ValueError(f"unknown method {name!r}; available: {', '.join(available())}")
+        _load_entry_points()
+    if name not in _REGISTRY and ":" in name:
+        import importlib
+
+        module, _, attribute = name.partition(":")
+        try:
+            cls = getattr(importlib.import_module(module), attribute)
+        except (ImportError, AttributeError) as exc:
+            raise ValueError(
+                f"cannot load method {name!r} ({exc}); an outside method is named "
+                "package.module:Class and its package must be importable (on PYTHONPATH or installed)"
+            ) from exc
+        _add_outside(name, cls, name)
+    if name not in _REGISTRY:
+        raise ValueError(
+            f"unknown method {name!r}; available: {', '.join(available())}, or an outside method as "
+            "package.module:Class"
+        )
     return _REGISTRY[name]
 
 

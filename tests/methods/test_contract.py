@@ -15,6 +15,7 @@ ten of the paper and any added later, with no edit here:
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import pytest
 import torch
@@ -52,7 +53,12 @@ def batches(count: int = 3, n: int = 24, seed: int = 10) -> list[torch.Tensor]:
     return [torch.rand(n, 3, SIZE, SIZE, generator=g) for _ in range(count)]
 
 
-@pytest.fixture(params=methods.available())
+#: Outside methods to check instead of the registered ones (``python -m stamplib check-method``
+#: sets it): comma-separated names or ``package.module:Class`` paths.
+OUTSIDE = [n for n in os.environ.get("STAMPLIB_CONTRACT_METHODS", "").split(",") if n.strip()]
+
+
+@pytest.fixture(params=OUTSIDE or methods.available())
 def name(request: pytest.FixtureRequest) -> str:
     return request.param
 

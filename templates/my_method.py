@@ -1,0 +1,72 @@
+"""A template for your own test-time adaptation method, usable everywhere a method name is.
+
+Copy this file into a package of yours (say ``my_tta/confident_tent.py``), change what it does,
+and name it by its import path::
+
+    PYTHONPATH=. python -m stamplib run --method my_tta.confident_tent:ConfidentTent --profile smoke
+    PYTHONPATH=. python -m stamplib check-method my_tta.confident_tent:ConfidentTent   # the contract
+    PYTHONPATH=. python -m stamplib notebooks --only 02 --param methods=stamp,my_tta.confident_tent:ConfidentTent
+
+An installed package can give it a short name instead, through an entry point in its
+``pyproject.toml``::
+
+    [project.entry-points."stamplib.methods"]
+    confident_tent = "my_tta.confident_tent:ConfidentTent"
+
+What a method must do (``stamplib.methods.base.TTAMethod``): hold one frozen config per
+hyperparameter setting in ``configs`` (the five settings of the paper), build its optimiser
+and BN configuration in ``setup()``, and in ``step(x)`` adapt on the batch and return the
+class probabilities [B, C] and an OOD score [B], higher meaning more likely an outlier. The
+base class copies the caller's model, and ``reset()`` restores everything ``setup`` built,
+bit for bit, before every corruption. Randomness must come from ``self.generator``.
+
+This example is Tent restricted to confident samples: entropy minimisation on the samples
+whose entropy is below ``margin · log C``, BN affine parameters only, with the entropy of the
+pre-update prediction as the OOD score.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from stamplib.blocks.bn import freeze_all_but, norm_affine_parameters, use_batch_statistics
+from stamplib.blocks.entropy import logit_entropy
+from stamplib.methods.base import TTAMethod, TTAOutput
+
+
+@dataclass(frozen=True)
+class ConfidentTentConfig:
+    lr: float = 1e-3
+    margin: float = 0.4  # adapt on samples with entropy < margin · log(C)
+
+
+class ConfidentTent(TTAMethod):
+    config_cls = ConfidentTentConfig
+    configs = {
+        "cifar10_c": ConfidentTentConfig(),
+        "cifar100_c": ConfidentTentConfig(lr=1e-4),
+        "imagenet_c": ConfidentTentConfig(lr=2.5e-4),
+        "cifar10_c_8_2": ConfidentTentConfig(lr=1e-4),
+        "cifar100_c_80_20": ConfidentTentConfig(),
+    }
+
+    def setup(self) -> None:
+        params = norm_affine_parameters(self.model, exclude_last_stage=False)
+        use_batch_statistics(self.model).train()
+        freeze_all_but(self.model, params)
+        self.optimizer = torch.optim.Adam(params, lr=self.config.lr)
+
+    def step(self, x: torch.Tensor) -> TTAOutput:
+        with torch.enable_grad():
+            logits = self.model(x)
+            entropy = logit_entropy(logits)
+            confident = entropy < self.config.margin * math.log(self.num_classes)
+            if confident.any():
+                entropy[confident].mean().backward()
+                self.optimizer.step()
+                self.optimizer.zero_grad(set_to_none=True)
+        logits = logits.detach()
+        return TTAOutput(torch.softmax(logits, dim=1), entropy.detach())

@@ -1,0 +1,81 @@
+"""Bring your own method (issue 18 item 5): the template, copied into a package of the user's,
+runs through the CLI by its import path and passes the method contract; bad paths are refused
+in one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stamplib import methods, paths
+from stamplib.evaluation import plans
+
+REPO = Path(__file__).resolve().parents[2]
+TEMPLATE = REPO / "templates" / "my_method.py"
+NAME = "my_tta.confident_tent:ConfidentTent"
+
+
+@pytest.fixture
+def package(tmp_path: Path) -> Path:
+    pkg = tmp_path / "my_tta"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    shutil.copy(TEMPLATE, pkg / "confident_tent.py")
+    return tmp_path
+
+
+def _cli(args: list[str], package: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(package), str(REPO)]),
+           "STAMPLIB_HOME": str(paths.home()), "STAMPLIB_RESULTS": str(tmp_path / "results"),
+           "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "stamplib", *args], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=1800)
+
+
+def test_the_template_runs_from_the_cli_and_passes_the_contract(package: Path, tmp_path: Path, digits_model) -> None:
+    run = _cli(["run", "--method", NAME, "--profile", "smoke"], package, tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    (record_file,) = (tmp_path / "results").glob("*.json")
+    record = json.loads(record_file.read_text())
+    assert record["spec"]["method"] == NAME and 0 <= record["mean"]["acc"] <= 100
+
+    check = _cli(["check-method", NAME], package, tmp_path)
+    assert check.returncode == 0, check.stdout[-3000:]
+    assert "passed" in check.stdout and "failed" not in check.stdout
+
+
+def test_an_outside_method_is_a_name_like_any_other(package: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(package))
+    cls = methods.method_class(NAME)
+    assert cls.name == NAME and NAME in methods.available()
+    assert plans.parse_methods(f"tent,{NAME}") == ("tent", NAME)
+    out = methods.create(NAME, _tiny(), 4).step(_batch())
+    assert out.probs.shape == (8, 4)
+
+
+def test_outside_methods_that_cannot_load_are_refused_in_one_line(package: Path, monkeypatch) -> None:
+    monkeypatch.syspath_prepend(str(package))
+    with pytest.raises(ValueError, match="cannot load method 'my_tta.nothing:Here'.*package.module:Class"):
+        methods.method_class("my_tta.nothing:Here")
+    with pytest.raises(ValueError, match="is not a TTAMethod subclass"):
+        methods.method_class("my_tta.confident_tent:ConfidentTentConfig")
+    with pytest.raises(ValueError, match="unknown method 'tnet'.*package.module:Class"):
+        methods.method_class("tnet")
+
+
+def _tiny():
+    from tests.support import tiny_net
+
+    return tiny_net(4)
+
+
+def _batch():
+    import torch
+
+    return torch.rand(8, 3, 16, 16, generator=torch.Generator().manual_seed(0))
