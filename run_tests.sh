@@ -6,7 +6,7 @@ cd "$(dirname "$0")"
 tools/ensure_venv.sh
 export PATH="$PWD/.venv/bin:$PATH"
 echo "[run_tests] ruff check"
-ruff check stamplib tests benchmarks notebooks
+ruff check stamplib tests benchmarks notebooks templates
 echo "[run_tests] notebooks committed without outputs"
 nbstripout --verify notebooks/*.ipynb
 echo "[run_tests] pytest"
