@@ -30,6 +30,7 @@ from tqdm.auto import tqdm
 
 from stamplib import data, methods, validation
 from stamplib.data.corruptions import CORRUPTIONS
+from stamplib.evaluation.metrics import PAPER_METRICS, check_metrics
 from stamplib.evaluation.profiles import PROFILES, get_profile
 from stamplib.evaluation.runner import run
 from stamplib.evaluation.spec import RunSpec
@@ -498,10 +499,31 @@ def compute(
     compute_missing: bool = True,
     store: ResultsStore | None = None,
     progress: bool = True,
+    metrics: Sequence[str] = (),
 ) -> dict[str, dict[str, Any]]:
     """Records of the plan's specs by spec key: read from the results store, and the missing
-    ones computed here (``compute_missing``) or left out (then the tables show what exists)."""
+    ones computed here (``compute_missing``) or left out (then the tables show what exists).
+    A stored record that lacks one of ``metrics`` (a metric newer than the record) is re-scored
+    from its per-sample outputs where it has them (no method runs)."""
     store = store if store is not None else ResultsStore()
+    records = _compute(the_plan, device, compute_missing, store, progress)
+    wanted = check_metrics(metrics) if metrics else ()
+    stale = [r for r in records.values()
+             if any(name not in row for row in r["per_corruption"].values() for name in wanted)]
+    for record in store.rescored(stale, wanted):
+        records[record["key"]] = record
+    return records
+
+
+def parse_metrics(text: str | Sequence[str]) -> tuple[str, ...]:
+    """A notebook's ``metrics`` parameter: comma-separated names of
+    :data:`stamplib.evaluation.metrics.METRICS`; empty means the paper's ACC, AUROC and H."""
+    names = _names(text, "metric") if text else ()
+    return check_metrics(names) if names else PAPER_METRICS
+
+
+def _compute(the_plan: Plan, device: str, compute_missing: bool, store: ResultsStore,
+             progress: bool) -> dict[str, dict[str, Any]]:
     state = store.status(the_plan.specs)
     records: dict[str, dict[str, Any]] = {s.key(): r for s in state.done if (r := store.get(s)) is not None}
     missing = [s for s in the_plan.specs if s.key() not in records and s not in state.running]

@@ -14,6 +14,7 @@ from tqdm.auto import tqdm
 from stamplib import data, methods, models
 from stamplib.blocks.entropy import logit_entropy
 from stamplib.evaluation.metrics import aggregate, stream_metrics
+from stamplib.evaluation.outputs import StreamOutputs
 from stamplib.evaluation.profiles import get_profile
 from stamplib.evaluation.provenance import provenance
 from stamplib.evaluation.spec import RunSpec
@@ -110,6 +111,7 @@ def run(
         source_data=source_data, **dict(spec.overrides),
     )
     per_corruption: dict[str, dict[str, Any]] = {}
+    outputs: dict[str, StreamOutputs] = {}
     started = time.perf_counter()
     for corruption in tqdm(spec.corruptions, desc=f"{spec.method}/{spec.outliers}", disable=not progress, leave=False):
         stream = data.build_stream(
@@ -119,6 +121,7 @@ def run(
         method.reset()
         result = run_stream(method, stream, device)
         metrics = stream_metrics(result.probs, result.ood_score, result.labels)
+        outputs[corruption] = StreamOutputs.from_tensors(result.probs, result.ood_score, result.labels)
         reason = collapse_reason(result)
         per_corruption[corruption] = {
             **metrics,
@@ -140,5 +143,5 @@ def run(
         "versions": _versions(),
         "provenance": provenance(spec.dataset),
     }
-    store.put(record)
+    store.put(record, outputs)
     return record

@@ -20,11 +20,12 @@ import os
 import socket
 import time
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from stamplib import paths
+from stamplib.evaluation.outputs import StreamOutputs, outputs_path, rescore_all, save_outputs
 from stamplib.evaluation.spec import RunSpec
 
 #: Fields without which a record is useless (a JSON file written by something else, or edited).
@@ -106,11 +107,20 @@ class ResultsStore:
             return None  # computed under other defaults
         return record
 
-    def put(self, record: dict[str, Any]) -> Path:
+    def put(self, record: dict[str, Any], outputs: Mapping[str, StreamOutputs] | None = None) -> Path:
+        """Store ``record``; with ``outputs`` (per-sample outputs by corruption) first write them
+        beside it and name the file in ``record["outputs"]``, so a stored record's outputs exist."""
         spec = RunSpec.from_dict(record["spec"])
         path = self.path(spec)
+        if outputs is not None:
+            record["outputs"] = save_outputs(outputs_path(path), outputs).name
         paths.atomic_write_bytes(path, json.dumps(record, indent=1, sort_keys=True).encode())
         return path
+
+    def rescored(self, records: Iterable[dict[str, Any]], metrics: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """``records`` (of this store) with ``metrics`` computed from their stored outputs;
+        records without outputs unchanged (:func:`stamplib.evaluation.outputs.rescore_all`)."""
+        return rescore_all(records, self.root, metrics)
 
     def records(self) -> list[dict[str, Any]]:
         """Every complete record. Temporary files of a killed writer (``.tmp-*``, hidden) are

@@ -2,6 +2,7 @@
 tables (:mod:`.paper`, :mod:`.reproduce`), table files (:mod:`.tables`), one figure theme
 (:mod:`.figures`) and the walkthrough's plots (:mod:`.walkthrough`)."""
 
+from stamplib.evaluation.metrics import METRIC_LABELS
 from stamplib.report import reproduce, walkthrough
 from stamplib.report.figures import save_figure, set_theme
 from stamplib.report.frames import is_collapsed, over_seeds, plan_frame, results_frame
@@ -16,7 +17,7 @@ from stamplib.report.paper import (
     paper_numbers,
     paper_value,
 )
-from stamplib.report.tables import METRIC_LABELS, save_table, to_markdown
+from stamplib.report.tables import save_table, to_markdown
 
 __all__ = [
     "DATASET_LABELS",

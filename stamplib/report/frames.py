@@ -3,7 +3,10 @@
 One row per (record, corruption) with ``per_corruption``, and always one ``mean`` row per record
 (``corruption == "mean"``: the paper's per-metric means over corruptions). Columns: the spec's
 coordinates (``dataset``, ``outliers``, ``method``, ``seed``, ``outlier_ratio``), the row's
-``corruption``, the metrics ``acc``, ``auroc``, ``h`` (percent), ``collapsed`` (bool; a mean row
+``corruption``, the metrics ``acc``, ``auroc``, ``h`` and every other metric of
+:data:`stamplib.evaluation.metrics.METRICS` that the records have (percent; a record that
+predates a metric is re-scored from its outputs by :func:`stamplib.evaluation.outputs.rescore`),
+``collapsed`` (bool; a mean row
 is collapsed when one of its corruptions is, named in ``collapsed_corruptions``) and
 ``seconds``; a plan's cells add their row label (``variant``) and the paper's coordinates.
 """
@@ -16,9 +19,19 @@ from typing import Any
 
 import pandas as pd
 
+from stamplib.evaluation import metrics as _metrics
 from stamplib.evaluation.plans import Plan
 
-METRICS = ("acc", "auroc", "h")
+
+def metric_names() -> tuple[str, ...]:
+    """Every metric a frame has a column for (read at call time: metrics can be registered)."""
+    return tuple(_metrics.METRICS)
+
+
+def _values(m: Mapping[str, Any]) -> dict[str, float]:
+    # The paper's three always; newer metrics only where the record has them, so a frame of
+    # older records keeps its columns (a table that asks for a newer metric shows NaN).
+    return {k: float(m.get(k, math.nan)) for k in metric_names() if k in _metrics.PAPER_METRICS or k in m}
 
 
 def is_collapsed(value: object) -> bool:
@@ -36,12 +49,12 @@ def _rows(record: Mapping[str, Any], coordinates: Mapping[str, Any], per_corrupt
     rows = []
     if per_corruption:
         for corruption, m in record["per_corruption"].items():
-            rows.append({**base, "corruption": corruption, **{k: m[k] for k in METRICS},
+            rows.append({**base, "corruption": corruption, **_values(m),
                          "collapsed": bool(m["collapsed"]), "seconds": m.get("seconds", math.nan)})
     mean = record["mean"]
     # Records written before the mean carried its own flag have it at the top level.
     names = list(mean.get("collapsed", record.get("collapsed", [])))
-    rows.append({**base, "corruption": "mean", **{k: mean[k] for k in METRICS}, "collapsed": bool(names),
+    rows.append({**base, "corruption": "mean", **_values(mean), "collapsed": bool(names),
                  "collapsed_corruptions": ",".join(names), "seconds": record.get("seconds", math.nan)})
     return rows
 
@@ -70,11 +83,12 @@ def over_seeds(frame: pd.DataFrame) -> pd.DataFrame:
     if frame.empty:
         return frame
     grouped = frame.groupby(keys, sort=False, dropna=False)
-    out = grouped[list(METRICS)].mean()
-    std = grouped[list(METRICS)].std(ddof=0).add_suffix("_std")
+    names = [m for m in metric_names() if m in frame.columns]
+    out = grouped[names].mean()
+    std = grouped[names].std(ddof=0).add_suffix("_std")
     out = out.join(std)
     out["collapsed"] = grouped["collapsed"].any()
     out["n_seeds"] = grouped["seed"].nunique()
     single = out["n_seeds"] < 2
-    out.loc[single, [f"{m}_std" for m in METRICS]] = math.nan
+    out.loc[single, [f"{m}_std" for m in names]] = math.nan
     return out.reset_index()

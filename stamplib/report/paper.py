@@ -24,9 +24,9 @@ from importlib import resources
 import pandas as pd
 
 from stamplib import data
+from stamplib.evaluation.metrics import METRIC_LABELS, PAPER_METRICS
 from stamplib.methods import PAPER_ORDER
-from stamplib.report.frames import METRICS, is_collapsed
-from stamplib.report.tables import METRIC_LABELS
+from stamplib.report.frames import is_collapsed
 
 #: Key columns of ``paper_numbers.csv``: together with ``table`` they identify one number.
 KEY_COLUMNS = ("dataset", "outliers", "method", "variant", "corruption")
@@ -152,7 +152,7 @@ def _paper_lookup(table: str, on: Sequence[str]) -> pd.DataFrame:
 
 
 def compare(ours: pd.DataFrame, table: str, on: list[str],
-            metrics: Sequence[str] = METRICS) -> pd.DataFrame:
+            metrics: Sequence[str] = PAPER_METRICS) -> pd.DataFrame:
     """Put our numbers next to the paper's ``table``, one row per row of ``ours``.
 
     ``on`` names the key columns that identify a paper number (among ``dataset``, ``outliers``,

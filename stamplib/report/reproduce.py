@@ -17,8 +17,9 @@ import pandas as pd
 import seaborn as sns
 
 from stamplib import paths
+from stamplib.evaluation.metrics import METRIC_LABELS, PAPER_METRICS, check_metrics
 from stamplib.evaluation.plans import Plan
-from stamplib.report.frames import METRICS, over_seeds, plan_frame
+from stamplib.report.frames import metric_names, over_seeds, plan_frame
 from stamplib.report.paper import (
     compare,
     dataset_label,
@@ -27,7 +28,7 @@ from stamplib.report.paper import (
     method_order,
     outlier_label,
 )
-from stamplib.report.tables import METRIC_LABELS, to_markdown
+from stamplib.report.tables import to_markdown
 
 _SCALE_NOTE = {
     "builtin": "ours: the built-in digits benchmark (teaching scale), not the paper's data; the paper "
@@ -76,7 +77,7 @@ def _with_outlier_average(frame: pd.DataFrame) -> pd.DataFrame:
         if len(g) < 2:
             continue
         row = dict(zip(keys, key))
-        row.update({m: g[m].mean() for m in METRICS})
+        row.update({m: g[m].mean() for m in metric_names() if m in g.columns})
         row.update({"outliers": "avg", "ours on": "mean of the rows above", "collapsed": bool(g["collapsed"].any()),
                     "n_seeds": int(g["n_seeds"].min())})
         extra.append(row)
@@ -84,18 +85,24 @@ def _with_outlier_average(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def paper_table(plan: Plan, records: dict[str, Any], table: str | None = None,
-                per_corruption: bool = False, metrics: Sequence[str] = METRICS) -> pd.DataFrame:
+                per_corruption: bool = False, metrics: Sequence[str] = PAPER_METRICS) -> pd.DataFrame:
     """Our numbers next to the paper's for every cell of the plan (mean over seeds, ± std).
 
     ``table`` picks the paper table (default: the plan's first, chosen per data set for
     Tables 1 and 4); ``per_corruption`` gives one row per corruption (Table 4's layout).
+    ``metrics``: any names of :data:`stamplib.evaluation.metrics.METRICS` (the paper has numbers
+    for ACC, AUROC and H only; the others show ``—`` in its column).
     """
+    metrics = check_metrics(metrics)
     ours = _ours(plan, records, per_corruption)
     if ours.empty:  # nothing stored yet: the table's columns, no rows
         keys = ["dataset", "outliers", "method", "variant"] + (["corruption"] if per_corruption else [])
         return pd.DataFrame(columns=keys + [f"{METRIC_LABELS[m]} {kind}" for m in metrics
                                             for kind in ("ours", "paper", "Δ")])
-    unused = [c for m in METRICS if m not in metrics for c in (m, f"{m}_std")]
+    for m in metrics:  # asked for, but no record has it (records older than the metric)
+        if m not in ours.columns:
+            ours[m] = float("nan")
+    unused = [c for m in metric_names() if m not in metrics for c in (m, f"{m}_std")]
     ours = ours.drop(columns=[c for c in unused if c in ours.columns])
     if plan.notebook.startswith("02_") and not per_corruption:
         ours = _with_outlier_average(ours)
@@ -181,6 +188,8 @@ def plot_method_bars(table: pd.DataFrame, title: str, metric: str = "H") -> plt.
     """Ours vs the paper per method (bars), one panel per (data set, outlier set)."""
     if table.empty:
         return _no_results_figure(title)
+    if f"{metric} ours" not in table.columns:  # the table shows other metrics: plot its first
+        metric = next(c.removesuffix(" ours") for c in table.columns if c.endswith(" ours"))
     df = _label_rows(table)
     # A fresh index: rows without a paper number (newer methods) are dropped by seaborn, which
     # then re-indexes and fails on the duplicate labels that concatenating two copies leaves.

@@ -15,12 +15,8 @@ from typing import Any
 import pandas as pd
 
 from stamplib import paths
+from stamplib.evaluation.metrics import METRIC_LABELS
 from stamplib.report.frames import is_collapsed
-
-#: Printed names of the metric columns (the paper prints "AUC"; we say AUROC).
-METRIC_LABELS = {"acc": "ACC", "auroc": "AUROC", "h": "H"}
-#: Columns that hold a metric of ours (a dagger marks them in collapsed rows).
-METRIC_COLUMNS = tuple(METRIC_LABELS.values())
 
 DAGGER = "†"
 LATEX_DAGGER = "$^\\dagger$"
@@ -34,12 +30,13 @@ def _flagged(df: pd.DataFrame, digits: int, dagger: str, nan: str) -> tuple[pd.D
     """``df`` without its ``collapsed`` column, metric cells as strings with ``dagger`` in
     collapsed rows; and whether any dagger was placed."""
     df = df.rename(columns=METRIC_LABELS)
-    if "collapsed" not in df.columns or not any(c in METRIC_COLUMNS for c in df.columns):
+    metric_columns = set(METRIC_LABELS.values())  # read now: register_metric may have added one
+    if "collapsed" not in df.columns or not any(c in metric_columns for c in df.columns):
         return df, False  # nothing to put a dagger on: keep the column itself
     mask = [is_collapsed(v) for v in df["collapsed"]]
     out = df.drop(columns="collapsed")
     for col in out.columns:
-        if col in METRIC_COLUMNS:
+        if col in metric_columns:
             out[col] = [
                 (nan if isinstance(v, float) and math.isnan(v) else f"{v:.{digits}f}" if isinstance(v, float) else str(v))
                 + (dagger if flag else "")

@@ -151,3 +151,79 @@ def test_aggregate_names_collapsed_rows_and_still_averages() -> None:
     assert aggregate(list(rows.values()))["collapsed"] == [0]
     assert "collapsed" not in aggregate([{"acc": 1.0, "auroc": 2.0, "h": 3.0}])
 
+
+
+# --------------------------------------------------------------------------- the other metrics
+# FPR95 and AUPR against scikit-learn (which has them), OSCR by hand and by its identities.
+
+
+@FAST
+@given(data=scored())
+def test_fpr95_matches_scikit_learn_roc_curve(data: tuple) -> None:
+    from sklearn.metrics import roc_curve
+
+    s, y = data
+    fpr, tpr, _ = roc_curve((~y).numpy(), (-s).numpy(), drop_intermediate=False)  # ID positive
+    expected = 100.0 * fpr[np.searchsorted(tpr, 0.95, side="left")]
+    assert metrics.fpr_at_tpr(s, y) == pytest.approx(expected, abs=1e-9)
+
+
+@FAST
+@given(data=scored())
+def test_aupr_in_and_out_match_scikit_learn_average_precision(data: tuple) -> None:
+    from sklearn.metrics import average_precision_score
+
+    s, y = data
+    assert metrics.aupr(s, y, "in") == pytest.approx(100 * average_precision_score((~y).numpy(), (-s).numpy()), abs=1e-9)
+    assert metrics.aupr(s, y, "out") == pytest.approx(100 * average_precision_score(y.numpy(), s.numpy()), abs=1e-9)
+
+
+def test_fpr95_and_aupr_cases() -> None:
+    is_out = torch.tensor([False] * 20 + [True] * 4)
+    separated = torch.cat([torch.arange(20.0), 100 + torch.arange(4.0)])
+    assert metrics.fpr_at_tpr(separated, is_out) == 0.0
+    assert metrics.aupr(separated, is_out, "in") == 100.0 and metrics.aupr(separated, is_out, "out") == 100.0
+    # the highest-scoring ID sample above every outlier: 95 % of ID (19 of 20) still accepted
+    # below all outliers, so FPR95 stays 0; two such samples push it to 100
+    one_high = separated.clone()
+    one_high[0] = 1000.0
+    assert metrics.fpr_at_tpr(one_high, is_out) == 0.0
+    one_high[1] = 1001.0
+    assert metrics.fpr_at_tpr(one_high, is_out) == 100.0
+    assert math.isnan(metrics.fpr_at_tpr(torch.rand(4), torch.zeros(4, dtype=torch.bool)))
+    with pytest.raises(ValueError, match="'in' or 'out'"):
+        metrics.aupr(separated, is_out, "id")
+
+
+def test_oscr_by_hand() -> None:
+    # ID: correct at 0.1, correct at 0.2; outliers at 0.15 and 0.3 (lower score = accepted first):
+    # (FPR, CCR) = (0,0) (0,.5) (.5,.5) (.5,1) (1,1) → area .75
+    labels = torch.tensor([0, -1, 1, -1])
+    scores = torch.tensor([0.1, 0.15, 0.2, 0.3])
+    assert metrics.oscr(torch.tensor([0, 0, 1, 0]), scores, labels) == pytest.approx(75.0)
+    # the second ID sample misclassified: CCR tops at .5 → (0,.5) (.5,.5) (1,.5) → .5
+    assert metrics.oscr(torch.tensor([0, 0, 0, 0]), scores, labels) == pytest.approx(50.0)
+    # a tie between an ID sample and an outlier moves both at once: a diagonal, area .5
+    assert metrics.oscr(torch.tensor([0, 0]), torch.tensor([0.5, 0.5]), torch.tensor([0, -1])) == pytest.approx(50.0)
+
+
+@FAST
+@given(data=scored(), seed=st.integers(0, 2**31 - 1))
+def test_oscr_equals_auroc_when_all_correct_and_never_exceeds_acc(data: tuple, seed: int) -> None:
+    s, y = data
+    g = torch.Generator().manual_seed(seed)
+    labels = torch.where(y, torch.full_like(s, -1, dtype=torch.long), torch.randint(0, 3, s.shape, generator=g))
+    right = torch.where(y, torch.zeros_like(labels), labels)
+    assert metrics.oscr(right, s, labels) == pytest.approx(metrics.auroc(s, y), abs=1e-9)
+    guess = torch.randint(0, 3, s.shape, generator=g)
+    assert metrics.oscr(guess, s, labels) <= metrics.accuracy(guess, labels) + 1e-9
+
+
+def test_score_outputs_names_every_metric_and_refuses_unknown_ones() -> None:
+    labels = torch.tensor([0, 1, -1, 1, -1])
+    scores = torch.tensor([0.1, 0.4, 0.9, 0.2, 0.3])
+    out = metrics.score_outputs(torch.tensor([0, 1, 0, 0, 1]), scores, labels)
+    assert list(out) == list(metrics.METRICS) and set(metrics.METRIC_LABELS) >= set(out)
+    assert out["h"] == pytest.approx(metrics.h_score(out["acc"], out["auroc"]))
+    with pytest.raises(ValueError, match="unknown metric"):
+        metrics.score_outputs(torch.tensor([0]), torch.tensor([0.0]), torch.tensor([0]), ["fpr99"])
