@@ -53,15 +53,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         seed=args.seed,
         profile=args.profile,
         overrides=_pairs(args.set),
+        continual=args.continual,
+        dirichlet=args.dirichlet,
+        outlier_burst=args.outlier_burst,
     )
     record = run(spec, store=ResultsStore(args.results) if args.results else None,
                  device=args.device, force=args.force, progress=True)
-    print(f"{'corruption':20s} {'ACC':>6s} {'AUROC':>6s} {'H':>6s}")
+    from stamplib.evaluation.metrics import METRIC_LABELS
+
+    shown = [m for m in METRIC_LABELS if m in record["mean"]]  # a stored older record has fewer
+    print(f"{'corruption':20s}" + "".join(f" {METRIC_LABELS[m]:>8s}" for m in shown))
     for name, m in record["per_corruption"].items():
         flag = "  COLLAPSED: " + m["collapse_reason"] if m["collapsed"] else ""
-        print(f"{name:20s} {m['acc']:6.1f} {m['auroc']:6.1f} {m['h']:6.1f}{flag}")
-    mean = record["mean"]
-    print(f"{'mean':20s} {mean['acc']:6.1f} {mean['auroc']:6.1f} {mean['h']:6.1f}")
+        print(f"{name:20s}" + "".join(f" {m[k]:8.1f}" for k in shown) + flag)
+    print(f"{'mean':20s}" + "".join(f" {record['mean'][k]:8.1f}" for k in shown))
     if args.json:
         print(json.dumps(record, indent=1))
     return 0
@@ -274,6 +279,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--profile", default="quick", choices=["smoke", "quick", "full"])
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="hyperparameter override")
+    p.add_argument("--continual", action="store_true",
+                   help="no reset between the corruptions, which run in the order given")
+    p.add_argument("--dirichlet", type=float, default=0.0,
+                   help="non-i.i.d. label order with Dirichlet concentration δ (e.g. 0.1; 0 = i.i.d.)")
+    p.add_argument("--outlier-burst", type=int, default=0,
+                   help="outliers arrive in runs of this length (0 = spread uniformly)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--results", default=None, help="results folder (default: results/)")
     p.add_argument("--force", action="store_true", help="recompute even if stored")

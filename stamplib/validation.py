@@ -8,6 +8,7 @@ layer can use it.
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Iterable, Sequence
 
@@ -30,6 +31,26 @@ def check_outlier_ratio(ratio: object) -> float:
             f"uses 0.2), got {ratio!r}"
         )
     return float(ratio)
+
+
+def check_dirichlet(concentration: object) -> float:
+    if isinstance(concentration, bool) or not isinstance(concentration, numbers.Real) or not (
+        math.isfinite(float(concentration)) and float(concentration) >= 0.0
+    ):
+        raise ValueError(
+            f"dirichlet is the concentration δ of the label order, a finite number ≥ 0 (0 = i.i.d. order; "
+            f"small values such as 0.1 give long runs of one class), got {concentration!r}"
+        )
+    return float(concentration)
+
+
+def check_outlier_burst(length: object) -> int:
+    if not is_int(length) or int(length) < 0:
+        raise ValueError(
+            f"outlier_burst is the length of the runs in which outliers arrive, an integer ≥ 0 (0 = "
+            f"outliers spread uniformly), got {length!r}"
+        )
+    return int(length)
 
 
 def check_seed(seed: object) -> int:

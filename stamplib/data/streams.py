@@ -9,6 +9,16 @@ N×3×H×W in [0,1] on the target device (no DataLoader: the data fits in memory
 Mixing follows protocol.md §1: the *first* N outliers of the pool (not a random sample), the
 concatenation shuffled uniformly. Unlike the authors' code, the order depends only on the
 stream seed, not on how much randomness a method consumed, so every method sees the same order.
+
+Two harder orders (beyond the paper; :func:`stream_order`), both off by default:
+
+* ``dirichlet=δ > 0`` — non-i.i.d. labels as in RoTTA and mariodoebler's test-time-adaptation
+  suite: the ID samples are split into as many time slots as there are classes, each class
+  spread over the slots by proportions drawn from Dirichlet(δ, …, δ), the classes within a slot
+  in random order. Small δ (0.01–0.1) gives long runs of one class. Outliers keep uniform
+  positions, so the outlier share per batch stays what it was.
+* ``outlier_burst=L > 0`` — outliers arrive in runs of L consecutive samples (the last run may
+  be shorter), the runs at distinct random positions between ID samples (so never merged).
 """
 
 from __future__ import annotations
@@ -81,6 +91,78 @@ def outliers_for_ratio(num_id: int, ratio: float) -> int:
     return round(num_id * ratio / (1.0 - ratio))
 
 
+def dirichlet_order(labels: torch.Tensor, concentration: float, generator: torch.Generator) -> torch.Tensor:
+    """A permutation of ``labels``' indices in non-i.i.d. label order (module docstring):
+    one time slot per class; class c's samples (in random order) are cut into consecutive
+    pieces of sizes ∝ Dirichlet(δ·1) and piece s goes to slot s; within a slot the pieces of
+    the classes come in random order."""
+    classes = labels.unique()
+    n_slots = int(classes.numel())
+    alpha = torch.full((n_slots,), float(concentration), dtype=torch.float64)
+    slots: list[list[torch.Tensor]] = [[] for _ in range(n_slots)]
+    for c in classes.tolist():
+        members = torch.nonzero(labels == c).flatten()
+        members = members[torch.randperm(members.numel(), generator=generator)]
+        # torch's Dirichlet sampler has no generator argument: gamma draws through one seeded
+        # from ours keep the order a function of the stream seed alone.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator)))
+            shares = torch.distributions.Dirichlet(alpha).sample()
+        cuts = (shares.cumsum(0)[:-1] * members.numel()).long().clamp(0, members.numel()).tolist()
+        for slot, piece in enumerate(torch.tensor_split(members, cuts)):
+            slots[slot].append(piece)
+    order = []
+    for pieces in slots:
+        for i in torch.randperm(len(pieces), generator=generator).tolist():
+            order.append(pieces[i])
+    return torch.cat(order)
+
+
+def burst_positions(num_id: int, num_outliers: int, length: int, generator: torch.Generator) -> torch.Tensor:
+    """Bool mask over a stream of ``num_id + num_outliers`` samples: True where an outlier goes,
+    in runs of ``length`` (the last may be shorter) placed at distinct gaps between ID samples."""
+    runs = -(-num_outliers // length) if num_outliers else 0
+    if runs > num_id + 1:
+        raise ValueError(
+            f"{num_outliers} outliers in runs of {length} need {runs} gaps between ID samples, but "
+            f"{num_id} ID samples leave {num_id + 1}: choose a longer outlier_burst"
+        )
+    gaps = torch.randperm(num_id + 1, generator=generator)[:runs].sort().values
+    sizes = torch.full((runs,), length)
+    if runs:
+        sizes[-1] = num_outliers - length * (runs - 1)
+    # ID sample i sits after the runs at gaps ≤ i: position = i + outliers before it.
+    before = torch.zeros(num_id + 1, dtype=torch.long)
+    before.index_add_(0, gaps, sizes)
+    id_positions = torch.arange(num_id) + before.cumsum(0)[:num_id]
+    mask = torch.ones(num_id + num_outliers, dtype=torch.bool)
+    mask[id_positions] = False
+    return mask
+
+
+def stream_order(
+    id_labels: torch.Tensor, num_outliers: int, seed: int, dirichlet: float = 0.0, outlier_burst: int = 0,
+) -> torch.Tensor:
+    """The order of a stream made of ``id_labels`` followed by ``num_outliers`` outliers: a
+    permutation of their indices. Both options off: one uniform shuffle (today's order, bit for
+    bit); otherwise ID order and outlier positions as the module docstring describes."""
+    n_id = id_labels.numel()
+    g = torch.Generator().manual_seed(seed)
+    if not dirichlet and not outlier_burst:
+        return torch.randperm(n_id + num_outliers, generator=g)
+    id_order = dirichlet_order(id_labels, dirichlet, g) if dirichlet else torch.randperm(n_id, generator=g)
+    outlier_order = n_id + torch.randperm(num_outliers, generator=g)
+    if outlier_burst:
+        is_outlier = burst_positions(n_id, num_outliers, outlier_burst, g)
+    else:
+        is_outlier = torch.zeros(n_id + num_outliers, dtype=torch.bool)
+        is_outlier[torch.randperm(n_id + num_outliers, generator=g)[:num_outliers]] = True
+    order = torch.empty(n_id + num_outliers, dtype=torch.long)
+    order[~is_outlier] = id_order
+    order[is_outlier] = outlier_order
+    return order
+
+
 def mix(
     id_images: torch.Tensor,
     id_labels: torch.Tensor,
@@ -88,8 +170,11 @@ def mix(
     num_outliers: int,
     seed: int,
     batch_size: int = 64,
+    dirichlet: float = 0.0,
+    outlier_burst: int = 0,
 ) -> Stream:
-    """Concatenate ID images with the first ``num_outliers`` outliers and shuffle with ``seed``."""
+    """Concatenate ID images with the first ``num_outliers`` outliers and order them with
+    ``seed`` (:func:`stream_order`: a uniform shuffle unless ``dirichlet``/``outlier_burst``)."""
     if num_outliers < 0:
         raise ValueError(f"num_outliers must be ≥ 0, got {num_outliers}; outliers_for_ratio(n_id, ratio) gives it")
     if num_outliers > 0:
@@ -105,7 +190,8 @@ def mix(
         labels = torch.cat((id_labels.long(), torch.full((num_outliers,), -1, dtype=torch.long)))
     else:
         images, labels = id_images, id_labels.long()
-    order = torch.randperm(images.shape[0], generator=torch.Generator().manual_seed(seed))
+    order = stream_order(id_labels, num_outliers, seed, validation.check_dirichlet(dirichlet),
+                         validation.check_outlier_burst(outlier_burst))
     return Stream(images[order].contiguous(), labels[order], batch_size)
 
 
@@ -119,9 +205,11 @@ def apply_corruption(images: torch.Tensor, corruption: str, severity: int, seed:
 
 def check_stream_args(
     dataset: str, outliers: str, corruption: str, severity: int, outlier_ratio: float, seed: int,
-    max_id: int | None, batch_size: int,
+    max_id: int | None, batch_size: int, dirichlet: float = 0.0, outlier_burst: int = 0,
 ) -> None:
     """Everything :func:`build_stream` can refuse without reading a file, checked up front."""
+    validation.check_dirichlet(dirichlet)
+    validation.check_outlier_burst(outlier_burst)
     check_names(dataset, outliers, (corruption,))
     validation.check_severity(severity)
     validation.check_outlier_ratio(outlier_ratio)
@@ -142,25 +230,29 @@ def build_stream(
     batch_size: int = 64,
     *,
     data_root: str | os.PathLike | None = None,
+    dirichlet: float = 0.0,
+    outlier_burst: int = 0,
 ) -> Stream:
     """The test stream of one corruption (cached in memory: every method of a table reuses it).
 
     ID images: the released corrupted set when the data set has one, else the clean test set
     corrupted with ``seed``. Outliers: the *first* N of the pool (N from ``outlier_ratio``,
     protocol.md §1.1/§3.2), corrupted like the ID images except Noise, resized to the ID size.
+    ``dirichlet``/``outlier_burst``: the harder orders of the module docstring (0: off).
     Names and numbers are checked before any image is read.
     """
-    check_stream_args(dataset, outliers, corruption, severity, outlier_ratio, seed, max_id, batch_size)
+    check_stream_args(dataset, outliers, corruption, severity, outlier_ratio, seed, max_id, batch_size,
+                      dirichlet, outlier_burst)
     return _build_stream(
         dataset, outliers, corruption, severity, outlier_ratio, seed, max_id, batch_size,
-        str(paths.data_root(data_root)),
+        str(paths.data_root(data_root)), float(dirichlet), int(outlier_burst),
     )
 
 
 @lru_cache(maxsize=64)
 def _build_stream(
     dataset_name: str, outliers: str, corruption: str, severity: int, outlier_ratio: float, seed: int,
-    max_id: int | None, batch_size: int, root_str: str,
+    max_id: int | None, batch_size: int, root_str: str, dirichlet: float = 0.0, outlier_burst: int = 0,
 ) -> Stream:
     root = Path(root_str)
     data = dataset(dataset_name)
@@ -192,7 +284,8 @@ def _build_stream(
             if id_images.shape[1] != id_images.shape[2]:
                 raise ValueError(f"cannot resize outliers to non-square ID images {tuple(id_images.shape[1:3])}")
             pool = resize_images(pool, int(id_images.shape[1]))
-    return mix(id_images, id_labels, pool, n_out, seed=seed, batch_size=batch_size)
+    return mix(id_images, id_labels, pool, n_out, seed=seed, batch_size=batch_size, dirichlet=dirichlet,
+               outlier_burst=outlier_burst)
 
 
 build_stream.cache_clear = _build_stream.cache_clear  # type: ignore[attr-defined]

@@ -1,5 +1,6 @@
 """run(spec): compute one cell — every corruption's stream, the method reset before each
-(protocol.md §1.2) — and store one JSON record per spec."""
+(protocol.md §1.2; a ``continual`` spec resets once, before the first) — and store one JSON
+record per spec."""
 
 from __future__ import annotations
 
@@ -116,9 +117,10 @@ def run(
     for corruption in tqdm(spec.corruptions, desc=f"{spec.method}/{spec.outliers}", disable=not progress, leave=False):
         stream = data.build_stream(
             spec.dataset, spec.outliers, corruption, spec.severity, spec.outlier_ratio, spec.seed,
-            profile.id_limit(dataset),
+            profile.id_limit(dataset), **spec.stream_options,
         )
-        method.reset()
+        if not spec.continual or not per_corruption:  # continual: one reset, before the first
+            method.reset()
         result = run_stream(method, stream, device)
         metrics = stream_metrics(result.probs, result.ood_score, result.labels)
         outputs[corruption] = StreamOutputs.from_tensors(result.probs, result.ood_score, result.labels)
@@ -143,5 +145,8 @@ def run(
         "versions": _versions(),
         "provenance": provenance(spec.dataset),
     }
+    if spec.continual or spec.dirichlet or spec.outlier_burst:
+        record["stream"] = {"continual": spec.continual, "order": list(spec.corruptions),
+                            "dirichlet": spec.dirichlet, "outlier_burst": spec.outlier_burst}
     store.put(record, outputs)
     return record

@@ -10,6 +10,9 @@ from typing import Any
 from stamplib import data, methods, validation
 from stamplib.evaluation.profiles import get_profile
 
+#: Fields added after the first records were written, with the default that leaves them out.
+_LATER_FIELDS: dict[str, Any] = {"setting": "", "continual": False, "dirichlet": 0.0, "outlier_burst": 0}
+
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -17,6 +20,14 @@ class RunSpec:
 
     ``overrides`` are hyperparameter overrides as sorted (name, value) pairs, so the spec stays
     hashable; build it from a dict with ``RunSpec.make(..., overrides={...})``.
+
+    Harder streams (beyond the paper; each off by default, and a default field is left out of
+    :meth:`to_dict`, so every spec written before they existed keeps its key):
+
+    * ``continual`` — one stream through all ``corruptions`` in their order, with no reset
+      between them (the metrics are still per corruption);
+    * ``dirichlet`` — concentration δ of a non-i.i.d. label order (0: i.i.d.);
+    * ``outlier_burst`` — outliers arrive in runs of this length (0: spread uniformly).
     """
 
     method: str
@@ -29,6 +40,9 @@ class RunSpec:
     profile: str = "quick"
     setting: str = ""  # hyperparameter setting to use instead of the dataset's own (e.g. "imagenet_c")
     overrides: tuple[tuple[str, Any], ...] = field(default_factory=tuple)
+    continual: bool = False
+    dirichlet: float = 0.0
+    outlier_burst: int = 0
 
     def __post_init__(self) -> None:
         # Names first, before any file or model is touched; every check reads no file.
@@ -43,10 +57,20 @@ class RunSpec:
         validation.check_outlier_ratio(self.outlier_ratio)
         object.__setattr__(self, "seed", validation.check_seed(self.seed))
         get_profile(self.profile)
+        if not isinstance(self.continual, bool):
+            raise ValueError(f"continual is True or False, got {self.continual!r}")
+        object.__setattr__(self, "dirichlet", validation.check_dirichlet(self.dirichlet))
+        object.__setattr__(self, "outlier_burst", validation.check_outlier_burst(self.outlier_burst))
         if self.outliers == data.CLOSED_SET and self.outlier_ratio != 0.0:
             object.__setattr__(self, "outlier_ratio", 0.0)
         object.__setattr__(self, "overrides", tuple(sorted((str(k), v) for k, v in dict(self.overrides).items())))
         methods.resolve_config(self.method, self.hyperparameter_setting(), **dict(self.overrides))  # validates
+
+    @property
+    def stream_options(self) -> dict[str, Any]:
+        """The stream-order options of :func:`stamplib.data.build_stream` (``dirichlet``,
+        ``outlier_burst``)."""
+        return {"dirichlet": self.dirichlet, "outlier_burst": self.outlier_burst}
 
     def hyperparameter_setting(self) -> str:
         """``setting`` if given, else the data set's own (from the data set registry)."""
@@ -64,8 +88,10 @@ class RunSpec:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        if not self.setting:
-            del d["setting"]  # records written before the field existed keep their key
+        # Fields added after records existed are left out at their defaults: old keys stay valid.
+        for name, default in _LATER_FIELDS.items():
+            if d[name] == default:
+                del d[name]
         d["corruptions"] = list(self.corruptions)
         d["overrides"] = {k: v for k, v in self.overrides}
         return d

@@ -314,3 +314,74 @@ def test_stream_and_mix_errors_are_value_errors() -> None:
     with pytest.raises(ValueError, match="num_outliers must be ≥ 0"):
         data.mix(imgs, labels, None, -1, seed=0)
 
+
+
+# --------------------------------------------------------------------------- harder streams
+
+
+def _switches(labels: torch.Tensor) -> int:
+    known = labels[labels >= 0]
+    return int((known[1:] != known[:-1]).sum())
+
+
+def _order_labels(id_labels: torch.Tensor, n_out: int, **options: object) -> torch.Tensor:
+    order = streams.stream_order(id_labels, n_out, seed=5, **options)
+    assert sorted(order.tolist()) == list(range(id_labels.numel() + n_out))  # a permutation
+    return torch.cat([id_labels, torch.full((n_out,), -1)])[order]
+
+
+def test_default_order_is_todays_uniform_shuffle_bit_for_bit() -> None:
+    labels = torch.arange(300) % 10
+    expected = torch.randperm(375, generator=torch.Generator().manual_seed(5))
+    assert torch.equal(streams.stream_order(labels, 75, seed=5), expected)
+
+
+def test_dirichlet_order_gives_runs_of_one_class_and_keeps_the_outlier_share() -> None:
+    id_labels = torch.arange(2000) % 10
+    iid = _order_labels(id_labels, 500)
+    shifted = _order_labels(id_labels, 500, dirichlet=0.01)
+    mild = _order_labels(id_labels, 500, dirichlet=1000.0)
+    for s in (shifted, mild):
+        assert torch.equal(s[s >= 0].bincount(), id_labels.bincount())  # every sample once
+    # i.i.d.: ~90 % of neighbours differ; δ = 0.01: about one class change per slot
+    assert _switches(iid) > 1700 and _switches(shifted) < 60
+    # a large δ spreads every class evenly over the ten slots (in blocks within a slot, as in
+    # RoTTA's sampler): every tenth of the stream holds every class
+    assert all(chunk.unique().numel() == 10 for chunk in mild[mild >= 0].view(10, 200))
+    # the labels' distribution drifts: the first tenth of a δ = 0.01 stream holds few classes
+    head = shifted[shifted >= 0][:200]
+    assert head.unique().numel() <= 3
+    # outliers stay spread uniformly: every batch of 64 holds some, as in the i.i.d. stream
+    per_batch = (shifted < 0).float().view(-1, 100).mean(1)  # 25 chunks of 100
+    assert per_batch.min() > 0.05 and per_batch.max() < 0.4
+
+
+def test_outlier_bursts_are_runs_of_the_given_length_between_id_samples() -> None:
+    id_labels = torch.arange(1000) % 10
+    labels = _order_labels(id_labels, 250, outlier_burst=64)
+    flags = (labels < 0).int().tolist()
+    import itertools
+
+    runs = [len(list(g)) for value, g in itertools.groupby(flags) if value]
+    assert runs == [64, 64, 64, 58]
+    assert _switches(labels) > 800  # the ID order itself stays i.i.d.
+    with pytest.raises(ValueError, match="longer outlier_burst"):
+        streams.stream_order(torch.arange(3), 10, seed=0, outlier_burst=1)
+
+
+def test_harder_options_are_refused_clearly() -> None:
+    with pytest.raises(ValueError, match="dirichlet is the concentration"):
+        data.build_stream("digits", "noise", "gaussian_noise", dirichlet=-1.0)
+    with pytest.raises(ValueError, match="outlier_burst"):
+        data.build_stream("digits", "noise", "gaussian_noise", outlier_burst=2.5)
+
+
+def test_build_stream_serves_the_harder_orders_on_the_builtin_benchmark() -> None:
+    plain = data.build_stream("digits", "noise", "gaussian_noise", max_id=256, seed=2)
+    shifted = data.build_stream("digits", "noise", "gaussian_noise", max_id=256, seed=2, dirichlet=0.05)
+    bursty = data.build_stream("digits", "noise", "gaussian_noise", max_id=256, seed=2, outlier_burst=32)
+    for s in (shifted, bursty):
+        assert s.num_outliers == plain.num_outliers == 64
+        assert torch.equal(s.labels.sort().values, plain.labels.sort().values)
+    assert _switches(shifted.labels) < _switches(plain.labels) / 3
+    assert bursty.is_outlier.int().diff().ne(0).sum() <= 4  # two runs of 32: at most 4 edges

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -255,3 +256,22 @@ def test_collapsed_corruptions_are_flagged_in_records(
 
     # (how tables flag them: tests/report/test_tables.py)
 
+
+
+def test_continual_resets_once_and_records_the_order(tmp_path: Path, digits_model: torch.nn.Module) -> None:
+    corruptions = ("contrast", "gaussian_noise")
+    base = RunSpec(method="tent", dataset="digits", outliers="noise", corruptions=corruptions, profile="smoke")
+    episodic = stamplib.run(base, store=ResultsStore(tmp_path))
+    continual = stamplib.run(base.with_(continual=True), store=ResultsStore(tmp_path))
+    assert continual["stream"] == {"continual": True, "order": list(corruptions), "dirichlet": 0.0, "outlier_burst": 0}
+    assert "stream" not in episodic
+    first, second = corruptions
+    # the first corruption starts from the source model either way; the second does not
+    assert continual["per_corruption"][first]["acc"] == episodic["per_corruption"][first]["acc"]
+    assert continual["per_corruption"][first]["auroc"] == episodic["per_corruption"][first]["auroc"]
+    a, b = (np.load(tmp_path / r["outputs"]) for r in (episodic, continual))
+    assert not np.array_equal(a[f"{second}.ood_score"], b[f"{second}.ood_score"])
+    np.testing.assert_array_equal(a[f"{first}.ood_score"], b[f"{first}.ood_score"])
+    shifted = stamplib.run(base.with_(dirichlet=0.1, outlier_burst=16), store=ResultsStore(tmp_path))
+    assert shifted["stream"]["dirichlet"] == 0.1 and shifted["per_corruption"][first]["n_outliers"] == \
+        episodic["per_corruption"][first]["n_outliers"]

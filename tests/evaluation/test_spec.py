@@ -55,3 +55,18 @@ def test_the_setting_comes_from_the_dataset_registry_or_is_named() -> None:
     assert RunSpec(method="tent", dataset="npz:/nowhere/x.npz", setting="cifar10_c").dataset == "npz:/nowhere/x.npz"
     with pytest.raises(ValueError, match="unknown hyperparameter setting 'digits'"):
         RunSpec(method="tent", setting="digits")
+
+
+def test_keys_of_specs_written_before_the_stream_options_are_unchanged() -> None:
+    # Computed by the code before `continual`, `dirichlet` and `outlier_burst` existed.
+    assert RunSpec(method="stamp").key() == "8c92a55947dd4606"
+    older = RunSpec(method="tent", dataset="digits", outliers="noise", corruptions=("gaussian_noise", "contrast"),
+                    profile="smoke", setting="imagenet_c", overrides=(("lr", 0.01),))
+    assert older.key() == "afdd9fd681a664f5"
+    harder = older.with_(continual=True, dirichlet=0.1, outlier_burst=16)
+    assert harder.key() != older.key() and RunSpec.from_dict(harder.to_dict()) == harder
+    assert {"continual", "dirichlet", "outlier_burst"} <= set(harder.to_dict())
+    with pytest.raises(ValueError, match="dirichlet"):
+        older.with_(dirichlet=float("inf"))
+    with pytest.raises(ValueError, match="continual"):
+        older.with_(continual="yes")
