@@ -231,6 +231,11 @@ DEFAULTS: dict[str, dict[str, list[Setup]]] = {
         "real": [_stand_in("cifar10_jpeg", ("noise",), "cifar10_c", ("noise",))],
         "builtin": [_stand_in("digits", ("noise",), "cifar10_c", ("noise",))],
     },
+    "10_inside_the_stream": {
+        "paper": [Setup.same("cifar10_c", ("noise",))],
+        "real": [_stand_in("cifar10_jpeg", ("noise",), "cifar10_c", ("noise",))],
+        "builtin": [_stand_in("digits", ("noise",), "cifar10_c", ("noise",))],
+    },
 }
 
 _PAPER_TABLES = {
@@ -243,6 +248,7 @@ _PAPER_TABLES = {
     "07_fig_weight_strategies": (),
     "08_table6_outlier_ratio": ("6",),
     "09_fig_augmentation_averaging": (),
+    "10_inside_the_stream": (),
 }
 
 
@@ -433,6 +439,47 @@ def plan_walkthrough(profile: str = "quick", methods_to_compare: str = "source,b
     return Plan("00_walkthrough", "builtin", tuple(Cell(s) for s in specs))
 
 
+#: Methods that report per-batch traces (filter, memory, loss), and Tent as the reference.
+TRACED_METHODS = ("tent", "eata", "sar", "rotta", "sotta", "stamp")
+STREAM_KINDS = "iid,continual,dirichlet:0.1"
+
+
+def parse_stream_kinds(text: str) -> tuple[tuple[str, dict[str, Any]], ...]:
+    """``iid``, ``continual``, ``dirichlet:δ``, ``burst:L`` (comma-separated; ``=`` works too,
+    but papermill cannot read it in a parameters cell) → (label, the RunSpec fields)."""
+    kinds = []
+    for item in _names(text, "streams"):
+        name, _, value = item.replace("=", ":").partition(":")
+        if name == "iid" and not value:
+            kinds.append((item, {}))
+        elif name == "continual" and not value:
+            kinds.append((item, {"continual": True}))
+        elif name == "dirichlet" and value:
+            kinds.append((item, {"dirichlet": validation.check_dirichlet(float(value))}))
+        elif name == "burst" and value:
+            kinds.append((item, {"outlier_burst": validation.check_outlier_burst(int(value))}))
+        else:
+            raise ValueError(f"streams: unknown stream {item!r}; give iid, continual, dirichlet:δ or burst:L")
+    if not kinds:
+        raise ValueError("streams: name at least one stream, e.g. 'iid,continual,dirichlet:0.1'")
+    return tuple(kinds)
+
+
+def plan_inside_the_stream(profile: str = "quick", data_root: str = "", methods: str = "", datasets: str = "",
+                           outlier_sets: str = "", corruptions: str = "", seeds: str = "0", severity: int = 5,
+                           outlier_ratio: float = 0.2, streams: str = STREAM_KINDS, **_: Any) -> Plan:
+    """Notebook 10: the traced methods on the ordinary stream and on harder ones (continual,
+    non-i.i.d. labels, outlier bursts); the variant is the stream kind. The i.i.d. cells are
+    those of notebook 02, computed once for both."""
+    opt = _options("10_inside_the_stream", profile, data_root, methods, TRACED_METHODS, datasets, outlier_sets,
+                   corruptions, seeds, severity, outlier_ratio)
+    cells = []
+    for cell in _cells(opt, (("", {}, None),)):
+        for label, fields in parse_stream_kinds(streams):
+            cells.append(dataclasses.replace(cell, spec=cell.spec.with_(**fields), variant=label))
+    return Plan(opt.notebook, opt.scale, tuple(cells), (), ())
+
+
 EXPERIMENTS: dict[str, Callable[..., Plan]] = {
     "00_walkthrough": plan_walkthrough,
     **{nb: _method_table(nb) for nb in ("02_table1_cifar_outlier_aware", "03_table2_imagenet_outlier_aware",
@@ -441,6 +488,7 @@ EXPERIMENTS: dict[str, Callable[..., Plan]] = {
     "07_fig_weight_strategies": plan_weight_strategies,
     "08_table6_outlier_ratio": plan_outlier_ratio,
     "09_fig_augmentation_averaging": plan_augmentation_averaging,
+    "10_inside_the_stream": plan_inside_the_stream,
 }
 
 
@@ -500,13 +548,20 @@ def compute(
     store: ResultsStore | None = None,
     progress: bool = True,
     metrics: Sequence[str] = (),
+    traces: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """Records of the plan's specs by spec key: read from the results store, and the missing
     ones computed here (``compute_missing``) or left out (then the tables show what exists).
     A stored record that lacks one of ``metrics`` (a metric newer than the record) is re-scored
-    from its per-sample outputs where it has them (no method runs)."""
+    from its per-sample outputs where it has them (no method runs). With ``traces``, a stored
+    record of a method that reports traces but made before traces existed is computed again."""
     store = store if store is not None else ResultsStore()
     records = _compute(the_plan, device, compute_missing, store, progress)
+    if traces and compute_missing:
+        for spec in the_plan.specs:
+            record = records.get(spec.key())
+            if record is not None and "trace" not in record and methods.method_class(spec.method).reports_trace:
+                records[spec.key()] = run(spec, store=store, device=device, force=True)
     wanted = check_metrics(metrics) if metrics else ()
     stale = [r for r in records.values()
              if any(name not in row for row in r["per_corruption"].values() for name in wanted)]

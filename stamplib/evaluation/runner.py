@@ -20,6 +20,7 @@ from stamplib.evaluation.profiles import get_profile
 from stamplib.evaluation.provenance import provenance
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
+from stamplib.evaluation.traces import StreamTracer
 from stamplib.version import __version__
 
 
@@ -37,15 +38,28 @@ class StreamResult:
         return self.labels < 0
 
 
-def run_stream(method: methods.TTAMethod, stream: data.Stream, device: str = "cpu", progress: bool = False) -> StreamResult:
-    """Feed a stream batch by batch through ``method`` (no reset here: the caller decides)."""
+def run_stream(
+    method: methods.TTAMethod, stream: data.Stream, device: str = "cpu", progress: bool = False,
+    tracer: StreamTracer | None = None,
+) -> StreamResult:
+    """Feed a stream batch by batch through ``method`` (no reset here: the caller decides).
+    With a ``tracer``, each step is timed and the method's reports are collected
+    (:mod:`stamplib.evaluation.traces`)."""
     probs, scores, labels = [], [], []
     start = time.perf_counter()
-    for batch in tqdm(stream.batches(device), total=len(stream), disable=not progress, leave=False):
-        out = method.step(batch.x)
-        probs.append(out.probs.detach().float().cpu())
-        scores.append(out.ood_score.detach().float().cpu())
-        labels.append(batch.y.cpu())
+    method.tracer = tracer
+    try:
+        for batch in tqdm(stream.batches(device), total=len(stream), disable=not progress, leave=False):
+            if tracer is not None:
+                tracer.begin()
+            out = method.step(batch.x)
+            if tracer is not None:
+                tracer.end(batch)
+            probs.append(out.probs.detach().float().cpu())
+            scores.append(out.ood_score.detach().float().cpu())
+            labels.append(batch.y.cpu())
+    finally:
+        method.tracer = None
     return StreamResult(torch.cat(probs), torch.cat(scores), torch.cat(labels), time.perf_counter() - start)
 
 
@@ -113,6 +127,7 @@ def run(
     )
     per_corruption: dict[str, dict[str, Any]] = {}
     outputs: dict[str, StreamOutputs] = {}
+    traces: dict[str, dict[str, list[Any]]] = {}
     started = time.perf_counter()
     for corruption in tqdm(spec.corruptions, desc=f"{spec.method}/{spec.outliers}", disable=not progress, leave=False):
         stream = data.build_stream(
@@ -121,7 +136,10 @@ def run(
         )
         if not spec.continual or not per_corruption:  # continual: one reset, before the first
             method.reset()
-        result = run_stream(method, stream, device)
+        tracer = StreamTracer(stream, dataset.num_classes, device)
+        result = run_stream(method, stream, device, tracer=tracer)
+        if tracer.reported:
+            traces[corruption] = tracer.trace()
         metrics = stream_metrics(result.probs, result.ood_score, result.labels)
         outputs[corruption] = StreamOutputs.from_tensors(result.probs, result.ood_score, result.labels)
         reason = collapse_reason(result)
@@ -145,6 +163,8 @@ def run(
         "versions": _versions(),
         "provenance": provenance(spec.dataset),
     }
+    if traces:
+        record["trace"] = traces
     if spec.continual or spec.dirichlet or spec.outlier_burst:
         record["stream"] = {"continual": spec.continual, "order": list(spec.corruptions),
                             "dirichlet": spec.dirichlet, "outlier_burst": spec.outlier_burst}

@@ -70,6 +70,24 @@ class TTAOutput:
         assert self.ood_score.shape == self.probs.shape[:1], "ood_score must be [B]"
 
 
+def index_mask(indices: torch.Tensor, size: int) -> torch.Tensor:
+    """Bool mask of length ``size``, True at ``indices`` (for :meth:`TTAMethod.report`)."""
+    mask = torch.zeros(size, dtype=torch.bool, device=indices.device)
+    mask[indices] = True
+    return mask
+
+
+@dataclass(frozen=True)
+class BatchReport:
+    """What a method says about one batch for its trace (every field optional; the runner
+    adds what needs labels: :mod:`stamplib.evaluation.traces`)."""
+
+    passed: torch.Tensor | None = None  # bool [B]: the samples its filter let through
+    loss: float | None = None  # the adaptation loss of this batch (None: no update)
+    memory_samples: torch.Tensor | None = None  # float [M, 3, H, W] in [0, 1], as stored
+    memory_labels: torch.Tensor | None = None  # long [M]: the memory's pseudo-labels
+
+
 class TTAMethod:
     """Base class. Subclasses set ``config_cls`` and ``configs`` and implement
     ``setup`` (configure the model, build the optimiser) and ``step``."""
@@ -87,6 +105,13 @@ class TTAMethod:
     #: the free energy −logsumexp of the logits (UniEnt, OSTTA), which ranks by the logits'
     #: magnitude rather than by the probabilities' entropy.
     score_basis: ClassVar[str] = "prediction"
+
+    #: True for methods that call :meth:`report` (their records carry a per-batch trace).
+    reports_trace: ClassVar[bool] = False
+
+    #: Set by the runner while it traces a stream (a callable taking a
+    #: :class:`stamplib.evaluation.traces.BatchReport`); None otherwise. See :meth:`report`.
+    tracer: Callable[[BatchReport], None] | None = None
 
     #: Hyperparameter overrides under which ``reset()`` restores *every* piece of state. A
     #: method whose authors keep something across corruptions (a quirk reproduced by default)
@@ -135,6 +160,21 @@ class TTAMethod:
         raise NotImplementedError
 
     # -- shared ---------------------------------------------------------------------------------
+    def report(
+        self,
+        passed: torch.Tensor | None = None,
+        loss: torch.Tensor | float | None = None,
+        memory_samples: torch.Tensor | None = None,
+        memory_labels: torch.Tensor | None = None,
+    ) -> None:
+        """Hand this batch's diagnostics to the runner's tracer (a no-op when nothing traces:
+        call it unconditionally at the end of ``step``). ``passed``: bool mask over the batch."""
+        if self.tracer is None:
+            return
+        assert passed is None or passed.dtype == torch.bool, "passed is a bool mask over the batch"
+        value = None if loss is None else float(loss.detach() if isinstance(loss, torch.Tensor) else loss)
+        self.tracer(BatchReport(passed, value, memory_samples, memory_labels))
+
     def source_statistic(self, key: str, compute: Callable[[], Any]) -> Any:
         """``compute()`` once per process for this source data set and ``key``, then cached."""
         assert self.source_data is not None, "source statistics need source_data"

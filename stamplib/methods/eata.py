@@ -23,7 +23,7 @@ from stamplib.blocks.bn import freeze_all_but, norm_affine_parameters, use_batch
 from stamplib.blocks.entropy import logit_entropy
 from stamplib.blocks.fisher import fisher_information
 from stamplib.blocks.source_stats import model_fingerprint
-from stamplib.methods.base import TTAMethod, TTAOutput, register
+from stamplib.methods.base import TTAMethod, TTAOutput, index_mask, register
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,7 @@ class EATAConfig:
 
 @register("eata")
 class EATA(TTAMethod):
+    reports_trace = True
     config_cls = EATAConfig
     configs = {
         "cifar10_c": EATAConfig(lr=1e-3, d_margin=0.2),
@@ -125,6 +126,7 @@ class EATA(TTAMethod):
             entropy = logit_entropy(logits)
             selected = self.select(logits.detach(), entropy.detach())
             self.update_moving_probs(torch.softmax(logits.detach()[selected], dim=1))
+            loss = None
             if selected.numel() > 0:
                 h = entropy[selected]
                 loss = (h * torch.exp(self.e_margin - h.detach())).mean() + self.fisher_penalty()
@@ -132,5 +134,6 @@ class EATA(TTAMethod):
                 self.optimizer.step()
                 self.num_updates += 1
             self.optimizer.zero_grad(set_to_none=True)
+        self.report(passed=index_mask(selected, x.shape[0]), loss=loss)
         logits = logits.detach()
         return TTAOutput(torch.softmax(logits, dim=1), entropy.detach())

@@ -62,6 +62,7 @@ class RottaConfig:
 
 @register("rotta")
 class Rotta(TTAMethod):
+    reports_trace = True
     config_cls = RottaConfig
     exact_reset = {"reset_counter": True}
     configs = {
@@ -97,15 +98,23 @@ class Rotta(TTAMethod):
             probs = teacher_logits.softmax(dim=1)
             labels = probs.argmax(dim=1).tolist()
             uncertainty = prob_entropy(probs, UNCERTAINTY_EPS).tolist()
+        stored, loss = [], None
         for i in range(x.shape[0]):
-            self.memory.add(x[i].detach().clone(), labels[i], uncertainty[i])
+            stored.append(self.memory.add(x[i].detach().clone(), labels[i], uncertainty[i]))
             self.samples_seen += 1
             if self.samples_seen % self.config.update_every == 0:
-                self._update_model()
+                loss = self._update_model()
+        if self.tracer is not None:
+            items = self.memory.items()
+            self.report(passed=torch.tensor(stored, dtype=torch.bool), loss=loss,
+                        memory_samples=torch.stack([it.data for it in items]) if items else x[:0],
+                        memory_labels=torch.tensor([it.label for it in items], dtype=torch.long))
         return TTAOutput(probs, logit_entropy(teacher_logits))
 
-    def _update_model(self) -> None:
-        """One Adam step on the whole memory, then the teacher EMA (§7 ``update_model``)."""
+    def _update_model(self) -> torch.Tensor | None:
+        """One Adam step on the whole memory, then the teacher EMA (§7 ``update_model``);
+        returns the loss (None with an empty memory)."""
+        loss = None
         self.model.train()
         self.teacher.train()
         if len(self.memory) > 0:
@@ -122,3 +131,4 @@ class Rotta(TTAMethod):
                 self.optimizer.zero_grad(set_to_none=True)
             self.updates += 1
         ema_update(self.teacher, self.model, 1.0 - self.config.nu)
+        return None if loss is None else loss.detach()

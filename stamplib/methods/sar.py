@@ -31,7 +31,7 @@ import torch
 from stamplib.blocks.bn import freeze_all_but, norm_affine_parameters, use_batch_statistics
 from stamplib.blocks.entropy import logit_entropy
 from stamplib.blocks.sam import SAM, SAMStateSwitch
-from stamplib.methods.base import TTAMethod, TTAOutput, register
+from stamplib.methods.base import TTAMethod, TTAOutput, index_mask, register
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,7 @@ class SARConfig(SAMStateSwitch):
 
 @register("sar")
 class SAR(TTAMethod):
+    reports_trace = True
     config_cls = SARConfig
     # The authors' SAM keeps the base optimiser's state across resets (baselines.md §0).
     exact_reset = {"reset_base_optimizer_state": True}
@@ -115,6 +116,7 @@ class SAR(TTAMethod):
                 self.ema = value if self.ema is None else k * self.ema + (1.0 - k) * value
             loss2.backward()
             sam.second_step(zero_grad=True)
+        self.report(passed=index_mask(reliable, x.shape[0]), loss=loss2)
         if self.ema is not None and self.ema < self.config.reset_constant:
             self._reset_model()
         logits = logits.detach()

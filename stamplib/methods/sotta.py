@@ -52,6 +52,7 @@ class SoTTAConfig(SAMStateSwitch):
 
 @register("sotta")
 class SoTTA(TTAMethod):
+    reports_trace = True
     config_cls = SoTTAConfig
     # The authors' SAM keeps the base optimiser's state across resets (baselines.md §0).
     exact_reset = {"reset_base_optimizer_state": True}
@@ -94,21 +95,27 @@ class SoTTA(TTAMethod):
             probs = torch.softmax(self.model(x), dim=1)
             conf, label = probs.max(dim=1)
             self.memory.add(x, label.cpu(), conf.cpu())
-        if len(self.memory) > 0:
-            self._adapt(self.memory.samples())
+        loss = self._adapt(self.memory.samples()) if len(self.memory) > 0 else None
+        if self.tracer is not None:
+            filled = len(self.memory) > 0
+            self.report(passed=conf >= self.memory.threshold, loss=loss,
+                        memory_samples=self.memory.samples() if filled else x[:0], memory_labels=self.memory.labels())
         if self.config.score == "softmax_of_probs":
             score = logit_entropy(probs)
         else:
             score = exact_prob_entropy(probs)
         return TTAOutput(probs, score)
 
-    def _adapt(self, data: torch.Tensor) -> None:
+    def _adapt(self, data: torch.Tensor) -> torch.Tensor:
+        """One SAM update on the memory; returns the loss before it (detached)."""
         sam: SAM = self.optimizer
         self.model.train()
         with torch.enable_grad():
-            self.loss(self.model(data)).backward()
+            loss = self.loss(self.model(data))
+            loss.backward()
             sam.first_step(zero_grad=True)
             self.loss(self.model(data)).backward()
             sam.second_step(zero_grad=True)
         self.model.eval()
         self.num_updates += 1
+        return loss.detach()

@@ -110,6 +110,7 @@ def cosine_step_size(lr0: float, step: int, period: int, periodic: bool = True) 
 
 @register("stamp")
 class Stamp(TTAMethod):
+    reports_trace = True
     config_cls = StampConfig
     configs = {
         "cifar10_c": StampConfig(lr=0.1, alpha=0.25),
@@ -183,11 +184,16 @@ class Stamp(TTAMethod):
         output = TTAOutput(probs, entropy)
         lr_used = self.optimizer.param_groups[0]["lr"]
         steps_before = self.adaptation_steps
+        loss = None
         if cfg.memory:
             if len(self.memory) > 0:
-                self._adapt(self.memory.samples(), scale=cfg.capacity)
+                loss = self._adapt(self.memory.samples(), scale=cfg.capacity)
         else:
-            self._adapt(clean, scale=b)
+            loss = self._adapt(clean, scale=b)
+        if self.tracer is not None:
+            filled = cfg.memory and len(self.memory) > 0
+            self.report(passed=reliable, loss=loss, memory_samples=self.memory.samples() if filled else clean[:0],
+                        memory_labels=self.memory.labels())
         if self.record_trace:
             self.trace.append(
                 dict(
@@ -255,12 +261,14 @@ class Stamp(TTAMethod):
             return (entropy * weights).sum()
         return (entropy * scale * weights).mean()
 
-    def _adapt(self, data: torch.Tensor, scale: int) -> None:
+    def _adapt(self, data: torch.Tensor, scale: int) -> torch.Tensor:
+        """One (SAM) update on ``data``; returns the loss before it (detached)."""
         cfg = self.cfg
         if cfg.memory and cfg.xi_update == "before_step":
             self.memory.update_frequency()
         with torch.enable_grad():
-            self.loss(self._forward(self.model, data), scale).backward()
+            loss = self.loss(self._forward(self.model, data), scale)
+            loss.backward()
             if cfg.sam:
                 self.optimizer.first_step(zero_grad=True)
                 self.loss(self._forward(self.model, data), scale).backward()
@@ -275,6 +283,7 @@ class Stamp(TTAMethod):
             self._set_lr(
                 cosine_step_size(cfg.lr, self.adaptation_steps, cfg.period, cfg.schedule == "periodic")
             )
+        return loss.detach()
 
     def _set_lr(self, lr: float) -> None:
         for group in self.optimizer.param_groups:

@@ -1,0 +1,91 @@
+"""Per-batch traces: the tracer's counts are exact for a method whose reports we know, the five
+tracing methods report on the built-in benchmark, and tracing changes no output."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+import stamplib
+from stamplib import methods
+from stamplib.data.streams import mix
+from stamplib.evaluation.runner import run_stream
+from stamplib.evaluation.spec import RunSpec
+from stamplib.evaluation.store import ResultsStore
+from stamplib.evaluation.traces import StreamTracer, filter_precision, memory_purity
+from stamplib.methods.base import TTAMethod, TTAOutput
+from tests.support import tiny_net
+
+
+@dataclass(frozen=True)
+class _NoConfig:
+    pass
+
+
+class _FirstThree(TTAMethod):
+    """Passes the first three samples of every batch; its 'memory' is the current batch."""
+
+    config_cls = _NoConfig
+    configs = {"cifar10_c": _NoConfig()}
+
+    def step(self, x: torch.Tensor) -> TTAOutput:
+        probs = torch.softmax(self.model(x), dim=1)
+        passed = torch.zeros(x.shape[0], dtype=torch.bool)
+        passed[:3] = True
+        self.report(passed=passed, loss=1.5, memory_samples=x, memory_labels=probs.argmax(1))
+        return TTAOutput(probs, -probs.max(1).values)
+
+
+def _stream(n_id: int = 40, n_out: int = 10):
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 256, (n_id, 8, 8, 3), dtype=torch.uint8, generator=g)
+    outs = torch.randint(0, 256, (n_out, 8, 8, 3), dtype=torch.uint8, generator=g)
+    return mix(ids, torch.arange(n_id) % 4, outs, n_out, seed=1, batch_size=16)
+
+
+def test_the_tracer_counts_exactly_what_a_method_reports() -> None:
+    stream = _stream()
+    method = _FirstThree(tiny_net(4).eval(), 4, _NoConfig())
+    tracer = StreamTracer(stream, 4)
+    result = run_stream(method, stream, tracer=tracer)
+    trace = tracer.trace()
+    assert method.tracer is None  # the runner detaches it afterwards
+    batches = [stream.labels[s : s + 16] for s in range(0, 50, 16)]
+    assert trace["n_passed"] == [min(3, len(b)) for b in batches]
+    assert trace["passed_outliers"] == [int((b[:3] < 0).sum()) for b in batches]
+    assert trace["memory_size"] == [len(b) for b in batches]
+    assert trace["memory_outliers"] == [int((b < 0).sum()) for b in batches]  # found by their pixels
+    preds = result.probs.argmax(1)
+    assert trace["memory_counts"][0] == torch.bincount(preds[:16], minlength=4).tolist()
+    assert trace["loss"] == [1.5] * 4 and len(trace["seconds"]) == 4
+    assert all(p >= 1 for p in trace["peak_memory_mb"])
+    assert filter_precision(trace)[0] == pytest.approx(1 - trace["passed_outliers"][0] / 3)
+    assert memory_purity(trace)[-1] == pytest.approx(1 - trace["memory_outliers"][-1] / trace["memory_size"][-1])
+
+
+@pytest.mark.parametrize("name", ["stamp", "sotta", "rotta", "eata", "sar"])
+def test_tracing_methods_report_on_the_builtin_benchmark(name: str, tmp_path, digits_model) -> None:
+    spec = RunSpec(method=name, corruptions=("gaussian_noise",), profile="smoke")
+    record = stamplib.run(spec, store=ResultsStore(tmp_path))
+    trace = record["trace"]["gaussian_noise"]
+    n_batches = len(trace["seconds"])
+    assert n_batches >= 2 and methods.method_class(name).reports_trace
+    for passed, outliers in zip(trace["n_passed"], trace["passed_outliers"]):
+        assert 0 <= outliers <= passed <= 64
+    if "memory_size" in trace:  # the memory methods
+        assert all(0 <= o <= s <= 64 for o, s in zip(trace["memory_outliers"], trace["memory_size"]))
+        assert [sum(c) for c in trace["memory_counts"]] == trace["memory_size"]
+    assert any(v == v for v in trace["loss"])  # some batch adapted (NaN ≠ NaN)
+
+
+def test_methods_without_reports_have_no_trace_and_tracing_changes_no_output(tmp_path, digits_model) -> None:
+    record = stamplib.run(RunSpec(method="tent", corruptions=("gaussian_noise",), profile="smoke"),
+                          store=ResultsStore(tmp_path))
+    assert "trace" not in record and not methods.method_class("tent").reports_trace
+    stream = stamplib.data.build_stream("digits", "noise", "gaussian_noise", max_id=96)
+    plain, traced = (methods.create("sotta", digits_model, 8, seed=0) for _ in range(2))
+    a = run_stream(plain, stream)
+    b = run_stream(traced, stream, tracer=StreamTracer(stream, 8))
+    assert torch.equal(a.probs, b.probs) and torch.equal(a.ood_score, b.ood_score)
