@@ -41,9 +41,23 @@ def test_full_profile_cell_counts_follow_the_paper():
         "07_fig_weight_strategies": 3,
         "08_table6_outlier_ratio": 3 * 5,
         "09_fig_augmentation_averaging": 4 * 2,
+        "10_inside_the_stream": 6 * 3,  # the six traced methods × iid, continual, Dirichlet
     }
     full = E.plan("02_table1_cifar_outlier_aware", profile="full").specs[0]
     assert len(full.corruptions) == 15 and full.outlier_ratio == 0.2
+
+
+def test_inside_the_stream_shares_its_iid_cells_with_table_1_and_parses_stream_kinds():
+    inside = E.plan("10_inside_the_stream")
+    table1 = set(E.plan("02_table1_cifar_outlier_aware").specs)
+    iid = [c.spec for c in inside.cells if c.variant == "iid"]
+    assert iid and set(iid) <= table1
+    harder = {c.variant: c.spec for c in inside.cells if c.spec.method == "stamp"}
+    assert harder["continual"].continual and harder["dirichlet:0.1"].dirichlet == 0.1
+    assert E.parse_stream_kinds("burst=32,dirichlet:1") == (("burst=32", {"outlier_burst": 32}),
+                                                            ("dirichlet:1", {"dirichlet": 1.0}))
+    with pytest.raises(ValueError, match="unknown stream"):
+        E.parse_stream_kinds("shuffled")
 
 
 def test_stamps_default_cell_is_shared_between_notebooks():
