@@ -13,6 +13,7 @@ import seaborn as sns
 
 from stamplib.evaluation.plans import Plan
 from stamplib.report.paper import method_label
+from stamplib.report.reproduce import labelled_title
 
 
 def trace_frame(plan: Plan, records: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
@@ -100,7 +101,7 @@ def plot_stream_kinds(table: pd.DataFrame, title: str, metric: str = "H") -> plt
     df = table.assign(Method=table["method"].map(method_label), stream=table["variant"])
     fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * df["Method"].nunique() + 2), 3.6))
     sns.barplot(df, x="Method", y=f"{metric} ours", hue="stream", ax=ax)
-    ax.set(xlabel="", ylabel=f"{metric} (%)", title=title, ylim=(0, 100))
+    ax.set(xlabel="", ylabel=f"{metric} (%)", title=labelled_title(title, table), ylim=(0, 100))
     sns.move_legend(ax, "upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, title="stream")
     fig.tight_layout()
     return fig

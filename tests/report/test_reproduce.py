@@ -63,3 +63,13 @@ def test_newer_methods_are_extra_rows_without_paper_numbers(tmp_path):
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["STAMP", "Tent+COME", "UniEnt", "UniEnt+",
                                                                      "OSTTA"]
     plt.close(fig)
+
+
+def test_figures_of_the_builtin_benchmark_say_so_in_their_title():
+    import pandas as pd
+
+    from stamplib.report.reproduce import labelled_title
+
+    assert "digits benchmark" in labelled_title("H", pd.DataFrame({"ours on": ["digits / noise"]}))
+    assert "JPEG CIFAR-10" in labelled_title("H", pd.DataFrame({"ours on": ["cifar10_jpeg / noise"]}))
+    assert labelled_title("H", pd.DataFrame({"ours on": ["cifar10_c / noise"]})) == "H"
