@@ -4,4 +4,12 @@ from stamplib.evaluation.runner import run
 from stamplib.evaluation.spec import RunSpec
 from stamplib.version import __version__
 
-__all__ = ["RunSpec", "run", "__version__"]
+__all__ = ["RunSpec", "explore", "run", "__version__"]
+
+
+def explore(*args, **kwargs):  # noqa: ANN002, ANN003, ANN201 - the signature is explorer.explore's
+    """Scrub one method's run over a stream batch by batch: :func:`stamplib.explorer.explore`
+    (imported on first use, so ``import stamplib`` stays light)."""
+    from stamplib.explorer import explore as _explore
+
+    return _explore(*args, **kwargs)

@@ -1,7 +1,9 @@
 """The source network of the built-in digits benchmark, trained on first use and cached.
 
 The checkpoint is written atomically with a JSON sidecar (recipe, clean accuracy, SHA-256);
-a cached file whose hash does not match its sidecar is retrained, never trusted.
+a cached file whose hash does not match its sidecar is retrained, never trusted. Training runs
+on one intra-op thread, so the model (and every number of the benchmark) is the same whatever
+the machine's core count.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from stamplib.models.training import TrainRecipe, evaluate_accuracy, train_class
 # the source model must be flip-invariant, since STAMP's test-time views flip half the time.
 DIGITS_RECIPE = TrainRecipe(epochs=30, lr=0.05, weight_decay=5e-4, crop_padding=4, hflip=True)
 DIGITS_CHECKPOINT = "digits_resnet_cifar_tiny"
+TRAINING_THREADS = 1
 
 
 def digits_source_model(progress: bool = True) -> nn.Module:
@@ -33,14 +36,25 @@ def digits_source_model(progress: bool = True) -> nn.Module:
     if ckpt.is_file() and sidecar.is_file():
         payload = ckpt.read_bytes()
         meta = json.loads(sidecar.read_text())
-        if hashlib.sha256(payload).hexdigest() == meta.get("sha256"):
+        # A model trained before training was pinned to one thread is retrained once.
+        pinned = meta.get("train_log", {}).get("threads") == TRAINING_THREADS
+        if hashlib.sha256(payload).hexdigest() == meta.get("sha256") and pinned:
             model.load_state_dict(torch.load(io.BytesIO(payload), weights_only=True), strict=True)
             return model.eval()
     bench = load_digits_benchmark()
     with torch.random.fork_rng():
         torch.manual_seed(0)
         model = resnet_cifar_tiny(bench.num_classes)
-    log = train_classifier(model, bench.train_images, bench.train_labels, DIGITS_RECIPE, seed=0, progress=progress)
+    # One intra-op thread: a multi-threaded backward sums in another order, so the weights (and
+    # every number of the benchmark) would depend on the core count of whoever trained first.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(TRAINING_THREADS)
+    try:
+        log = train_classifier(model, bench.train_images, bench.train_labels, DIGITS_RECIPE, seed=0,
+                               progress=progress)
+    finally:
+        torch.set_num_threads(threads)
+    log["threads"] = TRAINING_THREADS
     buffer = io.BytesIO()
     torch.save(model.state_dict(), buffer)
     payload = buffer.getvalue()

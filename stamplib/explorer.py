@@ -1,0 +1,268 @@
+"""Scrub a stream batch by batch: ``stamplib.explore(...)``.
+
+The run is computed once (a method over one corruption's stream, with the per-batch trace of
+:mod:`stamplib.evaluation.traces` plus each batch's filter mask, memory histogram and step
+size); moving the slider only redraws from that record, so a redraw costs one matplotlib
+figure (well under a second on a CPU). The view of batch ``i``:
+
+* the batch's images, outliers framed in red, samples through the method's filter ticked;
+* the memory's contents by (pseudo-)class after the batch;
+* histograms of the OOD score of known-class samples and outliers seen so far;
+* running ACC, AUROC and H over the batches seen so far, and the step size.
+
+In JupyterLab :meth:`StreamExplorer.widget` gives a slider (ipywidgets); without a front end
+(papermill, a terminal) :meth:`StreamExplorer.summary` draws the start, middle and end of the
+stream as one static figure, which :func:`show` falls back to.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+from stamplib import data, methods, models
+from stamplib.evaluation.metrics import accuracy, auroc, h_score
+from stamplib.evaluation.profiles import get_profile
+from stamplib.evaluation.runner import run_stream
+from stamplib.evaluation.traces import StreamTracer
+from stamplib.methods.base import BatchReport
+
+
+class _RecordingTracer(StreamTracer):
+    """The runner's tracer, keeping each batch's filter mask and memory histogram too."""
+
+    def __init__(self, stream: data.Stream, num_classes: int, method: methods.TTAMethod) -> None:
+        super().__init__(stream, num_classes)
+        self.method = method
+        self.masks: list[np.ndarray | None] = []
+        self.lrs: list[float] = []
+        self._last: BatchReport | None = None
+
+    def __call__(self, report: BatchReport) -> None:
+        super().__call__(report)
+        self._last = report
+
+    def begin(self) -> None:
+        self._last = None
+        super().begin()
+
+    def end(self, batch: data.Batch) -> None:
+        super().end(batch)
+        passed = None if self._last is None or self._last.passed is None else self._last.passed.cpu().numpy()
+        self.masks.append(passed)
+        optimizer = self.method.optimizer
+        self.lrs.append(float(optimizer.param_groups[0]["lr"]) if optimizer is not None else math.nan)
+
+
+@dataclass
+class StreamExplorer:
+    """A precomputed run and everything its views need (see the module docstring)."""
+
+    title: str
+    num_classes: int
+    batch_size: int
+    images: np.ndarray  # uint8 [N, H, W, 3], stream order
+    labels: np.ndarray  # [N], −1 = outlier
+    predictions: np.ndarray  # [N]
+    scores: np.ndarray  # [N], higher = outlier
+    masks: list[np.ndarray | None]  # per batch: passed the filter (None: no filter)
+    memory_counts: list[list[int] | None]  # per batch: memory histogram after it
+    lrs: list[float]  # per batch: step size used
+    running: dict[str, np.ndarray]  # acc / auroc / h after each batch (percent)
+
+    @property
+    def num_batches(self) -> int:
+        return len(self.masks)
+
+    def batch_slice(self, i: int) -> slice:
+        if not 0 <= i < self.num_batches:
+            raise IndexError(f"batch {i} is outside the stream's {self.num_batches} batches (0–{self.num_batches - 1})")
+        return slice(i * self.batch_size, min((i + 1) * self.batch_size, len(self.labels)))
+
+    # -- drawing ---------------------------------------------------------------------------------
+    def draw(self, i: int, fig: plt.Figure | None = None, max_images: int = 32) -> plt.Figure:
+        """The view of batch ``i`` (into ``fig`` when given, cleared first)."""
+        sl = self.batch_slice(i)
+        fig = fig or plt.figure(figsize=(13, 6.2))
+        fig.clear()
+        grid = fig.add_gridspec(2, 4, height_ratios=(1.1, 1.0))
+        self._draw_images(fig.add_subplot(grid[0, :2]), sl, i, max_images)
+        self._draw_memory(fig.add_subplot(grid[0, 2]), i)
+        self._draw_histograms(fig.add_subplot(grid[0, 3]), sl.stop)
+        self._draw_running(fig.add_subplot(grid[1, :3]), i)
+        self._draw_lr(fig.add_subplot(grid[1, 3]), i)
+        fig.suptitle(f"{self.title} — batch {i + 1} of {self.num_batches}")
+        fig.tight_layout()
+        return fig
+
+    def _draw_images(self, ax: plt.Axes, sl: slice, i: int, max_images: int) -> None:
+        images, labels = self.images[sl][:max_images], self.labels[sl][:max_images]
+        mask = self.masks[i][:max_images] if self.masks[i] is not None else None
+        cols = 8
+        rows = math.ceil(len(images) / cols)
+        h, w = images.shape[1:3]
+        canvas = np.full((rows * (h + 4), cols * (w + 4), 3), 255, dtype=np.uint8)
+        for k, (img, y) in enumerate(zip(images, labels)):
+            r, c = divmod(k, cols)
+            top, left = r * (h + 4), c * (w + 4)
+            if y < 0:  # outliers framed in red
+                canvas[top : top + h + 4, left : left + w + 4] = (220, 30, 30)
+            canvas[top + 2 : top + 2 + h, left + 2 : left + 2 + w] = img
+        ax.imshow(canvas, interpolation="nearest")
+        if mask is not None:
+            for k, passed in enumerate(mask):
+                if passed:
+                    r, c = divmod(k, cols)
+                    ax.text(c * (w + 4) + 3, r * (h + 4) + 9, "✓", color="lime", fontsize=9, weight="bold")
+        ax.set_axis_off()
+        through = "" if mask is None else f"; ✓ = passed the filter ({int(self.masks[i].sum())} of {len(self.masks[i])})"
+        ax.set_title(f"the batch (first {len(images)}): red = outlier{through}", fontsize=9)
+
+    def _draw_memory(self, ax: plt.Axes, i: int) -> None:
+        counts = self.memory_counts[i]
+        if counts is None:
+            ax.text(0.5, 0.5, "no memory", ha="center", va="center")
+            ax.set_axis_off()
+            return
+        ax.bar(range(self.num_classes), counts, color="tab:blue")
+        ax.set(title=f"memory by class ({sum(counts)} items)", xlabel="class", ylabel="items")
+
+    def _draw_histograms(self, ax: plt.Axes, upto: int) -> None:
+        scores, labels = self.scores[:upto], self.labels[:upto]
+        finite = np.isfinite(scores)
+        bins = np.linspace(*np.nanpercentile(scores[finite], [0.5, 99.5]), 30) if finite.any() else 30
+        ax.hist(scores[(labels >= 0) & finite], bins=bins, alpha=0.6, label="known", density=True)
+        ax.hist(scores[(labels < 0) & finite], bins=bins, alpha=0.6, label="outlier", density=True)
+        ax.set(title="OOD score so far", xlabel="score (higher = outlier)")
+        ax.legend(fontsize=8)
+
+    def _draw_running(self, ax: plt.Axes, i: int) -> None:
+        x = np.arange(1, self.num_batches + 1)
+        for name, label in (("acc", "ACC"), ("auroc", "AUROC"), ("h", "H")):
+            ax.plot(x, self.running[name], alpha=0.3)
+            ax.plot(x[: i + 1], self.running[name][: i + 1], label=f"{label} {self.running[name][i]:.1f}")
+        ax.axvline(i + 1, color="grey", lw=0.8)
+        ax.set(title="running metrics over the batches seen", xlabel="batch", ylabel="%", ylim=(0, 100))
+        ax.legend(fontsize=8, loc="lower right")
+
+    def _draw_lr(self, ax: plt.Axes, i: int) -> None:
+        x = np.arange(1, self.num_batches + 1)
+        ax.plot(x, self.lrs, color="tab:purple")
+        ax.axvline(i + 1, color="grey", lw=0.8)
+        ax.set(title="step size", xlabel="batch")
+
+    def summary(self) -> plt.Figure:
+        """The static view for headless runs: the first, middle and last batch's running
+        metrics and score histograms, and the step size."""
+        picks = sorted({0, self.num_batches // 2, self.num_batches - 1})
+        fig, axes = plt.subplots(1, len(picks) + 1, figsize=(4.2 * (len(picks) + 1), 3.4))
+        for ax, i in zip(axes, picks):
+            self._draw_histograms(ax, self.batch_slice(i).stop)
+            r = {k: v[i] for k, v in self.running.items()}
+            ax.set_title(f"after batch {i + 1}: ACC {r['acc']:.1f} AUROC {r['auroc']:.1f} H {r['h']:.1f}", fontsize=9)
+        self._draw_lr(axes[-1], self.num_batches - 1)
+        fig.suptitle(f"{self.title} (static summary: no interactive front end)")
+        fig.tight_layout()
+        return fig
+
+    def widget(self) -> Any:
+        """A batch slider above the view (ipywidgets); each move redraws from the stored run."""
+        import ipywidgets as widgets
+
+        slider = widgets.IntSlider(value=0, min=0, max=self.num_batches - 1, description="batch",
+                                   continuous_update=False)
+        out = widgets.Output()
+        fig = plt.figure(figsize=(13, 6.2))
+        plt.close(fig)  # drawn into the Output, not shown twice by the inline backend
+
+        def redraw(change: Any = None) -> None:
+            self.draw(slider.value, fig)
+            with out:
+                out.clear_output(wait=True)
+                from IPython.display import display
+
+                display(fig)
+
+        slider.observe(redraw, names="value")
+        redraw()
+        return widgets.VBox([slider, out])
+
+
+def _running_metrics(predictions: np.ndarray, scores: np.ndarray, labels: np.ndarray, batch_size: int) -> dict[str, np.ndarray]:
+    out: dict[str, list[float]] = {"acc": [], "auroc": [], "h": []}
+    p, s, y = (torch.from_numpy(a) for a in (predictions, scores.astype(np.float64), labels))
+    for end in range(batch_size, len(labels) + batch_size, batch_size):
+        end = min(end, len(labels))
+        acc, auc = accuracy(p[:end], y[:end]), auroc(s[:end], y[:end] < 0)
+        out["acc"].append(acc)
+        out["auroc"].append(auc)
+        out["h"].append(h_score(acc, auc))
+    return {k: np.asarray(v) for k, v in out.items()}
+
+
+def explore(
+    method: str = "stamp",
+    dataset: str = "digits",
+    corruption: str = "gaussian_noise",
+    severity: int = 5,
+    outliers: str = "noise",
+    outlier_ratio: float = 0.2,
+    max_id: int | None = None,
+    seed: int = 0,
+    setting: str = "",
+    device: str = "cpu",
+    profile: str = "quick",
+    **hyperparameters: Any,
+) -> StreamExplorer:
+    """Run ``method`` once over one corruption's stream and return a :class:`StreamExplorer`
+    (``explorer.widget()`` in JupyterLab; :func:`show` picks the widget or the static summary).
+    ``max_id`` known-class samples (default: as many as ``profile`` uses); ``hyperparameters``
+    override the method's setting (e.g. ``alpha=0.4`` for STAMP)."""
+    if max_id is None:
+        max_id = get_profile(profile).id_limit(data.dataset(dataset))
+    stream = data.build_stream(dataset, outliers, corruption, severity, outlier_ratio, seed, max_id)
+    entry = data.dataset(dataset)
+    source = models.source_model(dataset, progress=False).to(device)
+    chosen = setting or data.setting_of(dataset)
+    tta = methods.create(method, source, entry.num_classes, setting=chosen, seed=seed, **hyperparameters)
+    tracer = _RecordingTracer(stream, entry.num_classes, tta)
+    result = run_stream(tta, stream, device, tracer=tracer)
+    trace = tracer.columns
+    predictions = result.probs.argmax(1).numpy()
+    scores, labels = result.ood_score.numpy(), result.labels.numpy()
+    extra = ", ".join(f"{k}={v}" for k, v in hyperparameters.items())
+    return StreamExplorer(
+        title=f"{method}{f' ({extra})' if extra else ''} on {dataset} / {corruption} {severity} + {outliers}",
+        num_classes=entry.num_classes,
+        batch_size=stream.batch_size,
+        images=stream.images.numpy(),
+        labels=labels,
+        predictions=predictions,
+        scores=scores,
+        masks=tracer.masks,
+        memory_counts=trace["memory_counts"],
+        lrs=tracer.lrs,
+        running=_running_metrics(predictions, scores, labels, stream.batch_size),
+    )
+
+
+def show(explorer: StreamExplorer) -> Any:
+    """The slider where a kernel can show widgets, else (a plain Python process, no ipywidgets,
+    or ``STAMPLIB_HEADLESS=1``) the static summary figure. Under papermill the widget is stored
+    inert in the executed notebook, so notebooks draw :meth:`StreamExplorer.summary` as well."""
+    import os
+
+    try:
+        import ipywidgets  # noqa: F401
+        from IPython import get_ipython
+    except ImportError:
+        return explorer.summary()
+    shell = get_ipython()
+    if shell is None or getattr(shell, "kernel", None) is None or os.environ.get("STAMPLIB_HEADLESS"):
+        return explorer.summary()
+    return explorer.widget()

@@ -1,0 +1,54 @@
+"""The stream explorer: precomputed once, every view drawn from the stored run, the slider
+redraws the batch it points at, and a process without a front end gets the static summary."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import stamplib  # noqa: E402
+from stamplib.evaluation import metrics  # noqa: E402
+from stamplib.explorer import show  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def stamp_run(digits_model):
+    return stamplib.explore("stamp", max_id=160, num_views=4)
+
+
+def test_the_explorer_keeps_every_batch_and_its_running_metrics(stamp_run) -> None:
+    ex = stamp_run
+    assert ex.num_batches == -(-200 // 64) and len(ex.lrs) == len(ex.memory_counts) == ex.num_batches
+    assert all(m is not None and m.dtype == bool for m in ex.masks)  # STAMP reports its filter
+    import torch
+
+    end = ex.batch_slice(1).stop
+    y, p, s = (torch.from_numpy(a) for a in (ex.labels[:end], ex.predictions[:end], ex.scores[:end].astype(np.float64)))
+    assert ex.running["acc"][1] == pytest.approx(metrics.accuracy(p, y))
+    assert ex.running["auroc"][1] == pytest.approx(metrics.auroc(s, y < 0))
+    with pytest.raises(IndexError, match="outside the stream"):
+        ex.batch_slice(ex.num_batches)
+
+
+def test_the_view_the_slider_and_the_headless_summary(stamp_run) -> None:
+    fig = stamp_run.draw(2)
+    assert "batch 3 of 4" in fig._suptitle.get_text()
+    plt.close(fig)
+    widget = stamp_run.widget()
+    slider = widget.children[0]
+    slider.value = 3  # what a reader does: the stored figure is redrawn for batch 4
+    assert slider.max == stamp_run.num_batches - 1
+    summary = show(stamp_run)  # no kernel here: the static summary
+    assert isinstance(summary, plt.Figure) and "static summary" in summary._suptitle.get_text()
+    plt.close("all")
+
+
+def test_a_method_without_a_filter_has_no_masks(digits_model) -> None:
+    ex = stamplib.explore("tent", max_id=64)
+    assert ex.masks == [None, None] and ex.memory_counts == [None, None]
+    plt.close(ex.draw(0))
