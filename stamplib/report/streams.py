@@ -59,14 +59,15 @@ def plot_trace(frame: pd.DataFrame, column: str, ylabel: str, title: str, stream
     if part.empty:
         axes[0][0].text(0.5, 0.5, "no traced records", ha="center", va="center")
         axes[0][0].set_axis_off()
+    order = list(dict.fromkeys(part["Method"])) if not part.empty else []
+    palette = dict(zip(order, sns.color_palette(n_colors=max(1, len(order)))))
     for ax, corruption in zip(axes[0], corruptions):
         sns.lineplot(part[part["corruption"] == corruption], x="batch", y=column, hue="Method", ax=ax,
-                     errorbar=None, marker="o", markersize=3)
+                     errorbar=None, marker="o", markersize=3, hue_order=order, palette=palette, legend=False)
         ax.set(title=corruption.replace("_", " "), xlabel="batch", ylabel=ylabel)
-        if ax is not axes[0][-1] and ax.get_legend() is not None:
-            ax.get_legend().remove()
-    if corruptions and axes[0][-1].get_legend() is not None:
-        sns.move_legend(axes[0][-1], "upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    if order:  # one legend for every method, whichever panels it has points in
+        handles = [plt.Line2D([], [], color=palette[m], marker="o", markersize=3) for m in order]
+        fig.legend(handles, order, loc="upper left", bbox_to_anchor=(1.0, 0.9), frameon=False, title="Method")
     fig.suptitle(title)
     fig.tight_layout()
     return fig
