@@ -13,10 +13,12 @@
 # (results/reference: figures/*_real.*, no data or checkpoint needed). --recompute instead
 # recomputes those records (needs shared/data and both JPEG source models) and reports every
 # record that differs from the committed one; --no-reference skips the reference tables.
+# --site then builds the executed notebooks into a website: build/site/index.html
+# (python -m stamplib site does the same for notebooks executed earlier).
 # Exits non-zero if any notebook fails, naming the notebook and the cell.
 set -euo pipefail
 cd "$(dirname "$0")"
-profile=quick; data_root=""; device=cpu; only=(); executor=""; jobs=""; grid_opts=(); reference=render
+profile=quick; data_root=""; device=cpu; only=(); executor=""; jobs=""; grid_opts=(); reference=render; site=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --profile) profile="$2"; shift 2 ;;
@@ -29,7 +31,8 @@ while [[ $# -gt 0 ]]; do
             grid_opts+=("$1" "$2"); shift 2 ;;
         --recompute) reference=recompute; shift ;;
         --no-reference) reference=""; shift ;;
-        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+        --site) site=1; shift ;;
+        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
         *) echo "run_all.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -67,5 +70,8 @@ if [[ "$reference" == render && ${#only[@]} -eq 0 && -z "$data_root" ]]; then
     python -m stamplib reference render
 elif [[ "$reference" == recompute ]]; then
     python -m stamplib reference recompute --jobs "${jobs:-1}" ${data_root:+--data-root "$data_root"}
+fi
+if [[ -n "$site" ]]; then
+    python -m stamplib site --profile "$profile"
 fi
 echo "run_all.sh: finished in $((SECONDS - start)) s (profile $profile); figures and tables in figures/"

@@ -248,6 +248,15 @@ def cmd_reference(args: argparse.Namespace) -> int:
     return 1 if result.differences else 0
 
 
+def cmd_site(args: argparse.Namespace) -> int:
+    """The executed notebooks of one profile as a website in build/site."""
+    from stamplib.site import build_site
+
+    index = build_site(profile=args.profile, out=Path(args.out) if args.out else None, quiet=not args.verbose)
+    print(f"site built: open {index}")
+    return 0
+
+
 def cmd_check_method(args: argparse.Namespace) -> int:
     """Run the method contract test (tests/methods/test_contract.py) against one method."""
     import pytest
@@ -353,6 +362,13 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("methods", help="list methods and their hyperparameters")
     p.add_argument("--dataset", default="digits")
     p.set_defaults(func=cmd_methods)
+
+    p = sub.add_parser("site", help="build the executed notebooks (./run_all.sh) into a website, build/site")
+    p.add_argument("--profile", default="quick", choices=["smoke", "quick", "full"],
+                   help="whose executed notebooks: build/notebooks/<profile>")
+    p.add_argument("--out", default=None, help="default: build/site")
+    p.add_argument("--verbose", action="store_true", help="show Sphinx's output")
+    p.set_defaults(func=cmd_site)
 
     p = sub.add_parser("reference", help="the committed reference run on real images (results/reference)")
     p.add_argument("action", choices=["status", "compute", "recompute", "render"],

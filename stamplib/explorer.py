@@ -17,6 +17,7 @@ stream as one static figure, which :func:`show` falls back to.
 
 from __future__ import annotations
 
+import ast
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -170,18 +171,33 @@ class StreamExplorer:
         fig.tight_layout()
         return fig
 
+    def caption(self, i: int) -> str:
+        """One line on batch ``i``: its place in the stream, the filter's decisions and the
+        running metrics (the slider's label, and what a browser test reads)."""
+        sl = self.batch_slice(i)
+        r = {k: v[i] for k, v in self.running.items()}
+        mask = self.masks[i]
+        passed = "no filter" if mask is None else (
+            f"{int(mask.sum())} of {sl.stop - sl.start} passed the filter "
+            f"({int((mask.astype(bool) & (self.labels[sl] < 0)).sum())} outliers)")
+        return (f"batch {i + 1} of {self.num_batches}: {passed}; running ACC {r['acc']:.1f}, "
+                f"AUROC {r['auroc']:.1f}, H {r['h']:.1f}")
+
     def widget(self) -> Any:
         """A batch slider above the view (ipywidgets); each move redraws from the stored run."""
         import ipywidgets as widgets
 
         slider = widgets.IntSlider(value=0, min=0, max=self.num_batches - 1, description="batch",
                                    continuous_update=False)
+        label = widgets.HTML()
+        label.add_class("stamplib-explorer-caption")
         out = widgets.Output()
         fig = plt.figure(figsize=(13, 6.2))
         plt.close(fig)  # drawn into the Output, not shown twice by the inline backend
 
         def redraw(change: Any = None) -> None:
             self.draw(slider.value, fig)
+            label.value = self.caption(slider.value)
             with out:
                 out.clear_output(wait=True)
                 from IPython.display import display
@@ -190,7 +206,7 @@ class StreamExplorer:
 
         slider.observe(redraw, names="value")
         redraw()
-        return widgets.VBox([slider, out])
+        return widgets.VBox([slider, label, out])
 
 
 def _running_metrics(predictions: np.ndarray, scores: np.ndarray, labels: np.ndarray, batch_size: int) -> dict[str, np.ndarray]:
@@ -249,6 +265,22 @@ def explore(
         lrs=tracer.lrs,
         running=_running_metrics(predictions, scores, labels, stream.batch_size),
     )
+
+
+def parse_hyperparameters(text: str) -> dict[str, Any]:
+    """``"alpha:0.4,num_views:1"`` → ``{"alpha": 0.4, "num_views": 1}`` (a notebook parameter:
+    papermill cannot read ``=`` inside a string default, hence ``:``). Values are Python
+    literals where they parse as one, else strings."""
+    out: dict[str, Any] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip():
+            raise ValueError(f"expected NAME:VALUE pairs separated by commas, got {item!r} (e.g. 'alpha:0.4,num_views:1')")
+        try:
+            out[name.strip()] = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            out[name.strip()] = value.strip()
+    return out
 
 
 def show(explorer: StreamExplorer) -> Any:

@@ -24,7 +24,7 @@ ALLOWED = {
     "evaluation": {"evaluation", "data", "methods", "models", "blocks", "paths", "validation", "version"},
     "report": {"report", "evaluation", "data", "methods", "paths", "validation"},
 }
-FACES = {"__init__", "__main__", "cli", "notebook_runner", "experiments", "explorer"}
+FACES = {"__init__", "__main__", "cli", "notebook_runner", "experiments", "explorer", "site"}
 
 
 def module_name(path: Path) -> str:

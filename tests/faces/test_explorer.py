@@ -41,8 +41,14 @@ def test_the_view_the_slider_and_the_headless_summary(stamp_run) -> None:
     plt.close(fig)
     widget = stamp_run.widget()
     slider = widget.children[0]
-    slider.value = 3  # what a reader does: the stored figure is redrawn for batch 4
+    caption = widget.children[1]
+    assert caption.value.startswith("batch 1 of 4:")
+    slider.value = 3  # what a reader does: the stored figure and its caption are redrawn for batch 4
     assert slider.max == stamp_run.num_batches - 1
+    mask = stamp_run.masks[3]
+    last = stamp_run.batch_slice(3)
+    assert caption.value.startswith(f"batch 4 of 4: {int(mask.sum())} of {last.stop - last.start} passed")
+    assert f"H {stamp_run.running['h'][3]:.1f}" in caption.value
     summary = show(stamp_run)  # no kernel here: the static summary
     assert isinstance(summary, plt.Figure) and "static summary" in summary._suptitle.get_text()
     plt.close("all")
@@ -52,3 +58,13 @@ def test_a_method_without_a_filter_has_no_masks(digits_model) -> None:
     ex = stamplib.explore("tent", max_id=64)
     assert ex.masks == [None, None] and ex.memory_counts == [None, None]
     plt.close(ex.draw(0))
+
+
+def test_hyperparameters_from_a_notebook_parameter() -> None:
+    from stamplib.explorer import parse_hyperparameters
+
+    assert parse_hyperparameters("alpha:0.4, num_views:1,view_kind:crop_flip") == {
+        "alpha": 0.4, "num_views": 1, "view_kind": "crop_flip"}
+    assert parse_hyperparameters("") == {}
+    with pytest.raises(ValueError, match="NAME:VALUE"):
+        parse_hyperparameters("alpha=0.4")
