@@ -187,7 +187,8 @@ class StreamExplorer:
         """A batch slider above the view (ipywidgets); each move redraws from the stored run."""
         import ipywidgets as widgets
 
-        slider = widgets.IntSlider(value=0, min=0, max=self.num_batches - 1, description="batch",
+        # 1-based, as the caption and the figure title count batches
+        slider = widgets.IntSlider(value=1, min=1, max=self.num_batches, description="batch",
                                    continuous_update=False)
         label = widgets.HTML()
         label.add_class("stamplib-explorer-caption")
@@ -196,8 +197,8 @@ class StreamExplorer:
         plt.close(fig)  # drawn into the Output, not shown twice by the inline backend
 
         def redraw(change: Any = None) -> None:
-            self.draw(slider.value, fig)
-            label.value = self.caption(slider.value)
+            self.draw(slider.value - 1, fig)
+            label.value = self.caption(slider.value - 1)
             with out:
                 out.clear_output(wait=True)
                 from IPython.display import display

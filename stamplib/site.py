@@ -36,10 +36,18 @@ html_title = {title!r}
 html_copy_source = False
 html_show_sourcelink = False
 html_theme_options = {{"show_toc_level": 1, "use_download_button": False, "use_fullscreen_button": False}}
+html_context = {{"default_mode": "light"}}  # else the theme logs an error for the unset mode
+html_favicon = "favicon.png"                # else the browser asks for /favicon.ico and gets a 404
 html_last_updated_fmt = None
+html_static_path = ["_static"]
+html_css_files = ["stamplib.css"]          # a smaller font: the paper-vs-ours tables are wide
 exclude_patterns = ["_build"]
 suppress_warnings = ["mystnb.unknown_mime_type", "myst.header", "misc.highlighting_failure"]
 '''
+
+
+WIDE_TABLES = """.output table { font-size: 0.85em; }
+"""
 
 
 @dataclass(frozen=True)
@@ -116,9 +124,24 @@ def index_markdown(pages: list[Page], profile: str, headline: str | None) -> str
     return "\n".join(lines)
 
 
+def _favicon(path: Path) -> None:
+    """A 32-pixel icon in the colorblind palette's blue: STAMP's memory as a 4×4 grid."""
+    from PIL import Image, ImageDraw
+
+    icon = Image.new("RGBA", (32, 32), (0, 0, 0, 0))
+    draw = ImageDraw.Draw(icon)
+    for row in range(4):
+        for col in range(4):
+            draw.rectangle((col * 8 + 1, row * 8 + 1, col * 8 + 6, row * 8 + 6), fill=(1, 115, 178, 255))
+    icon.save(path)
+
+
 def write_sources(pages: list[Page], src: Path, profile: str, figures: Path | None) -> None:
     src.mkdir(parents=True)
     (src / "conf.py").write_text(CONF.format(title=f"stamplib ({profile} profile)"))
+    _favicon(src / "favicon.png")
+    (src / "_static").mkdir()
+    (src / "_static" / "stamplib.css").write_text(WIDE_TABLES)
     for page in pages:
         target = src / f"{page.docname}.ipynb"
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -43,8 +43,8 @@ def test_the_view_the_slider_and_the_headless_summary(stamp_run) -> None:
     slider = widget.children[0]
     caption = widget.children[1]
     assert caption.value.startswith("batch 1 of 4:")
-    slider.value = 3  # what a reader does: the stored figure and its caption are redrawn for batch 4
-    assert slider.max == stamp_run.num_batches - 1
+    slider.value = 4  # what a reader does: the stored figure and its caption are redrawn for batch 4
+    assert (slider.min, slider.max) == (1, stamp_run.num_batches)
     mask = stamp_run.masks[3]
     last = stamp_run.batch_slice(3)
     assert caption.value.startswith(f"batch 4 of 4: {int(mask.sum())} of {last.stop - last.start} passed")
