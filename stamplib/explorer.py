@@ -18,6 +18,7 @@ stream as one static figure, which :func:`show` falls back to.
 from __future__ import annotations
 
 import ast
+import io
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -192,22 +193,24 @@ class StreamExplorer:
                                    continuous_update=False)
         label = widgets.HTML()
         label.add_class("stamplib-explorer-caption")
-        out = widgets.Output()
+        # The drawing is a PNG in an Image widget, not display() inside an Output widget: that
+        # capture swaps the kernel's parent header, and under load a client (papermill) could
+        # miss the end of the cell and wait forever.
+        picture = widgets.Image(format="png")
+        picture.add_class("stamplib-explorer-view")
         fig = plt.figure(figsize=(13, 6.2))
-        plt.close(fig)  # drawn into the Output, not shown twice by the inline backend
+        plt.close(fig)  # drawn into the Image, not shown again by the inline backend
 
         def redraw(change: Any = None) -> None:
             self.draw(slider.value - 1, fig)
             label.value = self.caption(slider.value - 1)
-            with out:
-                out.clear_output(wait=True)
-                from IPython.display import display
-
-                display(fig)
+            buffer = io.BytesIO()
+            fig.savefig(buffer, format="png", dpi=80)
+            picture.value = buffer.getvalue()
 
         slider.observe(redraw, names="value")
         redraw()
-        return widgets.VBox([slider, label, out])
+        return widgets.VBox([slider, label, picture])
 
 
 def _running_metrics(predictions: np.ndarray, scores: np.ndarray, labels: np.ndarray, batch_size: int) -> dict[str, np.ndarray]:
@@ -286,8 +289,8 @@ def parse_hyperparameters(text: str) -> dict[str, Any]:
 
 def show(explorer: StreamExplorer) -> Any:
     """The slider where a kernel can show widgets, else (a plain Python process, no ipywidgets,
-    or ``STAMPLIB_HEADLESS=1``) the static summary figure. Under papermill the widget is stored
-    inert in the executed notebook, so notebooks draw :meth:`StreamExplorer.summary` as well."""
+    or ``STAMPLIB_HEADLESS=1``, which the notebook runner sets for papermill: a widget there
+    would be stored inert) the static summary figure."""
     import os
 
     try:

@@ -7,6 +7,7 @@ warns about unknown names, notebooks.md).
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -72,6 +73,10 @@ def execute(
     accepted = notebook_parameters(nb)
     given = {k: v for k, v in params.items() if k in accepted}
     start = time.perf_counter()
+    # The kernel inherits this: the explorer then draws its static summary, which the executed
+    # copy and the site can show, instead of a slider no one can move.
+    headless_before = os.environ.get("STAMPLIB_HEADLESS")
+    os.environ["STAMPLIB_HEADLESS"] = "1"
     try:
         papermill.execute_notebook(
             str(nb),
@@ -86,6 +91,11 @@ def execute(
         cell = err.exec_count if err.exec_count is not None else err.cell_index
         message = f"cell {cell}: {err.ename}: {err.evalue}"
         return NotebookRun(nb.stem, out, time.perf_counter() - start, message)
+    finally:
+        if headless_before is None:
+            os.environ.pop("STAMPLIB_HEADLESS", None)
+        else:
+            os.environ["STAMPLIB_HEADLESS"] = headless_before
     return NotebookRun(nb.stem, out, time.perf_counter() - start)
 
 

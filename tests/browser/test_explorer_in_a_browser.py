@@ -87,7 +87,7 @@ def lab_url(tmp_path: Path) -> Iterator[str]:
 def _move_the_slider(page) -> float:
     """One step right on the batch slider; the caption must say batch 2 and the drawing change.
     Returns the seconds from the key press to the new drawing."""
-    drawing = page.locator(".widget-output img").first
+    drawing = page.locator("img.stamplib-explorer-view").first
     drawing.wait_for()
     before = drawing.get_attribute("src")
     page.locator(".noUi-handle").first.focus()
@@ -96,7 +96,7 @@ def _move_the_slider(page) -> float:
     page.wait_for_function(
         "() => document.querySelector('.stamplib-explorer-caption').innerText.startsWith('batch 2 of')",
         timeout=30_000)
-    page.wait_for_function("(old) => { const i = document.querySelector('.widget-output img');"
+    page.wait_for_function("(old) => { const i = document.querySelector('img.stamplib-explorer-view');"
                            " return i && i.getAttribute('src') !== old; }", arg=before, timeout=30_000)
     seconds = time.perf_counter() - started
     assert page.locator(".widget-readout").first.inner_text().strip() == "2"

@@ -41,14 +41,17 @@ def test_the_view_the_slider_and_the_headless_summary(stamp_run) -> None:
     plt.close(fig)
     widget = stamp_run.widget()
     slider = widget.children[0]
-    caption = widget.children[1]
+    caption, picture = widget.children[1], widget.children[2]
     assert caption.value.startswith("batch 1 of 4:")
+    first_picture = bytes(picture.value)
+    assert first_picture.startswith(b"\x89PNG")
     slider.value = 4  # what a reader does: the stored figure and its caption are redrawn for batch 4
     assert (slider.min, slider.max) == (1, stamp_run.num_batches)
     mask = stamp_run.masks[3]
     last = stamp_run.batch_slice(3)
     assert caption.value.startswith(f"batch 4 of 4: {int(mask.sum())} of {last.stop - last.start} passed")
     assert f"H {stamp_run.running['h'][3]:.1f}" in caption.value
+    assert bytes(picture.value).startswith(b"\x89PNG") and bytes(picture.value) != first_picture
     summary = show(stamp_run)  # no kernel here: the static summary
     assert isinstance(summary, plt.Figure) and "static summary" in summary._suptitle.get_text()
     plt.close("all")
