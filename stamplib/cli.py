@@ -6,7 +6,6 @@ A face: each command parses its flags, calls into the layers and prints; the wor
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import os
 import shlex
@@ -14,12 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-
-def _value(text: str) -> Any:
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
+from stamplib.validation import literal_or_text
 
 
 def _split_pair(item: str) -> tuple[str, str]:
@@ -31,7 +25,7 @@ def _split_pair(item: str) -> tuple[str, str]:
 
 def _pairs(items: list[str]) -> dict[str, Any]:
     """``NAME=VALUE`` options with Python literals as values (``0.001``, ``True``, ``'a'``)."""
-    return {name: _value(value) for name, value in map(_split_pair, items)}
+    return {name: literal_or_text(value) for name, value in map(_split_pair, items)}
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -17,7 +17,6 @@ stream as one static figure, which :func:`show` falls back to.
 
 from __future__ import annotations
 
-import ast
 import io
 import math
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from stamplib.evaluation.profiles import get_profile
 from stamplib.evaluation.runner import run_stream
 from stamplib.evaluation.traces import StreamTracer
 from stamplib.methods.base import BatchReport
+from stamplib.validation import literal_or_text
 
 
 class _RecordingTracer(StreamTracer):
@@ -280,10 +280,7 @@ def parse_hyperparameters(text: str) -> dict[str, Any]:
         name, sep, value = item.partition(":")
         if not sep or not name.strip():
             raise ValueError(f"expected NAME:VALUE pairs separated by commas, got {item!r} (e.g. 'alpha:0.4,num_views:1')")
-        try:
-            out[name.strip()] = ast.literal_eval(value.strip())
-        except (ValueError, SyntaxError):
-            out[name.strip()] = value.strip()
+        out[name.strip()] = literal_or_text(value.strip())
     return out
 
 

@@ -4,8 +4,8 @@ into ``build/site/`` (``python -m stamplib site`` or ``./run_all.sh --site``).
 
 Nothing is executed and nothing is downloaded: MyST-NB reads the stored outputs
 (``nb_execution_mode = "off"``), the theme ships its assets, and the widget scripts MyST-NB would
-fetch from a CDN are switched off (an executed notebook keeps its explorer slider inert; its
-static summary is drawn beside it). :func:`check_site` is the static half of the site test: every
+fetch from a CDN are switched off (``./run_all.sh`` executes headless, so the explorer leaves a
+static summary, not a slider). :func:`check_site` is the static half of the site test: every
 image, stylesheet, script and internal link of every page must resolve to a file of the site.
 """
 

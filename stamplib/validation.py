@@ -8,9 +8,19 @@ layer can use it.
 
 from __future__ import annotations
 
+import ast
 import math
 import numbers
 from collections.abc import Iterable, Sequence
+
+
+def literal_or_text(text: str) -> object:
+    """A command-line or notebook value: the Python literal it spells (``0.001``, ``True``,
+    ``'a'``), else the text itself (``crop_flip``)."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
 
 
 def is_int(value: object) -> bool:
