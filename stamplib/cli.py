@@ -226,7 +226,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
         print("STAMP seed spread (setting a): " + ("not yet measured" if spread is None else f"{spread:.2f} pt"))
         return 0
     if args.action == "compute":
-        report = run_grid(cells, "local", store=store, jobs=args.jobs)
+        report = run_grid(cells, "local", store=store, jobs=args.jobs, keep_order=True)
         print(f"reference store {store.root}: {len(report.done)} done, {len(report.missing)} missing, "
               f"{len(report.failed)} failed jobs")
         return 0 if report.ok else 1

@@ -3,7 +3,10 @@
 * data root — datasets and generated data: argument ``data_root``, else ``$STAMPLIB_DATA_ROOT``,
   else ``<home>/data``;
 * home — ``$STAMPLIB_HOME``, else ``<repo>/.cache`` in a source checkout, else
-  ``~/.cache/stamplib``; checkpoints live in ``<home>/checkpoints``;
+  ``~/.cache/stamplib``; checkpoints are written to ``<home>/checkpoints``;
+* checkpoint search path — ``<home>/checkpoints``, then the folders of
+  ``$STAMPLIB_CHECKPOINT_PATH`` (``os.pathsep``-separated; set it empty to search nowhere else),
+  else ``shared/models`` beside the checkout, where the project keeps the reference run's models;
 * results — ``$STAMPLIB_RESULTS``, else ``<repo>/results`` (``<home>/results`` outside a checkout);
 * figures — ``$STAMPLIB_FIGURES``, else ``<repo>/figures``.
 """
@@ -49,8 +52,27 @@ def set_data_root(data_root: str | os.PathLike | None) -> None:
         os.environ["STAMPLIB_DATA_ROOT"] = str(data_root)
 
 
+def shared_models() -> Path:
+    """``shared/models`` beside the checkout: the project's machines keep the source models of
+    the reference run there, next to ``shared/data``."""
+    return (_CHECKOUT.parent if _CHECKOUT else Path.cwd()) / "shared" / "models"
+
+
+CHECKPOINT_PATH_ENV = "STAMPLIB_CHECKPOINT_PATH"
+
+
 def checkpoints_dir() -> Path:
+    """Where checkpoints are written (training, the built-in model, ``checkpoints import``)."""
     return home() / "checkpoints"
+
+
+def checkpoint_search_path() -> list[Path]:
+    """The folders searched for a checkpoint by name, first match wins: the writable
+    :func:`checkpoints_dir`, then ``$STAMPLIB_CHECKPOINT_PATH`` if set (read-only places such as
+    a shared filesystem), else :func:`shared_models`."""
+    extra = os.environ.get(CHECKPOINT_PATH_ENV)
+    others = [Path(p) for p in extra.split(os.pathsep) if p] if extra is not None else [shared_models()]
+    return [checkpoints_dir(), *others]
 
 
 def results_dir() -> Path:

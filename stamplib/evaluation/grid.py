@@ -205,12 +205,14 @@ def job_size(specs: Sequence[RunSpec], executor: str, jobs: int, time_min: float
     return default_cells_per_job(specs, time_min, slots)
 
 
-def group_cells(specs: Sequence[RunSpec], cells_per_job: int) -> list[list[RunSpec]]:
+def group_cells(specs: Sequence[RunSpec], cells_per_job: int, keep_order: bool = False) -> list[list[RunSpec]]:
     """Consecutive groups of ``cells_per_job`` cells, sorted so that a job's cells share a data
-    set, outlier set and method (each job process loads a data set and a model once)."""
+    set, outlier set and method (each job process loads a data set and a model once), or in the
+    given order with ``keep_order`` (a run whose first cells matter most)."""
     if cells_per_job < 1:
         raise ValueError(f"cells_per_job must be at least 1, got {cells_per_job}")
-    ordered = sorted(specs, key=lambda s: (s.profile, s.dataset, s.setting, s.outliers, s.method, s.key()))
+    ordered = list(specs) if keep_order else sorted(
+        specs, key=lambda s: (s.profile, s.dataset, s.setting, s.outliers, s.method, s.key()))
     return [ordered[i:i + cells_per_job] for i in range(0, len(ordered), cells_per_job)]
 
 
@@ -382,6 +384,7 @@ def run_grid(
     mem_gb: float | None = None,
     retry_failed: bool = False,
     poll_s: float | None = None,
+    keep_order: bool = False,
 ) -> GridReport:
     """Compute the missing cells of ``specs`` with ``executor`` and report what is stored.
 
@@ -390,7 +393,8 @@ def run_grid(
     waits (its workers are this process's children); the submitit executors return right
     after submission unless ``wait``. A job that ends with cells missing is reported in
     ``failed`` with those cells and its log, and its cells are recorded under
-    ``<results>/.grid/failed`` until they are stored.
+    ``<results>/.grid/failed`` until they are stored. With ``keep_order`` the cells are
+    submitted in the order of ``specs`` (otherwise grouped by data set and method).
     """
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
@@ -406,7 +410,7 @@ def run_grid(
         cells_per_job = cells_per_job or job_size(todo, executor, jobs, time_min, array_parallelism)
         if executor != "submitit":
             _prepare_sources(todo)
-        groups = group_cells(todo, cells_per_job)
+        groups = group_cells(todo, cells_per_job, keep_order)
         waits = executor == "local" or wait
         bar = tqdm(total=len(todo), desc="cells", unit="cell", disable=not progress or not waits)
         pool = None

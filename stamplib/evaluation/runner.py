@@ -1,6 +1,12 @@
 """run(spec): compute one cell — every corruption's stream, the method reset before each
 (protocol.md §1.2; a ``continual`` spec resets once, before the first) — and store one JSON
-record per spec."""
+record per spec.
+
+An episodic cell survives an interruption: each corruption is kept in the store as it
+finishes (:meth:`ResultsStore.put_partial`), and a rerun starts at the first corruption not
+kept. The reset before each corruption restores the method's weights, optimiser and random
+generators, so the resumed record equals an uninterrupted one bit for bit. A continual cell
+carries its state from one corruption to the next and restarts from the beginning."""
 
 from __future__ import annotations
 
@@ -128,8 +134,18 @@ def run(
     per_corruption: dict[str, dict[str, Any]] = {}
     outputs: dict[str, StreamOutputs] = {}
     traces: dict[str, dict[str, list[Any]]] = {}
-    started = time.perf_counter()
+    record_provenance = provenance(spec.dataset)
+    checkpoint_sha = record_provenance["checkpoint"]["sha256"]
+    resumable = not spec.continual and len(spec.corruptions) > 1
+    started, kept_seconds = time.perf_counter(), 0.0
     for corruption in tqdm(spec.corruptions, desc=f"{spec.method}/{spec.outliers}", disable=not progress, leave=False):
+        kept = store.partial(spec, corruption, checkpoint_sha) if resumable else None
+        if kept is not None:
+            per_corruption[corruption], outputs[corruption], trace = kept
+            kept_seconds += float(per_corruption[corruption].get("seconds", 0.0))
+            if trace:
+                traces[corruption] = trace
+            continue
         stream = data.build_stream(
             spec.dataset, spec.outliers, corruption, spec.severity, spec.outlier_ratio, spec.seed,
             profile.id_limit(dataset), **spec.stream_options,
@@ -151,6 +167,9 @@ def run(
             "collapsed": reason is not None,
             "collapse_reason": reason,
         }
+        if resumable:
+            store.put_partial(spec, corruption, per_corruption[corruption], outputs[corruption],
+                              traces.get(corruption), checkpoint_sha)
     record = {
         "key": spec.key(),
         "spec": spec.to_dict(),
@@ -158,10 +177,10 @@ def run(
         "per_corruption": per_corruption,
         "mean": aggregate(per_corruption),  # averaged over all, with "collapsed": [names] flagged
         "collapsed": sorted(c for c, m in per_corruption.items() if m["collapsed"]),
-        "seconds": round(time.perf_counter() - started, 3),
+        "seconds": round(time.perf_counter() - started + kept_seconds, 3),  # kept: of an interrupted run
         "device": device,
         "versions": _versions(),
-        "provenance": provenance(spec.dataset),
+        "provenance": record_provenance,
     }
     if traces:
         record["trace"] = traces

@@ -5,8 +5,10 @@ A record is complete or absent: it is written to a temporary file and renamed, s
 killed mid-write leaves no partial record (and a stray temporary file is never read).
 
 Beside the records, under ``<results>/.grid/``: ``running/<key>.json`` marks a cell claimed by
-a live job (job id, host, pid, start, deadline) and ``failed/<key>.json`` keeps the last
-failure of a cell that is still missing. :meth:`ResultsStore.status` splits cells into done,
+a live job (job id, host, pid, start, deadline), ``failed/<key>.json`` keeps the last
+failure of a cell that is still missing, and ``partial/<key>/<corruption>.json`` (with its
+``.outputs.npz``) keeps each finished corruption of an episodic cell that is still running, so
+that a cell interrupted at its 7th corruption resumes there (:meth:`ResultsStore.partial`). :meth:`ResultsStore.status` splits cells into done,
 running and missing from these files; grids and notebooks both ask it.
 
 A record whose stored hyperparameters (``config``) differ from what the spec resolves to today
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import time
 import warnings
@@ -25,7 +28,14 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from stamplib import paths
-from stamplib.evaluation.outputs import StreamOutputs, outputs_path, rescore_all, save_outputs
+from stamplib.evaluation.outputs import SUFFIX as OUTPUTS_SUFFIX
+from stamplib.evaluation.outputs import (
+    StreamOutputs,
+    load_outputs,
+    outputs_path,
+    rescore_all,
+    save_outputs,
+)
 from stamplib.evaluation.spec import RunSpec
 
 #: Fields without which a record is useless (a JSON file written by something else, or edited).
@@ -115,6 +125,7 @@ class ResultsStore:
         if outputs is not None:
             record["outputs"] = save_outputs(outputs_path(path), outputs).name
         paths.atomic_write_bytes(path, json.dumps(record, indent=1, sort_keys=True).encode())
+        self.clear_partials(spec)
         return path
 
     def rescored(self, records: Iterable[dict[str, Any]], metrics: Iterable[str] | None = None) -> list[dict[str, Any]]:
@@ -133,6 +144,40 @@ class ResultsStore:
             if record is not None:
                 out.append(record)
         return out
+
+    # -- finished corruptions of unfinished cells --------------------------------------------
+
+    def partial_dir(self, spec: RunSpec) -> Path:
+        return self.grid_dir / "partial" / spec.key()
+
+    def put_partial(self, spec: RunSpec, corruption: str, row: Mapping[str, Any], outputs: StreamOutputs,
+                    trace: Mapping[str, Any] | None, checkpoint_sha256: str | None) -> None:
+        """Keep one finished corruption of ``spec`` until its record is stored. The outputs are
+        written first and the JSON last, so a JSON always has its outputs."""
+        folder = self.partial_dir(spec)
+        save_outputs(folder / f"{corruption}{OUTPUTS_SUFFIX}", {corruption: outputs})
+        entry = {"key": spec.key(), "corruption": corruption, "config": current_config(spec),
+                 "checkpoint_sha256": checkpoint_sha256, "row": dict(row), "trace": trace}
+        paths.atomic_write_bytes(folder / f"{corruption}.json", json.dumps(entry, sort_keys=True).encode())
+
+    def partial(self, spec: RunSpec, corruption: str, checkpoint_sha256: str | None
+                ) -> tuple[dict[str, Any], StreamOutputs, dict[str, Any] | None] | None:
+        """A finished corruption of ``spec`` kept by :meth:`put_partial`, as (metrics row,
+        outputs, trace), or None when absent, unreadable, or made under other hyperparameters
+        or another source model (then it is computed again)."""
+        folder = self.partial_dir(spec)
+        entry = _read_json(folder / f"{corruption}.json")
+        if (entry is None or entry.get("key") != spec.key() or entry.get("corruption") != corruption
+                or entry.get("config") != current_config(spec) or entry.get("checkpoint_sha256") != checkpoint_sha256):
+            return None
+        try:
+            outputs = load_outputs(folder / f"{corruption}{OUTPUTS_SUFFIX}")[corruption]
+        except (OSError, KeyError, ValueError):
+            return None
+        return entry["row"], outputs, entry.get("trace")
+
+    def clear_partials(self, spec: RunSpec) -> None:
+        shutil.rmtree(self.partial_dir(spec), ignore_errors=True)
 
     # -- the state of cells being computed ---------------------------------------------------
 

@@ -1,6 +1,8 @@
 """Checkpoint registry: source-network weights by name (protocol.md §4).
 
-A registered name resolves to ``<checkpoints_dir>/<name>.pt`` (``stamplib.paths``) with a JSON
+A registered name resolves to ``<folder>/<name>.pt`` in the first folder of the checkpoint search
+path that holds it (``stamplib.paths.checkpoint_search_path``: the writable checkpoints folder,
+then ``shared/models`` beside the checkout or ``$STAMPLIB_CHECKPOINT_PATH``), with a JSON
 sidecar ``<name>.json`` that records at least its SHA-256. Our trainer writes both; a file the
 user drops in by hand (the authors' release) has no sidecar, so its hash is recorded on first
 use, with a warning, and checked on every later load. A file whose hash disagrees with its
@@ -78,6 +80,12 @@ class CheckpointMismatchError(ValueError):
 
 
 def checkpoint_path(name: str) -> Path:
+    """The file of checkpoint ``name``: the first one on the search path, else where it would be
+    written (``<checkpoints_dir>/<name>.pt``)."""
+    for folder in paths.checkpoint_search_path():
+        candidate = folder / f"{name}.pt"
+        if candidate.is_file():
+            return candidate
     return paths.checkpoints_dir() / f"{name}.pt"
 
 
@@ -194,7 +202,12 @@ def load(name: str) -> dict[str, torch.Tensor]:
         raise KeyError(f"unknown checkpoint {name!r}; registered: {', '.join(REGISTRY)}")
     path = checkpoint_path(name)
     if not path.is_file():
-        raise MissingCheckpointError(f"checkpoint {name!r} not found at {path}. {how_to_get(name)}")
+        searched = ", ".join(str(p) for p in paths.checkpoint_search_path())
+        raise MissingCheckpointError(
+            f"checkpoint {name!r} not found at {path} (searched {searched}; a folder can be added with "
+            f"${paths.CHECKPOINT_PATH_ENV} or copied in with `python -m stamplib checkpoints import DIR`). "
+            f"{how_to_get(name)}"
+        )
     payload = path.read_bytes()
     meta = read_sidecar(path)
     if meta is None or "sha256" not in meta:
