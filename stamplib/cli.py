@@ -202,11 +202,13 @@ def cmd_methods(args: argparse.Namespace) -> int:
 
 def cmd_reference(args: argparse.Namespace) -> int:
     """The committed reference run on real images: status, compute, recompute, render."""
+    from stamplib import paths
     from stamplib.evaluation import reference
     from stamplib.evaluation.grid import run_grid
     from stamplib.evaluation.store import ResultsStore
 
     data_root = args.data_root or str(reference.default_data_root())
+    paths.set_data_root(data_root)  # the worker processes and notebook kernels read it from the environment
     store = ResultsStore(args.results or reference.reference_dir())
     cells = reference.specs(data_root)
     if args.action == "render":
