@@ -79,16 +79,41 @@ def cmd_doctor(args: argparse.Namespace) -> int:
           + (f" ({torch.cuda.get_device_name(0)})" if torch.cuda.is_available() else "")
           + f", CPU threads={torch.get_num_threads()}")
     print(f"data root:   {paths.data_root(args.data_root)}")
-    print(f"checkpoints: {paths.checkpoints_dir()}")
+    print(f"checkpoints: written to {paths.checkpoints_dir()}; searched in "
+          + ", ".join(str(p) for p in paths.checkpoint_search_path()))
     print(f"results:     {paths.results_dir()}")
     print(f"methods:     {', '.join(methods.available())}")
     print("datasets and outlier sets:")
     for name, found, where in data.dataset_status(args.data_root):
         print(f"  {name:22s} {'found    ' if found else 'missing  '} {where}")
-    ckpts = sorted(paths.checkpoints_dir().glob("*.pt")) if paths.checkpoints_dir().is_dir() else []
-    print("checkpoints found:" + ("" if ckpts else " none yet (the built-in one trains on first use)"))
-    for c in ckpts:
-        print(f"  {c}")
+    from stamplib.models import checkpoints
+
+    print("checkpoints (SHA-256 checked against each sidecar):")
+    for row in checkpoints.status(verify=True):
+        if not row["present"]:
+            state = "missing   (the built-in one trains on first use)" if row["recipe"] is None else "missing  "
+        elif row["verified"]:
+            accuracy = row["clean_test_accuracy"]
+            state = "found    " + (f" clean acc {100 * accuracy:.2f}%" if accuracy is not None else "")
+        else:
+            state = "REFUSED   its SHA-256 differs from its sidecar's (or it has none yet)"
+        print(f"  {row['checkpoint']:26s} {state}  {row['path'] if row['present'] else ''}")
+    return 0
+
+
+def cmd_checkpoints(args: argparse.Namespace) -> int:
+    """List the registered checkpoints with where they were found, or import a folder of them."""
+    from stamplib.models import checkpoints
+
+    if args.action == "import":
+        if not args.folder:
+            raise SystemExit("checkpoints import needs the folder that holds <name>.pt and <name>.json")
+        for path in checkpoints.import_dir(args.folder):
+            print(f"imported {path} (SHA-256 checked)")
+        return 0
+    for row in checkpoints.status():
+        where = row["path"] if row["present"] else "missing"
+        print(f"{row['checkpoint']:26s} {row['classes']:4d} classes  {where}")
     return 0
 
 
@@ -301,6 +326,11 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("doctor", help="versions, device, where data and checkpoints are found")
     p.add_argument("--data-root", default=None)
     p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser("checkpoints", help="registered source models: where each is found; import a folder of them")
+    p.add_argument("action", choices=["list", "import"])
+    p.add_argument("folder", nargs="?", default=None, help="import: the folder holding <name>.pt and <name>.json")
+    p.set_defaults(func=cmd_checkpoints)
 
     p = sub.add_parser("notebooks", help="execute notebooks with papermill")
     p.add_argument("--profile", default="quick", choices=["smoke", "quick", "full"])

@@ -280,16 +280,50 @@ def load_strict(model: nn.Module, state: Mapping[str, torch.Tensor], source: str
     model.load_state_dict(dict(state), strict=True)
 
 
-def status() -> list[dict[str, Any]]:
-    """One row per registered checkpoint: where it goes, whether it is there, its recorded
-    clean test accuracy (None for files without a trainer's sidecar). Reads sidecars only."""
+def status(verify: bool = False) -> list[dict[str, Any]]:
+    """One row per registered checkpoint: where it was found on the search path (or where it
+    would be written), whether it is there, its sidecar's SHA-256 and recorded clean test
+    accuracy (None for files without a trainer's sidecar). Reads sidecars only, unless
+    ``verify``: then ``verified`` says whether the file's SHA-256 equals its sidecar's."""
     rows = []
     for name, entry in REGISTRY.items():
         path = checkpoint_path(name)
         side = read_sidecar(path) if path.is_file() else None
-        rows.append({
+        row = {
             "checkpoint": name, "architecture": entry.architecture, "classes": entry.num_classes,
             "recipe": entry.recipe, "present": path.is_file(),
             "clean_test_accuracy": (side or {}).get("clean_test_accuracy"), "path": str(path),
-        })
+            "sha256": (side or {}).get("sha256"),
+        }
+        if verify:
+            row["verified"] = (path.is_file() and side is not None and "sha256" in side
+                               and sha256_bytes(path.read_bytes()) == side["sha256"])
+        rows.append(row)
     return rows
+
+
+def import_dir(folder: str | Path) -> list[Path]:
+    """Copy every registered checkpoint found in ``folder`` (``<name>.pt`` with its sidecar)
+    into the writable checkpoints folder, each only after its SHA-256 equals its sidecar's;
+    returns the copied files. A file without a sidecar or with a wrong hash is refused."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder} is not a folder; name the folder that holds <name>.pt and <name>.json")
+    found = [folder / f"{name}.pt" for name in REGISTRY if (folder / f"{name}.pt").is_file()]
+    if not found:
+        raise MissingCheckpointError(f"{folder} holds none of the registered checkpoints ({', '.join(REGISTRY)})")
+    copied = []
+    for source in found:
+        meta = read_sidecar(source)
+        if meta is None or "sha256" not in meta:
+            raise ChecksumMismatchError(
+                f"{source} has no sidecar {sidecar_path(source)} with its SHA-256, so it cannot be checked; "
+                "copy the file by hand into the checkpoints folder (its hash is recorded on first use)"
+            )
+        payload = source.read_bytes()
+        _verify(source, payload, meta)
+        target = paths.checkpoints_dir() / source.name
+        paths.atomic_write_bytes(target, payload)  # the weights first: a sidecar never vouches for a missing file
+        paths.atomic_write_bytes(sidecar_path(target), json.dumps(meta, indent=2).encode())
+        copied.append(target)
+    return copied
