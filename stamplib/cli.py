@@ -236,8 +236,23 @@ def cmd_reference(args: argparse.Namespace) -> int:
     paths.set_data_root(data_root)  # the worker processes and notebook kernels read it from the environment
     store = ResultsStore(args.results or reference.reference_dir())
     cells = reference.specs(data_root)
+    if args.action == "readme":
+        from stamplib.report import reference_run
+
+        readme = (paths.repo_root() or Path.cwd()) / "README.md"
+        block = reference_run.readme_block(store)
+        if not args.write:
+            print(block)
+            return 0
+        paths.atomic_write_bytes(readme, reference_run.replace_block(readme.read_text(), block).encode())
+        figures = reference_run.write_figure(store, paths.repo_root() / "figures" if paths.repo_root() else None)
+        print(f"wrote the reference-run section of {readme} and {figures[0]}")
+        return 0
     if args.action == "render":
         from stamplib.notebook_runner import run_notebooks
+        from stamplib.report import reference_run
+
+        reference_run.write_figure(store)  # the README's headline figure, from the same records
 
         os.environ["STAMPLIB_RESULTS"] = str(store.root)  # the kernels read this store only
         done = store.status(cells).done
@@ -397,9 +412,12 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_site)
 
     p = sub.add_parser("reference", help="the committed reference run on real images (results/reference)")
-    p.add_argument("action", choices=["status", "compute", "recompute", "render"],
+    p.add_argument("action", choices=["status", "compute", "recompute", "render", "readme"],
                    help="render: tables/figures from the committed records; compute: the missing cells; "
-                        "recompute: every cell again, compared with the committed records")
+                        "recompute: every cell again, compared with the committed records; readme: the "
+                        "README's reference-run section from the records (--write puts it in README.md and "
+                        "draws figures/reference_run.png)")
+    p.add_argument("--write", action="store_true", help="readme: write README.md and the headline figure")
     p.add_argument("--data-root", default=None, help="default: shared/data beside the checkout")
     p.add_argument("--results", default=None, help="reference store (default: results/reference)")
     p.add_argument("--scratch", default="results/recompute", help="recompute: where the new records go")

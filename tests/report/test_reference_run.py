@@ -1,0 +1,104 @@
+"""The README's reference-run section (issue 25): it equals what the committed records give, the
+headline figure is redrawn from them byte for byte, and each claim answers yes / no / tie /
+pending from the numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from stamplib.evaluation import reference
+from stamplib.evaluation.store import ResultsStore
+from stamplib.report import reference_run
+
+REPO = Path(__file__).resolve().parents[2]
+COMMITTED = ResultsStore(REPO / "results" / "reference")
+
+
+def test_the_readme_shows_exactly_what_the_committed_records_give() -> None:
+    readme = (REPO / "README.md").read_text()
+    expected = reference_run.readme_block(COMMITTED)
+    assert reference_run.current_block(readme) == expected, (
+        "README.md's reference-run section differs from the committed records: run "
+        "`python -m stamplib reference readme --write` and commit README.md and figures/reference_run.png"
+    )
+
+
+def test_the_headline_figure_is_drawn_from_the_committed_records(tmp_path: Path) -> None:
+    png, _ = reference_run.write_figure(COMMITTED, tmp_path)
+    assert png.read_bytes() == (REPO / "figures" / "reference_run.png").read_bytes(), (
+        "figures/reference_run.png is stale: run `python -m stamplib reference readme --write`"
+    )
+
+
+def test_every_committed_record_names_the_checksum_of_its_shared_model() -> None:
+    """The records' provenance is the SHA-256 that shared/models' sidecars vouch for (the sidecar
+    files are read only where this checkout has them)."""
+    expected = {"ResNet18_10_jpeg": "e64c2f32f6ce63f7741f7f5d046b1dd70169aa99cd2bfa8c4724df34682b9de7",
+                "ResNet18_8_jpeg": "57eba0b52d0749f8efb27ab3c6af743a6fffdc192193353bfef4279e8f014149"}
+    records = COMMITTED.records()
+    for record in records:
+        checkpoint = record["provenance"]["checkpoint"]
+        assert checkpoint["sha256"] == expected[checkpoint["name"]], record["key"]
+        assert record["provenance"]["git"]["dirty"] is False, record["key"]
+    keys = {s.key() for s in reference.specs("reference")}
+    assert {r["key"] for r in records} <= keys  # nothing in the store that is not a reference cell
+
+
+def _tables(a: dict[str, tuple[float, float, float]], b: dict[str, float] | None = None,
+            c: dict[str, float] | None = None) -> dict[str, pd.DataFrame]:
+    """Setting tables with the paper's numbers equal to ours (enough for the verdicts)."""
+    def outlier_table(rows: dict[str, tuple[float, float, float]]) -> pd.DataFrame:
+        out = []
+        for method, (acc, auroc, h) in rows.items():
+            row = {"method": method}
+            for name, value in (("ACC", acc), ("AUROC", auroc), ("H", h)):
+                row.update({f"{name} paper": value, f"{name} ours": value, f"{name} Δ": 0.0})
+            out.append(row)
+        return pd.DataFrame(out)
+
+    closed = pd.DataFrame([{"method": m, "ACC paper": v, "ACC ours": v, "ACC Δ": 0.0} for m, v in (c or {}).items()])
+    return {"a": outlier_table(a), "b": outlier_table({m: (0, 0, h) for m, h in (b or {}).items()}), "c": closed}
+
+
+def _verdicts(tables: dict[str, pd.DataFrame]) -> dict[str, str]:
+    return {v.claim: v.answer for v in reference_run.claims(tables)}
+
+
+def test_claims_answer_yes_no_tie_or_pending_from_the_numbers() -> None:
+    others = {m: (70.0, 70.0, 70.0) for m in reference_run.PAPER_METHODS if m != "stamp"}
+    best_h = "STAMP has the best H-score of the ten methods with Noise outliers"
+    tent_up = "Entropy minimisation raises accuracy: Tent above BN Stats"
+    tent_below = "Tent's AUROC falls below the source model's"
+    assert _verdicts(_tables({**others, "stamp": (71.0, 80.0, 75.0)}))[best_h] == "yes"
+    assert _verdicts(_tables({**others, "stamp": (71.0, 80.0, 70.3)}))[best_h] == "tie"
+    assert _verdicts(_tables({**others, "stamp": (71.0, 80.0, 60.0)}))[best_h] == "no"
+    assert _verdicts(_tables(others))[best_h] == "pending"  # STAMP's record is missing
+
+    rows = {**others, "stamp": (71.0, 80.0, 75.0), "source": (50.0, 60.0, 55.0), "bn_stats": (72.0, 75.0, 73.0),
+            "tent": (75.0, 40.0, 52.0)}
+    verdicts = _verdicts(_tables(rows))
+    assert verdicts[tent_up] == "yes" and verdicts[tent_below] == "yes"
+    rows["tent"] = (72.2, 65.0, 68.0)
+    verdicts = _verdicts(_tables(rows))
+    assert verdicts[tent_up] == "tie" and verdicts[tent_below] == "no"
+
+
+def test_the_closed_set_claim_and_the_both_settings_claim() -> None:
+    others = {m: (70.0, 70.0, 70.0) for m in reference_run.PAPER_METHODS if m != "stamp"}
+    both = "STAMP improves the H-score of BN Stats (the statistics-only baseline) in both outlier settings"
+    closed = "STAMP has the best closed-set accuracy"
+    b = {m: 60.0 for m in reference_run.PAPER_METHODS}
+    verdicts = _verdicts(_tables({**others, "stamp": (71.0, 80.0, 75.0)}, b={**b, "stamp": 59.0},
+                                 c={**{m: 80.0 for m in reference_run.PAPER_METHODS}, "stamp": 82.0}))
+    assert verdicts[both] == "no" and verdicts[closed] == "yes"
+
+
+def test_the_section_is_replaced_between_its_markers_only() -> None:
+    text = f"intro\n{reference_run.BEGIN}\nold\n{reference_run.END}\noutro\n"
+    new = reference_run.replace_block(text, f"{reference_run.BEGIN}\nnew\n{reference_run.END}")
+    assert new == f"intro\n{reference_run.BEGIN}\nnew\n{reference_run.END}\noutro\n"
+    with pytest.raises(ValueError, match="no reference-run section"):
+        reference_run.replace_block("no markers", "x")
