@@ -12,13 +12,15 @@
 # Then the reference run on real images is rendered from its committed records
 # (results/reference: figures/*_real.*, no data or checkpoint needed). --recompute instead
 # recomputes those records (needs shared/data and both JPEG source models) and reports every
-# record that differs from the committed one; --no-reference skips the reference tables.
+# record that differs from the committed one and the largest difference; --recompute METHODS
+# recomputes only those methods' records (comma-separated, or "deterministic" for Source,
+# BN Stats, Tent, EATA, SAR and OWTTT); --no-reference skips the reference tables.
 # --site then builds the executed notebooks into a website: build/site/index.html
 # (python -m stamplib site does the same for notebooks executed earlier).
 # Exits non-zero if any notebook fails, naming the notebook and the cell.
 set -euo pipefail
 cd "$(dirname "$0")"
-profile=quick; data_root=""; device=cpu; only=(); executor=""; jobs=""; grid_opts=(); reference=render; site=""
+profile=quick; data_root=""; device=cpu; only=(); executor=""; jobs=""; grid_opts=(); reference=render; recompute_methods=""; site=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --profile) profile="$2"; shift 2 ;;
@@ -29,10 +31,11 @@ while [[ $# -gt 0 ]]; do
         --jobs) jobs="$2"; shift 2 ;;
         --partition|--gpus-per-job|--cpus-per-task|--time-min|--mem-gb|--array-parallelism|--cells-per-job)
             grid_opts+=("$1" "$2"); shift 2 ;;
-        --recompute) reference=recompute; shift ;;
+        --recompute) reference=recompute; shift
+            if [[ $# -gt 0 && "$1" != --* ]]; then recompute_methods="$1"; shift; fi ;;
         --no-reference) reference=""; shift ;;
         --site) site=1; shift ;;
-        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
         *) echo "run_all.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -69,7 +72,8 @@ python -m stamplib notebooks "${args[@]}"
 if [[ "$reference" == render && ${#only[@]} -eq 0 && -z "$data_root" ]]; then
     python -m stamplib reference render
 elif [[ "$reference" == recompute ]]; then
-    python -m stamplib reference recompute --jobs "${jobs:-1}" ${data_root:+--data-root "$data_root"}
+    python -m stamplib reference recompute --jobs "${jobs:-1}" ${data_root:+--data-root "$data_root"} \
+        ${recompute_methods:+--methods "$recompute_methods"}
 fi
 if [[ -n "$site" ]]; then
     python -m stamplib site --profile "$profile"

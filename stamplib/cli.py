@@ -272,13 +272,20 @@ def cmd_reference(args: argparse.Namespace) -> int:
         print(f"reference store {store.root}: {len(report.done)} done, {len(report.missing)} missing, "
               f"{len(report.failed)} failed jobs")
         return 0 if report.ok else 1
+    import platform
+
+    chosen = reference.select_methods(store.status(cells).done, args.methods)
     scratch = ResultsStore(args.scratch)
-    run_grid(cells, "local", store=scratch, jobs=args.jobs)
-    result = reference.compare_stores(store, scratch, cells)
+    run_grid(chosen, "local", store=scratch, jobs=args.jobs, keep_order=True)
+    result = reference.compare_stores(store, scratch, chosen)
     spread = "not yet measured" if result.spread is None else f"{result.spread:.2f} pt"
     print(f"compared {result.compared} records (tolerance {reference.DETERMINISTIC_TOLERANCE} pt for "
           f"{', '.join(sorted(reference.DETERMINISTIC))}; STAMP's seed spread {spread} for the others); "
-          f"{len(result.unchecked)} unchecked")
+          f"{len(result.unchecked)} unchecked; machine: {platform.machine()} {platform.processor() or ''}".rstrip())
+    if result.largest is not None:
+        moved = result.largest
+        print(f"largest difference: {abs(moved.recomputed - moved.reference):.4f} pt ({moved.key} "
+              f"{moved.corruption} {moved.metric}: committed {moved.reference:.4f}, recomputed {moved.recomputed:.4f})")
     for difference in result.differences:
         print(f"  differs: {difference}")
     return 1 if result.differences else 0
@@ -422,6 +429,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--results", default=None, help="reference store (default: results/reference)")
     p.add_argument("--scratch", default="results/recompute", help="recompute: where the new records go")
     p.add_argument("--jobs", type=int, default=1, help="compute/recompute: worker processes")
+    p.add_argument("--methods", default="", help="recompute: only these methods' committed cells (comma-separated; "
+                                                 "'deterministic' = those without test-time randomness)")
     p.set_defaults(func=cmd_reference)
 
     args = parser.parse_args(argv)

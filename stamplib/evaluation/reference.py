@@ -17,6 +17,7 @@ archive SHA-256, versions, git commit, command).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -125,6 +126,15 @@ class Comparison:
     unchecked: list[str]  # keys without a tolerance yet (no seed spread) or without a recomputation
     differences: list[Difference]
     spread: float | None
+    largest: Difference | None = None  # the largest |Δ| of any compared metric, within tolerance or not
+
+
+def largest_difference(reference: dict[str, Any], recomputed: dict[str, Any]) -> Difference | None:
+    """The per-corruption ACC or AUROC of two records of one spec that moved most (None when
+    a record has no comparable number)."""
+    found = compare_records(reference, recomputed, -1.0)  # tolerance −1: every metric is listed
+    finite = [d for d in found if abs(d.recomputed - d.reference) >= 0]  # NaN compares False
+    return max(finite, key=lambda d: abs(d.recomputed - d.reference), default=None)
 
 
 def compare_stores(
@@ -134,6 +144,7 @@ def compare_stores(
     """Compare every cell the reference store holds with the recomputed store."""
     spread = seed_spread(reference) if spread is None else spread
     compared, unchecked, differences = 0, [], []
+    largest: Difference | None = None
     for spec in cells:
         ref = reference.get(spec)
         if ref is None:
@@ -145,4 +156,23 @@ def compare_stores(
             continue
         compared += 1
         differences += compare_records(ref, new, tol)
-    return Comparison(compared, unchecked, differences, spread)
+        moved = largest_difference(ref, new)
+        if moved is not None and (largest is None or abs(moved.recomputed - moved.reference)
+                                  > abs(largest.recomputed - largest.reference)):
+            largest = dataclasses.replace(moved, tolerance=tol)
+    return Comparison(compared, unchecked, differences, spread, largest)
+
+
+def select_methods(cells: Sequence[RunSpec], methods: str) -> list[RunSpec]:
+    """``cells`` of the named methods (comma-separated; ``deterministic`` names the methods
+    without test-time randomness); empty: all."""
+    if not methods:
+        return list(cells)
+    names: set[str] = set()
+    for name in (m.strip() for m in methods.split(",") if m.strip()):
+        names |= set(DETERMINISTIC) if name == "deterministic" else {name}
+    unknown = names - {c.method for c in cells}
+    if unknown:
+        raise ValueError(f"no reference cell of {sorted(unknown)}; methods: {sorted({c.method for c in cells})} "
+                         "or 'deterministic'")
+    return [c for c in cells if c.method in names]

@@ -110,3 +110,27 @@ def test_the_doctor_names_shared_data_beside_the_checkout(data_root: Path) -> No
     hints = {name: where for name, _, where in data.dataset_status()}
     assert str(paths.shared_data()) in hints["cifar10_jpeg"]
     assert "/work/" not in hints["cifar10_jpeg"].replace(str(paths.shared_data()), "")
+
+
+def test_recompute_reports_the_largest_difference_and_can_take_the_deterministic_methods_only(
+    tmp_path: Path,
+) -> None:
+    cells = reference.specs("/nowhere")
+    chosen = reference.select_methods(cells, "deterministic")
+    assert {s.method for s in chosen} == set(reference.DETERMINISTIC)
+    assert len(chosen) == 3 * len(reference.DETERMINISTIC)  # settings (a), (b) and (c)
+    assert {s.method for s in reference.select_methods(cells, "stamp,tent")} == {"stamp", "tent"}
+    assert reference.select_methods(cells, "") == cells
+    with pytest.raises(ValueError, match="no reference cell of \\['tenet'\\]"):
+        reference.select_methods(cells, "tenet")
+
+    committed, again = ResultsStore(tmp_path / "ref"), ResultsStore(tmp_path / "new")
+    tent, source = (next(s for s in cells if s.method == m and s.outliers == "noise") for m in ("tent", "source"))
+    committed.put(_record(tent, 60.0, 55.0))
+    committed.put(_record(source, 40.0, 45.0))
+    again.put(_record(tent, 60.03, 55.0))
+    again.put(_record(source, 40.0, 44.95))
+    result = reference.compare_stores(committed, again, [tent, source])
+    assert result.differences == []  # both within 0.1 pt
+    assert result.largest is not None and (result.largest.key, result.largest.metric) == (source.key(), "auroc")
+    assert abs(result.largest.recomputed - result.largest.reference) == pytest.approx(0.05)
