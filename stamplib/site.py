@@ -107,13 +107,15 @@ def index_markdown(pages: list[Page], profile: str, headline: str | None) -> str
         "",
         "Every page is a notebook executed by `./run_all.sh` "
         f"(profile **{profile}**), with the tables and figures it wrote. "
-        "Table pages show the paper's number, ours and Δ = ours − paper side by side; each "
-        "title names the data ours ran on (the built-in digits benchmark unless it says real "
-        "images). The README explains where and why the two differ.",
+        "Table pages show the paper's number next to ours; each title names the data ours ran "
+        "on (the built-in digits benchmark unless it says real images). On real images they add "
+        "Δ = ours − paper; on the digits benchmark, another benchmark than the paper's, they "
+        "compare the methods' ranking instead (Kendall's τ). The README explains where and why "
+        "the two differ.",
         "",
     ]
     if headline:
-        lines += [f"![The headline comparison: H-score per method, paper vs ours]({headline})", ""]
+        lines += [f"![The headline comparison: the methods by H-score, paper vs ours]({headline})", ""]
     lines += ["| page | what it shows |", "| --- | --- |"]
     for page in pages:
         summary = page.summary.replace("|", "\\|")

@@ -210,8 +210,9 @@ def format_paper_vs_ours(df: pd.DataFrame, digits: int = 1, latex: bool = False)
     """Strings for a Markdown (default) or LaTeX table from a :func:`compare` result.
 
     Three columns per metric — ``<M> paper``, ``<M> ours`` (``79.2 ± 0.4`` with a std column)
-    and ``<M> Δ`` (``−1.8``, ``+0.3``) — since separate columns align in both formats. Missing
-    numbers show as ``—``; a collapsed run gets ``†`` on its own numbers. Registry names of
+    and ``<M> Δ`` (``−1.8``, ``+0.3``) — since separate columns align in both formats. Each
+    column follows one of ``df``: a table without Δ columns (the built-in benchmark's, see
+    :func:`stamplib.report.reproduce.paper_table`) gets none. Missing numbers show as ``—``; a collapsed run gets ``†`` on its own numbers. Registry names of
     method, dataset and outliers are replaced by the paper's labels. ``latex=True`` writes
     LaTeX markup instead of Unicode (for ``to_latex(escape=False)``).
     """

@@ -4,6 +4,12 @@ The notebooks stay thin: they call :func:`paper_table`, :func:`save_paper_table`
 function each. A teaching-scale cell is shown next to the paper's number of the cell it stands
 in for (``Cell.paper_dataset`` / ``paper_outliers``), with the data it actually ran on in the
 ``ours on`` column, so nobody mistakes one for the other.
+
+On the built-in digits benchmark (plan scale ``builtin``) the paper's column is a reference
+only: its numbers come from another benchmark, so ``ours − paper`` means nothing and the table
+has no Δ columns. What can be compared there is the order of the methods: :func:`rank_agreement`
+gives Kendall's τ_b between the paper's ranking and ours, :func:`save_paper_table` writes it
+under the table and :func:`plot_method_bars` draws the two rankings instead of the values.
 """
 
 from __future__ import annotations
@@ -13,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import seaborn as sns
+from scipy.stats import kendalltau
 
 from stamplib import paths
 from stamplib.evaluation.metrics import METRIC_LABELS, PAPER_METRICS, check_metrics
@@ -32,7 +40,8 @@ from stamplib.report.tables import to_markdown
 
 _SCALE_NOTE = {
     "builtin": "ours: the built-in digits benchmark (teaching scale), not the paper's data; the paper "
-    "column is the cell it stands in for, so Δ measures the benchmark gap, not a reproduction error",
+    "column is the cell it stands in for, for reference only (no Δ: the numbers of two benchmarks do not "
+    "compare), and the methods' ranking is compared instead (Kendall's τ_b)",
     "real": "ours: JPEG re-encoded CIFAR-10 (shared/data), a short CPU-trained source model and a "
     "subset of the test set; Δ mixes the data, model and size differences",
     "paper": "ours: the paper's protocol (15 corruptions, every sample)",
@@ -92,13 +101,17 @@ def paper_table(plan: Plan, records: dict[str, Any], table: str | None = None,
     Tables 1 and 4); ``per_corruption`` gives one row per corruption (Table 4's layout).
     ``metrics``: any names of :data:`stamplib.evaluation.metrics.METRICS` (the paper has numbers
     for ACC, AUROC and H only; the others show ``—`` in its column).
+
+    On the built-in benchmark (``plan.scale == "builtin"``) the table has no ``<M> Δ`` columns:
+    the paper column is the cell it stands in for, a reference, not a number to subtract.
     """
     metrics = check_metrics(metrics)
     ours = _ours(plan, records, per_corruption)
     if ours.empty:  # nothing stored yet: the table's columns, no rows
         keys = ["dataset", "outliers", "method", "variant"] + (["corruption"] if per_corruption else [])
-        return pd.DataFrame(columns=keys + [f"{METRIC_LABELS[m]} {kind}" for m in metrics
-                                            for kind in ("ours", "paper", "Δ")])
+        empty = pd.DataFrame(columns=keys + [f"{METRIC_LABELS[m]} {kind}" for m in metrics
+                                             for kind in ("ours", "paper", "Δ")])
+        return _without_delta(empty) if plan.scale == "builtin" else empty
     for m in metrics:  # asked for, but no record has it (records older than the metric)
         if m not in ours.columns:
             ours[m] = float("nan")
@@ -131,7 +144,21 @@ def paper_table(plan: Plan, records: dict[str, Any], table: str | None = None,
         drop.append("corruption")
     if (out["variant"] == "").all():
         drop.append("variant")
-    return out.drop(columns=drop).reset_index(drop=True)
+    out = out.drop(columns=drop).reset_index(drop=True)
+    return _without_delta(out) if plan.scale == "builtin" else out
+
+
+def _without_delta(table: pd.DataFrame) -> pd.DataFrame:
+    return table.drop(columns=[c for c in table.columns if c.endswith(" Δ")])
+
+
+def paper_is_reference(table: pd.DataFrame) -> bool:
+    """Whether the table's paper column is a reference only: it has paper numbers but no Δ,
+    which :func:`paper_table` leaves out on the built-in benchmark. The table itself says so
+    (not a scale argument), so the notebooks' calls need no change and a filtered table or one
+    read back from its .csv is recognised too."""
+    columns = [str(c) for c in table.columns]
+    return any(c.endswith(" paper") for c in columns) and not any(c.endswith(" Δ") for c in columns)
 
 
 def _table_for(tables: Sequence[str], dataset: str) -> str:
@@ -143,7 +170,15 @@ def _table_for(tables: Sequence[str], dataset: str) -> str:
 
 def save_paper_table(df: pd.DataFrame, name: str, directory: str | Path | None = None,
                      digits: int = 1, footer: str = "") -> list[Path]:
-    """``<name>.csv`` (numbers), ``.md`` and ``.tex`` (formatted paper | ours | Δ, † = collapsed)."""
+    """``<name>.csv`` (numbers), ``.md`` and ``.tex`` (formatted paper | ours | Δ, † = collapsed).
+
+    A table whose paper column is a reference only (:func:`paper_is_reference`, the built-in
+    benchmark) has paper | ours, a footer line with Kendall's τ_b of the two rankings, and
+    ``<name>_ranking.csv`` / ``.md`` with the rankings themselves (:func:`rank_agreement`).
+    """
+    ranking = _reference_ranking(df)
+    if ranking is not None:
+        footer = "\n\n".join(n for n in (_ranking_footer(ranking, name), footer) if n)
     out = Path(directory) if directory else paths.figures_dir()
     out.mkdir(parents=True, exist_ok=True)
     files = [out / f"{name}.csv", out / f"{name}.md", out / f"{name}.tex"]
@@ -159,7 +194,121 @@ def save_paper_table(df: pd.DataFrame, name: str, directory: str | Path | None =
     paths.atomic_write_bytes(files[1], md.encode())
     tex = format_paper_vs_ours(df, digits, latex=True).to_latex(index=False, escape=False)
     paths.atomic_write_bytes(files[2], tex.encode())
+    if ranking is not None:
+        files += _save_ranking(ranking, out / f"{name}_ranking")
     return files
+
+
+# ------------------------------------------------------------------------------- rankings
+
+
+def _ranked_rows(table: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The rows that take part in a ranking: headline rows (the mean over corruptions in a
+    per-corruption table) with both the paper's number and ours."""
+    rows = table[table["corruption"] == "mean"] if "corruption" in table.columns else table
+    return rows[rows[f"{metric} paper"].notna() & rows[f"{metric} ours"].notna()]
+
+
+def _item_labels(rows: pd.DataFrame) -> list[str]:
+    """The paper's method names, with the row variant where there is one (Table 5's ablation
+    rows and Table 6's ratios rank variants of STAMP)."""
+    variants = rows["variant"] if "variant" in rows.columns else pd.Series("", index=rows.index)
+    return [method_label(m) + (f" ({short_variant(v)})" if v else "") for m, v in zip(rows["method"], variants)]
+
+
+def _best_first(values: Sequence[float]) -> list[int]:
+    """Row positions from the highest value down; ties keep the table's order (the paper's row
+    order), as the sort is stable."""
+    return sorted(range(len(values)), key=lambda i: -values[i])
+
+
+def _ranking_text(labels: Sequence[str], values: Sequence[float]) -> str:
+    """``STAMP > CoTTA = Tent > Source``: ``=`` joins tied values."""
+    order = _best_first(values)
+    text = labels[order[0]] if order else ""
+    for prev, i in zip(order, order[1:]):
+        text += f" {'=' if values[i] == values[prev] else '>'} {labels[i]}"
+    return text
+
+
+def _tau(paper: Sequence[float], ours: Sequence[float]) -> float:
+    if len(paper) < 2:  # no pair to order
+        return float("nan")
+    # tau-b: ties in either ranking count neither for nor against, and shrink the denominator
+    # accordingly; a ranking that is all one tie gives NaN.
+    return float(kendalltau(paper, ours, variant="b").statistic)
+
+
+def rank_agreement(table: pd.DataFrame, metric: str = "H", digits: int = 1) -> pd.DataFrame:
+    """How far our ranking of the methods agrees with the paper's, per (data set, outlier set).
+
+    ``table``: a :func:`paper_table` result; ``metric``: a label with ``<metric> paper`` and
+    ``<metric> ours`` columns. Only rows with both numbers take part (the newer methods, which
+    the paper lacks, do not); a per-corruption table ranks its mean rows. Columns: ``dataset``,
+    ``outliers``, ``metric``, ``n_methods``, ``kendall_tau`` (Kendall's τ_b; NaN below two
+    methods or when one ranking is a single tie) and ``paper_ranking`` / ``ours_ranking``
+    (``STAMP > CoTTA = Tent > …``, best first).
+
+    Ties: both columns are compared at ``digits`` decimals, the paper's printed precision, so
+    a difference neither table can show is a tie in both; τ_b counts a tied pair neither as
+    concordant nor as discordant and corrects its denominator for ties, so two identical
+    rankings with ties still give 1.
+    """
+    rows = []
+    for (ds, o), part in table.groupby(["dataset", "outliers"], sort=False):
+        ranked = _ranked_rows(part, metric)
+        labels = _item_labels(ranked)
+        paper = list(np.round(ranked[f"{metric} paper"].to_numpy(float), digits))
+        ours = list(np.round(ranked[f"{metric} ours"].to_numpy(float), digits))
+        rows.append({"dataset": ds, "outliers": o, "metric": metric, "n_methods": len(ranked),
+                     "kendall_tau": _tau(paper, ours), "paper_ranking": _ranking_text(labels, paper),
+                     "ours_ranking": _ranking_text(labels, ours)})
+    columns = ["dataset", "outliers", "metric", "n_methods", "kendall_tau", "paper_ranking", "ours_ranking"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _ranking_metric(table: pd.DataFrame) -> str | None:
+    """H where the table has it (the paper's headline), else its first metric with both numbers
+    (ACC for Table 4)."""
+    both = [c.removesuffix(" ours") for c in table.columns
+            if c.endswith(" ours") and f"{c.removesuffix(' ours')} paper" in table.columns]
+    return "H" if "H" in both else (both[0] if both else None)
+
+
+def _reference_ranking(table: pd.DataFrame) -> pd.DataFrame | None:
+    """The rank agreement of a reference-only table that has anything to rank, else None (other
+    scales keep their Δ; figures the paper prints no numbers for have nothing to rank)."""
+    metric = _ranking_metric(table)
+    if not paper_is_reference(table) or metric is None:
+        return None
+    ranking = rank_agreement(table, metric)
+    return ranking if (ranking["n_methods"] > 0).any() else None
+
+
+def _tau_text(tau: float) -> str:
+    # a typographic minus, as in the Δ columns of the other scales; + 0.0 turns −0.00 into +0.00
+    return "—" if np.isnan(tau) else f"{round(tau, 2) + 0.0:+.2f}".replace("-", "−")
+
+
+def _ranking_footer(ranking: pd.DataFrame, name: str) -> str:
+    panels = "; ".join(f"{dataset_label(r.dataset)} + {outlier_label(r.outliers)}: τ_b = {_tau_text(r.kendall_tau)} "
+                       f"over {r.n_methods} methods" for r in ranking.itertuples())
+    return (f"The paper column is the cell ours stands in for, on other data: its numbers are a reference, "
+            f"not a target, so there is no Δ. Compared instead: the methods' ranking by "
+            f"{ranking['metric'].iloc[0]}, Kendall's τ_b between the paper's and ours (1 = same order, "
+            f"−1 = reversed; `{name}_ranking.md` lists both): {panels}.")
+
+
+def _save_ranking(ranking: pd.DataFrame, stem: Path) -> list[Path]:
+    csv, md = stem.with_name(stem.name + ".csv"), stem.with_name(stem.name + ".md")
+    paths.atomic_write_bytes(csv, ranking.to_csv(index=False, float_format="%.4f").encode())
+    shown = ranking.assign(dataset=ranking["dataset"].map(dataset_label),
+                           outliers=ranking["outliers"].map(outlier_label),
+                           kendall_tau=ranking["kendall_tau"].map(_tau_text))
+    shown = shown.rename(columns={"kendall_tau": "Kendall's τ_b", "paper_ranking": "paper's ranking",
+                                  "ours_ranking": "our ranking", "n_methods": "methods"})
+    paths.atomic_write_bytes(md, to_markdown(shown).encode())
+    return [csv, md]
 
 
 # ------------------------------------------------------------------------------- figures
@@ -196,11 +345,18 @@ def _no_results_figure(title: str) -> plt.Figure:
 
 
 def plot_method_bars(table: pd.DataFrame, title: str, metric: str = "H") -> plt.Figure:
-    """Ours vs the paper per method (bars), one panel per (data set, outlier set)."""
+    """Ours vs the paper per method (bars), one panel per (data set, outlier set).
+
+    A table whose paper column is a reference only (the built-in benchmark) gets
+    :func:`plot_rank_slopes` instead: bars side by side would invite comparing numbers of two
+    different benchmarks.
+    """
     if table.empty:
         return _no_results_figure(title)
     if f"{metric} ours" not in table.columns:  # the table shows other metrics: plot its first
         metric = next(c.removesuffix(" ours") for c in table.columns if c.endswith(" ours"))
+    if paper_is_reference(table):
+        return plot_rank_slopes(table, title, metric)
     df = _label_rows(table)
     # A fresh index: rows without a paper number (newer methods) are dropped by seaborn, which
     # then re-indexes and fails on the duplicate labels that concatenating two copies leaves.
@@ -223,6 +379,47 @@ def plot_method_bars(table: pd.DataFrame, title: str, metric: str = "H") -> plt.
     fig.suptitle(labelled_title(title, table))
     fig.tight_layout()
     return fig
+
+
+def plot_rank_slopes(table: pd.DataFrame, title: str, metric: str = "H") -> plt.Figure:
+    """The paper's ranking of the methods by ``metric`` (left) against ours (right), a line per
+    method, one panel per (data set, outlier set) with Kendall's τ_b in its title. Only methods
+    with both numbers are drawn (see :func:`rank_agreement`); each label carries its value."""
+    if table.empty:
+        return _no_results_figure(title)
+    agreement = rank_agreement(table, metric)
+    most = max(1, int(agreement["n_methods"].max()))
+    fig, axes = plt.subplots(1, len(agreement), figsize=(5.0 * len(agreement), 0.4 * most + 1.8), squeeze=False)
+    for ax, panel in zip(axes[0], agreement.itertuples()):
+        part = table[(table["dataset"] == panel.dataset) & (table["outliers"] == panel.outliers)]
+        _draw_slopes(ax, _ranked_rows(part, metric), metric, most)
+        ax.set_title(f"{dataset_label(panel.dataset)} + {outlier_label(panel.outliers)}\n"
+                     f"Kendall's $\\tau_b$ = {_tau_text(panel.kendall_tau)} over {panel.n_methods} methods")
+    fig.suptitle(labelled_title(f"{title}\nranks by {metric}: the paper's numbers come from another benchmark", table))
+    fig.tight_layout()
+    return fig
+
+
+def _draw_slopes(ax: plt.Axes, rows: pd.DataFrame, metric: str, most: int, digits: int = 1) -> None:
+    labels = _item_labels(rows)
+    sides = [np.round(rows[f"{metric} {src}"].to_numpy(float), digits) for src in ("paper", "ours")]
+    # Rank 1 at the top; tied values get neighbouring places in the paper's row order, and the
+    # printed values next to the names show the tie.
+    places = [{i: rank + 1 for rank, i in enumerate(_best_first(list(v)))} for v in sides]
+    colors = sns.color_palette("colorblind", max(1, len(labels)))
+    for i, label in enumerate(labels):
+        left, right = places[0][i], places[1][i]
+        ax.plot([0, 1], [left, right], marker="o", color=colors[i % len(colors)])
+        ax.text(-0.06, left, f"{label}  {sides[0][i]:.{digits}f}", ha="right", va="center", fontsize=9)
+        ax.text(1.06, right, f"{sides[1][i]:.{digits}f}  {label}", ha="left", va="center", fontsize=9)
+    if not labels:
+        ax.text(0.5, (most + 1) / 2, "no method with both numbers", ha="center", va="center")
+    ax.set_xlim(-0.9, 1.9)
+    ax.set_ylim(most + 0.5, 0.5)  # inverted: rank 1 at the top
+    ax.set_xticks([0, 1], ["paper's rank", "our rank"])
+    ax.set_yticks(range(1, most + 1))
+    ax.set_ylabel(f"rank by {metric} (1 = best)")
+    ax.grid(axis="x", visible=False)
 
 
 _ABLATION_NAMES = {"sam": "S.A.", "lr_decay": "D.S.", "memory": "RBM", "weighting": "S.W."}
@@ -292,10 +489,11 @@ def plot_corruption_heatmap(table: pd.DataFrame, title: str) -> plt.Figure:
         return _no_results_figure(title)
     df = _label_rows(table)
     ours = df.pivot_table(index="Method", columns="corruption", values="ACC ours", sort=False)
-    delta = df.pivot_table(index="Method", columns="corruption", values="ACC Δ", sort=False)
     panels = [("ours: accuracy (%)", ours, "viridis", None)]
-    if delta.notna().any().any():
-        panels.append(("ours − paper (points)", delta, "RdBu", 0.0))
+    if "ACC Δ" in df.columns:  # none on the built-in benchmark: the paper's numbers are a reference there
+        delta = df.pivot_table(index="Method", columns="corruption", values="ACC Δ", sort=False)
+        if delta.notna().any().any():
+            panels.append(("ours − paper (points)", delta, "RdBu", 0.0))
     fig, axes = plt.subplots(1, len(panels), figsize=(7.5 * len(panels), 0.45 * len(ours) + 2), squeeze=False)
     for ax, (name, values, cmap, center) in zip(axes[0], panels):
         sns.heatmap(values, annot=True, fmt=".0f", cmap=cmap, center=center, ax=ax, cbar=False)

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import math
 
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+
 from stamplib import methods
 from stamplib.evaluation import plans
 from stamplib.evaluation.spec import RunSpec
@@ -18,20 +22,122 @@ def _record(spec: RunSpec, acc: float = 60.0, auroc: float = 70.0, collapsed: bo
             "seconds": 1.0}
 
 
-def test_paper_table_puts_ours_next_to_the_cell_it_stands_for(tmp_path):
-    plan = plans.plan("02_table1_cifar_outlier_aware", methods="tent,stamp")
+def _tent_and_stamp(data_root: str = "") -> tuple[plans.Plan, dict]:
+    plan = plans.plan("02_table1_cifar_outlier_aware", methods="tent,stamp", data_root=data_root)
     records = {c.spec.key(): _record(c.spec, acc=80.0 if c.spec.method == "stamp" else 70.0,
                                      collapsed=c.spec.method == "tent") for c in plan.cells}
+    return plan, records
+
+
+def test_paper_table_puts_ours_next_to_the_cell_it_stands_for(tmp_path):
+    plan, records = _tent_and_stamp()
+    assert plan.scale == "builtin"
     table = reproduce.paper_table(plan, records)
     assert list(table["method"]) == ["tent", "stamp"]  # the paper's row order
     stamp = table[table["method"] == "stamp"].iloc[0]
     assert stamp["dataset"] == "cifar10_c" and stamp["ours on"] == "digits / noise"
     assert stamp["ACC paper"] == 77.9 and stamp["ACC ours"] == 80.0
-    assert math.isclose(stamp["ACC Δ"], 2.1)
+    # Another benchmark's number is a reference, not something to subtract.
+    assert not [c for c in table.columns if "Δ" in c] and reproduce.paper_is_reference(table)
     files = reproduce.save_paper_table(table, "t", directory=tmp_path)
+    assert [f.name for f in files] == ["t.csv", "t.md", "t.tex", "t_ranking.csv", "t_ranking.md"]
     md = files[1].read_text()
     assert "†" in md and "collapsed" in md  # Tent's collapse is flagged, not silently averaged
-    assert "STAMP" in md and "+2.1" in md
+    assert "STAMP" in md and "77.9" in md and "80.0" in md
+    assert "Δ |" not in md and "+2.1" not in md and "Δ" not in files[2].read_text() and "Δ" not in files[0].read_text()
+    # Both rank STAMP above Tent by H (paper 80.1 vs 59.7, ours 74.7 vs 70.0): τ_b = 1.
+    assert "Kendall's τ_b" in md and "CIFAR10-C + Noise: τ_b = +1.00 over 2 methods" in md
+    ranking = pd.read_csv(files[3])
+    assert ranking.loc[0, "kendall_tau"] == 1.0 and ranking.loc[0, "ours_ranking"] == "STAMP > Tent"
+    assert "STAMP > Tent" in files[4].read_text()
+
+
+def test_real_data_table_keeps_the_delta_columns(tmp_path):
+    plan, records = _tent_and_stamp(data_root=str(tmp_path / "data"))
+    assert plan.scale == "real"
+    table = reproduce.paper_table(plan, records)
+    stamp = table[table["method"] == "stamp"].iloc[0]
+    assert stamp["ours on"] == "cifar10_jpeg / noise" and math.isclose(stamp["ACC Δ"], 2.1)
+    assert not reproduce.paper_is_reference(table)
+    files = reproduce.save_paper_table(table, "t_real", directory=tmp_path)
+    assert [f.name for f in files] == ["t_real.csv", "t_real.md", "t_real.tex"]
+    md = files[1].read_text()
+    assert "| H Δ |" in md and "+2.1" in md and "τ" not in md
+    assert "H $\\Delta$" in files[2].read_text() and "H Δ" in files[0].read_text()
+
+
+def test_an_empty_builtin_table_has_no_delta_columns_either():
+    plan = plans.plan("02_table1_cifar_outlier_aware", methods="stamp")
+    assert [c for c in reproduce.paper_table(plan, {}).columns if c.startswith("H ")] == ["H ours", "H paper"]
+    real = plans.plan("02_table1_cifar_outlier_aware", methods="stamp", data_root="somewhere")
+    assert "H Δ" in reproduce.paper_table(real, {}).columns
+
+
+def _ranked(paper: list[float], ours: list[float], dataset: str = "cifar10_c") -> pd.DataFrame:
+    names = ["stamp", "cotta", "tent", "source", "sar"][:len(paper)]
+    return pd.DataFrame({"dataset": dataset, "outliers": "noise", "method": names, "H paper": paper, "H ours": ours})
+
+
+def test_kendall_tau_is_one_for_the_same_order_and_minus_one_for_the_reverse():
+    same = reproduce.rank_agreement(_ranked([80.1, 67.3, 59.7, 50.0], [90.0, 70.0, 65.0, 10.0]))
+    assert same.loc[0, "kendall_tau"] == pytest.approx(1.0) and same.loc[0, "n_methods"] == 4
+    assert same.loc[0, "paper_ranking"] == same.loc[0, "ours_ranking"] == "STAMP > CoTTA > Tent > Source"
+    reverse = reproduce.rank_agreement(_ranked([80.1, 67.3, 59.7, 50.0], [10.0, 65.0, 70.0, 90.0]))
+    assert reverse.loc[0, "kendall_tau"] == pytest.approx(-1.0)
+    assert reverse.loc[0, "ours_ranking"] == "Source > Tent > CoTTA > STAMP"
+
+
+def test_kendall_tau_b_with_a_tie_at_the_printed_precision():
+    # Ours 75.04 and 74.96 both print as 75.0: a tie. Pairs: (STAMP, CoTTA) tied in ours, so
+    # neither concordant nor discordant; (STAMP, Tent) and (CoTTA, Tent) concordant. tau-b =
+    # (2 - 0) / sqrt((3 - 0) * (3 - 1)) = 2 / sqrt(6).
+    table = _ranked([80.1, 67.3, 59.7], [75.04, 74.96, 50.0])
+    row = reproduce.rank_agreement(table).iloc[0]
+    assert row["kendall_tau"] == pytest.approx(2 / math.sqrt(6))
+    assert row["ours_ranking"] == "STAMP = CoTTA > Tent"
+    # At full precision there would be no tie, and tau = 1.
+    assert reproduce.rank_agreement(table, digits=2).loc[0, "kendall_tau"] == pytest.approx(1.0)
+
+
+def test_rank_agreement_ranks_per_panel_and_only_methods_with_both_numbers():
+    table = pd.concat([_ranked([80.1, 67.3, float("nan")], [60.0, 70.0, 99.0]),
+                       _ranked([40.0, 30.0], [1.0, 2.0], dataset="cifar100_c"),
+                       _ranked([40.0], [1.0], dataset="imagenet_c")], ignore_index=True)
+    got = reproduce.rank_agreement(table)
+    assert list(got["dataset"]) == ["cifar10_c", "cifar100_c", "imagenet_c"]
+    assert list(got["n_methods"]) == [2, 2, 1]
+    assert list(got["kendall_tau"][:2]) == pytest.approx([-1.0, -1.0])
+    assert math.isnan(got.loc[2, "kendall_tau"])  # one method: nothing to order
+    assert got.loc[0, "ours_ranking"] == "CoTTA > STAMP"  # Tent has no paper number
+
+
+def test_builtin_figure_compares_ranks_not_values(tmp_path):
+    from stamplib.report import save_figure
+
+    plan = plans.plan("02_table1_cifar_outlier_aware", methods="source,tent,stamp")
+    h = {"source": 70.0, "tent": 80.0, "stamp": 60.0}  # the paper's order (STAMP 80.1, Source 62.3, Tent 59.7) reversed
+    records = {c.spec.key(): _record(c.spec, acc=h[c.spec.method], auroc=h[c.spec.method]) for c in plan.cells}
+    table = reproduce.paper_table(plan, records)
+    fig = reproduce.plot_method_bars(table, "H-score per method: paper vs ours")
+    ax = fig.axes[0]
+    assert not ax.patches  # no bars
+    assert "= −1.00 over 3 methods" in ax.get_title()
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["paper's rank", "our rank"]
+    assert "digits benchmark" in fig.texts[0].get_text()
+    first = [p.read_bytes() for p in save_figure(fig, "a", tmp_path)]
+    again = [p.read_bytes() for p in save_figure(reproduce.plot_method_bars(table, "H-score per method: paper vs ours"),
+                                                 "a", tmp_path / "again")]
+    assert first == again  # byte-stable
+
+
+def test_builtin_closed_set_heatmap_has_no_delta_panel():
+    plan = plans.plan("05_table4_closed_set", methods="source", corruptions="gaussian_noise,contrast")
+    records = {c.spec.key(): _record(c.spec, acc=30.0) for c in plan.cells}
+    table = reproduce.paper_table(plan, records, per_corruption=True, metrics=("acc",))
+    assert "ACC Δ" not in table.columns
+    fig = reproduce.plot_corruption_heatmap(table, "ACC")
+    assert [ax.get_title() for ax in fig.axes] == ["ours: accuracy (%)"]
+    plt.close(fig)
 
 
 def test_closed_set_table_has_a_row_per_corruption_and_the_mean():
@@ -45,7 +151,9 @@ def test_closed_set_table_has_a_row_per_corruption_and_the_mean():
 def test_newer_methods_are_extra_rows_without_paper_numbers(tmp_path):
     default = plans.plan("02_table1_cifar_outlier_aware", profile="smoke")
     assert [c.spec.method for c in default.cells] == list(methods.TABLE_ORDER)
-    plan = plans.plan("02_table1_cifar_outlier_aware", methods="tent_come,stamp,unient,unient_plus,ostta")
+    # real data: the scale whose figure still puts the paper's bars next to ours
+    plan = plans.plan("02_table1_cifar_outlier_aware", methods="tent_come,stamp,unient,unient_plus,ostta",
+                      data_root=str(tmp_path / "data"))
     records = {c.spec.key(): _record(c.spec, acc=60.0) for c in plan.cells}
     table = reproduce.paper_table(plan, records)
     assert list(table["method"]) == ["stamp", "tent_come", "unient", "unient_plus", "ostta"]
@@ -57,7 +165,6 @@ def test_newer_methods_are_extra_rows_without_paper_numbers(tmp_path):
     assert "—" in row and "60.0" in row
     for label in ("Tent+COME", "UniEnt", "OSTTA"):
         assert label in md
-    import matplotlib.pyplot as plt
 
     fig = reproduce.plot_method_bars(table, "H")  # bars without a paper number are left out
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["STAMP", "Tent+COME", "UniEnt", "UniEnt+",
