@@ -1,9 +1,15 @@
 """The source network of the built-in digits benchmark, trained on first use and cached.
 
 The checkpoint is written atomically with a JSON sidecar (recipe, clean accuracy, SHA-256);
-a cached file whose hash does not match its sidecar is retrained, never trusted. Training runs
-on one intra-op thread, so the model (and every number of the benchmark) is the same whatever
-the machine's core count.
+a cached file whose hash does not match its sidecar is retrained, never trusted.
+
+Every number of the benchmark depends on these weights, so training must give the same bits
+on every x86-64 machine. Two things would change them: the thread count (a multi-threaded
+backward sums in another order) and the CPU's vector width (PyTorch, oneDNN and MKL pick
+AVX-512 kernels where the CPU has them, and those sum in another order than the AVX2 ones).
+Training therefore runs in a child process on one thread with all three libraries held to
+their AVX2 code paths (:data:`PINNED_ENV`): an AVX-512 machine then trains the same file as an
+AVX2 machine (checked: SHA-256 ``3b5f70851ac712b5…`` on both).
 """
 
 from __future__ import annotations
@@ -12,6 +18,9 @@ import dataclasses
 import hashlib
 import io
 import json
+import os
+import subprocess
+import sys
 
 import torch
 from torch import nn
@@ -26,21 +35,56 @@ from stamplib.models.training import TrainRecipe, evaluate_accuracy, train_class
 DIGITS_RECIPE = TrainRecipe(epochs=30, lr=0.05, weight_decay=5e-4, crop_padding=4, hflip=True)
 DIGITS_CHECKPOINT = "digits_resnet_cifar_tiny"
 TRAINING_THREADS = 1
+#: Read by the libraries when they load, hence a child process: ATen's kernel dispatch,
+#: oneDNN's convolutions and MKL's conditional numerical reproducibility, all at AVX2.
+PINNED_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "AVX2",
+              "OMP_NUM_THREADS": str(TRAINING_THREADS)}
+PINNED_CAPABILITY = "AVX2"
+
+
+def _cached(model: nn.Module) -> nn.Module | None:
+    """The cached weights in ``model``, or None when absent, changed, or trained before
+    training was pinned to one thread and to AVX2 kernels (such a file is retrained once)."""
+    ckpt = paths.checkpoints_dir() / f"{DIGITS_CHECKPOINT}.pt"
+    sidecar = ckpt.with_suffix(".json")
+    if not (ckpt.is_file() and sidecar.is_file()):
+        return None
+    payload = ckpt.read_bytes()
+    meta = json.loads(sidecar.read_text())
+    log = meta.get("train_log", {})
+    pinned = log.get("threads") == TRAINING_THREADS and log.get("cpu_capability") == PINNED_CAPABILITY
+    if hashlib.sha256(payload).hexdigest() != meta.get("sha256") or not pinned:
+        return None
+    model.load_state_dict(torch.load(io.BytesIO(payload), weights_only=True), strict=True)
+    return model.eval()
 
 
 def digits_source_model(progress: bool = True) -> nn.Module:
-    """The cached source model (eval mode, CPU); trains it (~1–2 min on 2 cores) if missing."""
+    """The cached source model (eval mode, CPU); trains it (about 4½ min on one thread) in a
+    pinned child process if missing (see the module's docstring)."""
+    num_classes = load_digits_benchmark().num_classes
+    model = _cached(resnet_cifar_tiny(num_classes))
+    if model is not None:
+        return model
+    env = {**os.environ, **PINNED_ENV, "STAMPLIB_HOME": str(paths.home())}
+    child = f"from stamplib.models.builtin import _train_pinned; _train_pinned(progress={progress!r})"
+    done = subprocess.run([sys.executable, "-c", child], env=env, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"training the digits source model failed (exit {done.returncode}); its output is above")
+    model = _cached(resnet_cifar_tiny(num_classes))
+    if model is None:
+        raise RuntimeError(f"the digits source model was trained but {paths.checkpoints_dir()} does not hold it")
+    return model
+
+
+def _train_pinned(progress: bool) -> None:
+    """Train and store the digits model; run in a process started with :data:`PINNED_ENV`."""
+    capability = torch.backends.cpu.get_cpu_capability()
+    if capability != PINNED_CAPABILITY:
+        raise RuntimeError(f"the digits model must be trained with {PINNED_CAPABILITY} kernels, this process uses "
+                           f"{capability}: start it with the environment {PINNED_ENV}")
     ckpt = paths.checkpoints_dir() / f"{DIGITS_CHECKPOINT}.pt"
     sidecar = ckpt.with_suffix(".json")
-    model = resnet_cifar_tiny(load_digits_benchmark().num_classes)
-    if ckpt.is_file() and sidecar.is_file():
-        payload = ckpt.read_bytes()
-        meta = json.loads(sidecar.read_text())
-        # A model trained before training was pinned to one thread is retrained once.
-        pinned = meta.get("train_log", {}).get("threads") == TRAINING_THREADS
-        if hashlib.sha256(payload).hexdigest() == meta.get("sha256") and pinned:
-            model.load_state_dict(torch.load(io.BytesIO(payload), weights_only=True), strict=True)
-            return model.eval()
     bench = load_digits_benchmark()
     with torch.random.fork_rng():
         torch.manual_seed(0)
@@ -55,6 +99,7 @@ def digits_source_model(progress: bool = True) -> nn.Module:
     finally:
         torch.set_num_threads(threads)
     log["threads"] = TRAINING_THREADS
+    log["cpu_capability"] = capability
     buffer = io.BytesIO()
     torch.save(model.state_dict(), buffer)
     payload = buffer.getvalue()
@@ -68,4 +113,4 @@ def digits_source_model(progress: bool = True) -> nn.Module:
     }
     paths.atomic_write_bytes(ckpt, payload)
     paths.atomic_write_bytes(sidecar, json.dumps(meta, indent=2).encode())
-    return model.eval()
+

@@ -1,0 +1,51 @@
+"""The digits source model is the same file on every x86-64 machine: trained on one thread with
+PyTorch, oneDNN and MKL held to their AVX2 kernels, whatever the CPU's vector width."""
+
+from __future__ import annotations
+
+import json
+import platform
+
+import pytest
+import torch
+
+from stamplib import paths
+from stamplib.models import builtin
+
+#: SHA-256 of the digits model trained by an AVX2-only AMD EPYC and by an AVX-512 one (2026-11-25).
+#: A change of the recipe, the data or the network changes it: then update it here and the
+#: README's numbers of the built-in benchmark with it.
+DIGITS_SHA256 = "3b5f70851ac712b555f0cd5a03d75c046a4b0c0b4be93e365b30177cf2ead873"
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="the AVX2 pin exists on x86-64 only")
+def test_the_digits_model_is_the_known_file(digits_model: torch.nn.Module) -> None:
+    sidecar = json.loads((paths.checkpoints_dir() / f"{builtin.DIGITS_CHECKPOINT}.json").read_text())
+    assert sidecar["train_log"]["cpu_capability"] == builtin.PINNED_CAPABILITY
+    assert sidecar["train_log"]["threads"] == builtin.TRAINING_THREADS
+    assert sidecar["sha256"] == DIGITS_SHA256
+
+
+def test_training_refuses_a_process_that_is_not_pinned(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    with pytest.raises(RuntimeError, match="ATEN_CPU_CAPABILITY"):
+        builtin._train_pinned(progress=False)
+
+
+def test_a_cached_model_from_before_the_pin_is_not_trusted(home, digits_model: torch.nn.Module) -> None:
+    """A sidecar without the AVX2 marker (an unpinned, possibly AVX-512 training) is retrained."""
+    folder = paths.checkpoints_dir()
+    folder.mkdir(parents=True)
+    import hashlib
+    import io
+
+    buffer = io.BytesIO()
+    torch.save(digits_model.state_dict(), buffer)
+    (folder / f"{builtin.DIGITS_CHECKPOINT}.pt").write_bytes(buffer.getvalue())
+    meta = {"sha256": hashlib.sha256(buffer.getvalue()).hexdigest(), "train_log": {"threads": 1}}
+    (folder / f"{builtin.DIGITS_CHECKPOINT}.json").write_text(json.dumps(meta))
+    fresh = builtin.resnet_cifar_tiny(8)
+    assert builtin._cached(fresh) is None
+    meta["train_log"]["cpu_capability"] = builtin.PINNED_CAPABILITY
+    (folder / f"{builtin.DIGITS_CHECKPOINT}.json").write_text(json.dumps(meta))
+    assert builtin._cached(fresh) is not None
