@@ -264,11 +264,15 @@ def cmd_reference(args: argparse.Namespace) -> int:
         state = store.status(cells)
         print(f"reference store {store.root}: {len(state.done)} done, {len(state.missing)} missing, "
               f"{len(state.running)} running, of {len(cells)} cells")
+        extra = store.status(reference.extra_specs(data_root))
+        print(f"optional cells (compute --extras): {len(extra.done)} done, {len(extra.missing)} missing, "
+              f"{len(extra.running)} running")
         spread = reference.seed_spread(store, data_root)
         print("STAMP seed spread (setting a): " + ("not yet measured" if spread is None else f"{spread:.2f} pt"))
         return 0
     if args.action == "compute":
-        report = run_grid(cells, "local", store=store, jobs=args.jobs, keep_order=True)
+        todo = cells + (reference.extra_specs(data_root) if args.extras else [])
+        report = run_grid(todo, "local", store=store, jobs=args.jobs, keep_order=True)
         print(f"reference store {store.root}: {len(report.done)} done, {len(report.missing)} missing, "
               f"{len(report.failed)} failed jobs")
         return 0 if report.ok else 1
@@ -425,6 +429,9 @@ def main(argv: list[str] | None = None) -> int:
                         "README's reference-run section from the records (--write puts it in README.md and "
                         "draws figures/reference_run.png)")
     p.add_argument("--write", action="store_true", help="readme: write README.md and the headline figure")
+    p.add_argument("--extras", action="store_true",
+                   help="compute: after the 44 cells, the optional ones (15 corruptions for Source, BN Stats, "
+                        "Tent and STAMP in (a); STAMP with K = 1; the ablation rows)")
     p.add_argument("--data-root", default=None, help="default: shared/data beside the checkout")
     p.add_argument("--results", default=None, help="reference store (default: results/reference)")
     p.add_argument("--scratch", default="results/recompute", help="recompute: where the new records go")

@@ -65,6 +65,24 @@ def specs(data_root: str | os.PathLike | None = None) -> list[RunSpec]:
     return plans.distinct(cells)
 
 
+#: Cells beyond the 44, computed after them as the compute allows (issue 25), in this order:
+#: the four most telling methods over all 15 corruptions in (a), STAMP with one view instead of
+#: K = 16 (Fig. 4), and the rows of the ablation (Table 5), all with Noise outliers.
+EXTRA_METHODS_ALL_CORRUPTIONS = "source,bn_stats,tent,stamp"
+EXTRA_NOTEBOOKS = ("09_fig_augmentation_averaging", "06_table5_ablation")
+
+
+def extra_specs(data_root: str | os.PathLike | None = None) -> list[RunSpec]:
+    """The optional cells, without those that are already reference cells."""
+    root = str(data_root or default_data_root())
+    cells = plans.cells(NOTEBOOKS[0], profile=PROFILE, data_root=root, methods=EXTRA_METHODS_ALL_CORRUPTIONS,
+                        corruptions="all")
+    for notebook in EXTRA_NOTEBOOKS:
+        cells += plans.cells(notebook, profile=PROFILE, data_root=root)
+    core = {s.key() for s in specs(root)}
+    return [s for s in plans.distinct(cells) if s.key() not in core]
+
+
 def seed_spread(store: ResultsStore, data_root: str | os.PathLike | None = None) -> float | None:
     """Largest max − min over STAMP's seeds 0, 1, 2 of any corruption's ACC or AUROC in setting
     (a), in points; None until all three seeds are stored."""

@@ -134,3 +134,15 @@ def test_recompute_reports_the_largest_difference_and_can_take_the_deterministic
     assert result.differences == []  # both within 0.1 pt
     assert result.largest is not None and (result.largest.key, result.largest.metric) == (source.key(), "auroc")
     assert abs(result.largest.recomputed - result.largest.reference) == pytest.approx(0.05)
+
+
+def test_the_optional_cells_follow_the_issue_and_repeat_no_reference_cell() -> None:
+    core = reference.specs("/nowhere")
+    extra = reference.extra_specs("/nowhere")
+    assert not {s.key() for s in core} & {s.key() for s in extra}
+    assert len(core) == 44
+    full = [s for s in extra if len(s.corruptions) == 15]
+    assert [s.method for s in full] == ["source", "bn_stats", "tent", "stamp"]
+    assert all(s.dataset == "cifar10_jpeg" and s.outliers == "noise" for s in extra)
+    assert dict(extra[4].overrides) == {"num_views": 1}
+    assert len(extra) == 4 + 1 + 6  # Table 5's last row is STAMP's default, a reference cell
