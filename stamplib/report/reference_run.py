@@ -26,7 +26,7 @@ import seaborn as sns
 from stamplib.evaluation import plans, reference
 from stamplib.evaluation.store import ResultsStore
 from stamplib.report.paper import method_label
-from stamplib.report.reproduce import paper_table
+from stamplib.report.reproduce import paper_table, short_variant
 from stamplib.report.tables import to_markdown
 
 #: The settings, keyed by the letter the README and the issue use.
@@ -264,8 +264,47 @@ def readme_block(store: ResultsStore | None = None) -> str:
         lines += [to_markdown(_format(table)) if not table.empty else "(no record yet)", ""]
     hours = _hours(store)
     lines += ["Compute, summed over the records (one CPU core each): "
-              + ", ".join(f"({k}) {v:.1f} h" for k, v in hours.items()) + ".", "", END]
+              + ", ".join(f"({k}) {v:.1f} h" for k, v in hours.items()) + ".", ""]
+    lines += _optional_sections(store)
+    lines += [END]
     return "\n".join(lines)
+
+
+def _optional_sections(store: ResultsStore) -> list[str]:
+    """The cells computed after the 44 (``reference compute --extras``), where any is stored."""
+    records = _records(store)
+    extra = reference.extra_specs("reference")
+    done = sum(s.key() in records for s in extra)
+    lines = [f"**Optional cells** (`reference compute --extras`): {done} of {len(extra)} stored.", ""]
+    if not done:
+        return lines
+    full = plans.plan(SETTINGS["a"], profile=reference.PROFILE, data_root="reference",
+                      methods=reference.EXTRA_METHODS_ALL_CORRUPTIONS, corruptions="all")
+    table = paper_table(full, records)
+    if not table.empty:
+        lines += ["*(a) over all 15 corruptions* (the paper's corruptions; still our data, model and 2,000 "
+                  "images per corruption):", ""]
+        columns = ["method"] + [f"{m} {k}" for m in ("ACC", "AUROC", "H") for k in ("paper", "ours", "Δ")]
+        lines += [to_markdown(_format(table[columns])), ""]
+    for notebook, title in (("09_fig_augmentation_averaging", "*STAMP with K = 16 views vs K = 1 (Fig. 4; the "
+                                                              "paper prints no numbers), (a):*"),
+                            ("06_table5_ablation", "*The ablation (Table 5) in (a); the paper's rows are on "
+                                                   "CIFAR100-C + SVHN-C, so they are shown, not subtracted:*")):
+        plan = plans.plan(notebook, profile=reference.PROFILE, data_root="reference")
+        if not any(c.spec.key() in records for c in plan.cells):
+            continue
+        rows = paper_table(plan, records)
+        keep = ["variant"] + [f"{m} {k}" for m in ("ACC", "AUROC", "H") for k in ("paper", "ours")
+                              if f"{m} {k}" in rows.columns and (k == "ours" or rows[f"{m} {k}"].notna().any())]
+        shown = rows[keep].rename(columns={"variant": "method"})
+        lines += [title, "", to_markdown(_format_variants(shown)), ""]
+    return lines
+
+
+def _format_variants(table: pd.DataFrame) -> pd.DataFrame:
+    out = _format(table.assign(method="stamp"))
+    out["method"] = [short_variant(v) for v in table["method"]]
+    return out.rename(columns={"method": "STAMP"})
 
 
 def replace_block(text: str, block: str) -> str:

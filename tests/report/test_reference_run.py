@@ -102,3 +102,31 @@ def test_the_section_is_replaced_between_its_markers_only() -> None:
     assert new == f"intro\n{reference_run.BEGIN}\nnew\n{reference_run.END}\noutro\n"
     with pytest.raises(ValueError, match="no reference-run section"):
         reference_run.replace_block("no markers", "x")
+
+
+def _fake_record(spec, acc: float, auroc: float) -> dict:
+    h = 2 * acc * auroc / (acc + auroc)
+    row = {"acc": acc, "auroc": auroc, "h": h, "collapsed": False, "collapse_reason": None, "seconds": 60.0,
+           "n_id": 2000, "n_outliers": 500}
+    per = {c: dict(row) for c in spec.corruptions}
+    return {"key": spec.key(), "spec": spec.to_dict(), "per_corruption": per, "seconds": 60.0 * len(per),
+            "mean": {"acc": acc, "auroc": auroc, "h": h, "collapsed": []},
+            "provenance": {"checkpoint": {"name": "ResNet18_10_jpeg", "sha256": "ab" * 32,
+                                          "clean_test_accuracy": 0.876}}}
+
+
+def test_a_complete_store_renders_every_setting_the_seeds_and_the_optional_cells(tmp_path: Path) -> None:
+    store = ResultsStore(tmp_path)
+    cells = reference.specs("reference") + reference.extra_specs("reference")
+    for i, spec in enumerate(cells):
+        best = spec.method == "stamp" and not spec.overrides
+        store.put(_fake_record(spec, 80.0 + spec.seed * 0.2 if best else 70.0 + 0.01 * i, 85.0 if best else 60.0))
+    block = reference_run.readme_block(store)
+    assert "**44 of 44 cells**" in block and "**Optional cells** (`reference compute --extras`): 11 of 11" in block
+    assert "`ResNet18_10_jpeg` 87.6 % clean accuracy" in block
+    assert "STAMP over seeds 0, 1, 2 in (a), ACC / AUROC / H: 80.0 / 85.0 / 82.4, 80.2 / 85.0 / 82.5" in block
+    assert "largest spread of a corruption's ACC or AUROC 0.40 pt" in block
+    assert "| STAMP has the best H-score of the ten methods with Noise outliers | Table 1a | **yes** |" in block
+    assert "*(a) over all 15 corruptions*" in block and "| K=1 |" in block and "| S.A.+D.S.+RBM |" in block
+    assert "(no record yet)" not in block
+    assert "(a) 0.8 h, (b) 0.7 h, (c) 0.7 h" in block  # 16 and 14 cells × 3 corruptions × 60 s
