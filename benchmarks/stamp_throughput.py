@@ -42,7 +42,9 @@ from stamplib import data, methods, models
 from stamplib.blocks.bn import view_groups
 from stamplib.blocks.entropy import logit_entropy
 from stamplib.blocks.views import make_views
+from stamplib.evaluation.assembly import build_method, build_stream
 from stamplib.evaluation.runner import run_stream
+from stamplib.evaluation.spec import RunSpec
 from stamplib.methods.stamp import Stamp
 
 ARCHITECTURES = {"resnet18_cifar": "resnet18_cifar", "tiny": "resnet_cifar_tiny"}
@@ -175,12 +177,12 @@ def stamp_table(args: argparse.Namespace) -> None:
 
 def all_methods(args: argparse.Namespace) -> None:
     device = torch.device(args.device)
-    if args.model == "tiny":
-        source = models.source_model("digits", progress=False).to(device)
-    else:  # the paper's CIFAR network, random weights: for timing only (slices of paper-scale cells)
+    model = None  # --model tiny: the trained digits model, as a table's run gets it
+    if args.model != "tiny":  # the paper's CIFAR network, random weights: for timing only (slices of paper-scale cells)
         torch.manual_seed(0)
-        source = models.create(ARCHITECTURES[args.model], data.num_classes("digits")).to(device).eval()
-    stream = data.build_stream("digits", "noise", "gaussian_noise", 5, 0.2, 0, args.max_id)
+        model = models.create(ARCHITECTURES[args.model], data.num_classes("digits")).eval()
+    spec = RunSpec(method="source", dataset="digits", outliers="noise", corruptions=("gaussian_noise",))  # one per method below
+    stream = build_stream(spec, max_id=args.max_id)
     n_images = stream.images.shape[0]
     print(
         f"digits, gaussian_noise 5, Noise outliers: {n_images} images in {len(stream)} batches, "
@@ -188,11 +190,7 @@ def all_methods(args: argparse.Namespace) -> None:
     )
     print(f"{'method':<10}  {'images/s':>9}  {'seconds':>8}")
     for name in args.methods.split(",") if args.methods else methods.available():
-        source_data = None
-        if methods.method_class(name).needs_source_data:
-            images, labels = data.source_train("digits")
-            source_data = methods.SourceData("digits", images, labels)
-        method = methods.create(name, source, data.num_classes("digits"), setting=data.setting_of("digits"), source_data=source_data)
+        method = build_method(spec.with_(method=name), str(device), model=model)
         first = next(iter(stream.batches(device)))
         try:
             for _ in range(args.warmup):

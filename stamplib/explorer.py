@@ -1,8 +1,8 @@
 """Scrub a stream batch by batch: ``stamplib.explore(...)``.
 
-The run is computed once (a method over one corruption's stream, with the per-batch trace of
-:mod:`stamplib.evaluation.traces` plus each batch's filter mask, memory histogram and step
-size); moving the slider only redraws from that record, so a redraw costs one matplotlib
+The run is computed once (a method, built as the runner builds it, over one corruption's
+stream, with the per-batch columns of :mod:`stamplib.evaluation.traces`: each batch's filter
+mask, memory histogram and step size, as the method reports them); moving the slider only redraws from that record, so a redraw costs one matplotlib
 figure (well under a second on a CPU). The view of batch ``i``:
 
 * the batch's images, outliers framed in red, samples through the method's filter ticked;
@@ -26,39 +26,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from stamplib import data, methods, models
+from stamplib.evaluation.assembly import build_method, build_stream, stand_in_overrides
 from stamplib.evaluation.metrics import accuracy, auroc, h_score
-from stamplib.evaluation.profiles import get_profile
 from stamplib.evaluation.runner import run_stream
+from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.traces import StreamTracer
-from stamplib.methods.base import BatchReport
 from stamplib.validation import literal_or_text
-
-
-class _RecordingTracer(StreamTracer):
-    """The runner's tracer, keeping each batch's filter mask and memory histogram too."""
-
-    def __init__(self, stream: data.Stream, num_classes: int, method: methods.TTAMethod) -> None:
-        super().__init__(stream, num_classes)
-        self.method = method
-        self.masks: list[np.ndarray | None] = []
-        self.lrs: list[float] = []
-        self._last: BatchReport | None = None
-
-    def __call__(self, report: BatchReport) -> None:
-        super().__call__(report)
-        self._last = report
-
-    def begin(self) -> None:
-        self._last = None
-        super().begin()
-
-    def end(self, batch: data.Batch) -> None:
-        super().end(batch)
-        passed = None if self._last is None or self._last.passed is None else self._last.passed.cpu().numpy()
-        self.masks.append(passed)
-        optimizer = self.method.optimizer
-        self.lrs.append(float(optimizer.param_groups[0]["lr"]) if optimizer is not None else math.nan)
 
 
 @dataclass
@@ -74,7 +47,7 @@ class StreamExplorer:
     scores: np.ndarray  # [N], higher = outlier
     masks: list[np.ndarray | None]  # per batch: passed the filter (None: no filter)
     memory_counts: list[list[int] | None]  # per batch: memory histogram after it
-    lrs: list[float]  # per batch: step size used
+    lrs: list[float]  # per batch: step size used (NaN: not reported)
     running: dict[str, np.ndarray]  # acc / auroc / h after each batch (percent)
 
     @property
@@ -153,6 +126,10 @@ class StreamExplorer:
         ax.legend(fontsize=8, loc="lower right")
 
     def _draw_lr(self, ax: plt.Axes, i: int) -> None:
+        if not np.isfinite(self.lrs).any():
+            ax.text(0.5, 0.5, "no step size reported", ha="center", va="center")
+            ax.set_axis_off()
+            return
         x = np.arange(1, self.num_batches + 1)
         ax.plot(x, self.lrs, color="tab:purple")
         ax.axvline(i + 1, color="grey", lw=0.8)
@@ -243,14 +220,14 @@ def explore(
     (``explorer.widget()`` in JupyterLab; :func:`show` picks the widget or the static summary).
     ``max_id`` known-class samples (default: as many as ``profile`` uses); ``hyperparameters``
     override the method's setting (e.g. ``alpha=0.4`` for STAMP)."""
-    if max_id is None:
-        max_id = get_profile(profile).id_limit(data.dataset(dataset))
-    stream = data.build_stream(dataset, outliers, corruption, severity, outlier_ratio, seed, max_id)
-    entry = data.dataset(dataset)
-    source = models.source_model(dataset, progress=False).to(device)
-    chosen = setting or data.setting_of(dataset)
-    tta = methods.create(method, source, entry.num_classes, setting=chosen, seed=seed, **hyperparameters)
-    tracer = _RecordingTracer(stream, entry.num_classes, tta)
+    spec = RunSpec.make(
+        method, overrides={**stand_in_overrides(method, dataset, setting), **hyperparameters}, dataset=dataset,
+        outliers=outliers, corruptions=(corruption,), severity=severity, outlier_ratio=outlier_ratio, seed=seed,
+        profile=profile, setting=setting,
+    )
+    tta = build_method(spec, device)
+    stream = build_stream(spec, max_id=max_id)
+    tracer = StreamTracer(stream, tta.num_classes, device)
     result = run_stream(tta, stream, device, tracer=tracer)
     trace = tracer.columns
     predictions = result.probs.argmax(1).numpy()
@@ -258,15 +235,15 @@ def explore(
     extra = ", ".join(f"{k}={v}" for k, v in hyperparameters.items())
     return StreamExplorer(
         title=f"{method}{f' ({extra})' if extra else ''} on {dataset} / {corruption} {severity} + {outliers}",
-        num_classes=entry.num_classes,
+        num_classes=tta.num_classes,
         batch_size=stream.batch_size,
         images=stream.images.numpy(),
         labels=labels,
         predictions=predictions,
         scores=scores,
-        masks=tracer.masks,
+        masks=trace["passed"],
         memory_counts=trace["memory_counts"],
-        lrs=tracer.lrs,
+        lrs=[math.nan if s is None else s for s in trace["step_size"]],
         running=_running_metrics(predictions, scores, labels, stream.batch_size),
     )
 

@@ -30,6 +30,7 @@ from tqdm.auto import tqdm
 
 from stamplib import data, methods, validation
 from stamplib.data.corruptions import CORRUPTIONS
+from stamplib.evaluation.assembly import stand_in_overrides
 from stamplib.evaluation.metrics import PAPER_METRICS, check_metrics
 from stamplib.evaluation.profiles import PROFILES, get_profile
 from stamplib.evaluation.runner import run
@@ -305,16 +306,6 @@ def _options(notebook: str, profile: str, data_root: str, methods_text: str, def
                    corr, parse_seeds(seeds), int(_number(severity, int)), float(_number(outlier_ratio, float)))
 
 
-def _stand_in_overrides(method: str, setup: Setup) -> dict[str, Any]:
-    """Overrides a method needs to run another data set's hyperparameter setting here: the
-    ImageNet quirk of clipping *normalised* inputs (CoTTA, RoTTA; baselines.md §4) has no
-    meaning for a model that takes raw [0, 1] images, so it is switched off."""
-    if not setup.setting or setup.setting == data.setting_of(setup.dataset):
-        return {}
-    fields = {f.name for f in dataclasses.fields(methods.resolve_config(method, setup.setting))}
-    return {"clip_normalized_inputs": False} if "clip_normalized_inputs" in fields else {}
-
-
 Variant = tuple[str, dict[str, Any], float | None]  # (row label, STAMP overrides, outlier ratio or None)
 
 
@@ -328,8 +319,9 @@ def _cells(opt: Options, variants: Sequence[Variant]) -> list[Cell]:
                 for label, overrides, ratio in variants:
                     for seed in opt.seeds:
                         own = overrides if method == "stamp" else {}
+                        stand_ins = stand_in_overrides(method, setup.dataset, setup.setting)
                         spec = RunSpec.make(
-                            method, overrides={**_stand_in_overrides(method, setup), **own}, dataset=setup.dataset,
+                            method, overrides={**stand_ins, **own}, dataset=setup.dataset,
                             outliers=o, corruptions=opt.corruptions, severity=opt.severity,
                             outlier_ratio=0.0 if o == data.CLOSED_SET else (opt.outlier_ratio if ratio is None else ratio),
                             seed=seed, profile=opt.profile, setting=setup.setting,

@@ -18,11 +18,11 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from stamplib import data, methods, models
+from stamplib import data, methods
 from stamplib.blocks.entropy import logit_entropy
+from stamplib.evaluation.assembly import build_method, build_stream
 from stamplib.evaluation.metrics import aggregate, stream_metrics
 from stamplib.evaluation.outputs import StreamOutputs
-from stamplib.evaluation.profiles import get_profile
 from stamplib.evaluation.provenance import provenance
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
@@ -114,23 +114,7 @@ def run(
         record = store.get(spec)
         if record is not None:
             return record
-    profile = get_profile(spec.profile)
-    # A partial dataset copy fails here, naming every missing file, not at the 7th corruption.
-    data.check_available(spec.dataset, spec.corruptions, spec.severity)
-    dataset = data.dataset(spec.dataset)
-    source = models.source_model(spec.dataset, progress=progress).to(device)
-    source_data = None
-    method_cls = methods.method_class(spec.method)
-    if method_cls.needs_source_data:
-        config = methods.resolve_config(spec.method, spec.hyperparameter_setting(), **dict(spec.overrides))
-        limit = method_cls.source_images_needed(config)
-        images, labels = data.source_train(spec.dataset, limit=limit)
-        name = spec.dataset if limit is None else f"{spec.dataset}[:{limit}]"
-        source_data = methods.SourceData(name, images, labels)
-    method = methods.create(
-        spec.method, source, dataset.num_classes, setting=spec.hyperparameter_setting(), seed=spec.seed,
-        source_data=source_data, **dict(spec.overrides),
-    )
+    method = build_method(spec, device, progress)
     per_corruption: dict[str, dict[str, Any]] = {}
     outputs: dict[str, StreamOutputs] = {}
     traces: dict[str, dict[str, list[Any]]] = {}
@@ -146,13 +130,10 @@ def run(
             if trace:
                 traces[corruption] = trace
             continue
-        stream = data.build_stream(
-            spec.dataset, spec.outliers, corruption, spec.severity, spec.outlier_ratio, spec.seed,
-            profile.id_limit(dataset), **spec.stream_options,
-        )
+        stream = build_stream(spec, corruption)
         if not spec.continual or not per_corruption:  # continual: one reset, before the first
             method.reset()
-        tracer = StreamTracer(stream, dataset.num_classes, device)
+        tracer = StreamTracer(stream, method.num_classes, device)
         result = run_stream(method, stream, device, tracer=tracer)
         if tracer.reported:
             traces[corruption] = tracer.trace()

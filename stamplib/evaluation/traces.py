@@ -16,7 +16,10 @@ numbers that need the labels:
   step, on the CPU the process's peak resident set so far (``ru_maxrss``: a high-water mark).
 
 A trace is stored in the record as columns (one list per field, one entry per batch) under
-``record["trace"][corruption]``; methods that report nothing have no trace.
+``record["trace"][corruption]``; methods that report nothing have no trace. Two more columns are
+kept for views drawn in the same process (the explorer, the walkthrough) but never stored, so
+records keep their shape: ``passed`` (the filter's bool mask over the batch) and ``step_size``
+(the step size the method's update used).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from stamplib.methods.base import BatchReport
 
 FIELDS = ("seconds", "peak_memory_mb", "n_passed", "passed_outliers", "memory_size", "memory_outliers",
           "memory_counts", "loss")
+LIVE_FIELDS = ("passed", "step_size")  # in :attr:`StreamTracer.columns` only, not in records
 
 
 def _pixel_keys(images: torch.Tensor) -> list[bytes]:
@@ -60,7 +64,7 @@ class StreamTracer:
         self.device = torch.device(device)
         outliers = stream.images[stream.is_outlier]
         self._outlier_keys = set(_pixel_keys(outliers)) if outliers.shape[0] else set()
-        self.columns: dict[str, list[Any]] = {name: [] for name in FIELDS}
+        self.columns: dict[str, list[Any]] = {name: [] for name in FIELDS + LIVE_FIELDS}
         self.reported = False
         self._report: BatchReport | None = None
         self._started = 0.0
@@ -83,6 +87,7 @@ class StreamTracer:
             passed = r.passed.bool().cpu()
             row["n_passed"] = int(passed.sum())
             row["passed_outliers"] = int((passed & batch.is_outlier.cpu()).sum())
+            row["passed"] = passed.numpy()
         if r.memory_samples is not None:
             keys = _pixel_keys(r.memory_samples) if r.memory_samples.shape[0] else []
             row["memory_size"] = len(keys)
@@ -91,12 +96,13 @@ class StreamTracer:
             counts = torch.bincount(r.memory_labels.long().cpu(), minlength=self.num_classes)
             row["memory_counts"] = counts.tolist()
         row["loss"] = float(r.loss) if r.loss is not None else math.nan
-        for name in FIELDS:
+        row["step_size"] = r.step_size
+        for name in self.columns:
             self.columns[name].append(row.get(name))
 
     def trace(self) -> dict[str, list[Any]]:
-        """The columns, without those the method never filled."""
-        return {k: v for k, v in self.columns.items() if any(x is not None for x in v)}
+        """The columns a record stores, without those the method never filled."""
+        return {k: self.columns[k] for k in FIELDS if any(x is not None for x in self.columns[k])}
 
 
 def filter_precision(trace: dict[str, list[Any]]) -> list[float]:

@@ -86,6 +86,7 @@ class BatchReport:
     loss: float | None = None  # the adaptation loss of this batch (None: no update)
     memory_samples: torch.Tensor | None = None  # float [M, 3, H, W] in [0, 1], as stored
     memory_labels: torch.Tensor | None = None  # long [M]: the memory's pseudo-labels
+    step_size: float | None = None  # the step size (learning rate) of this batch's update
 
 
 class TTAMethod:
@@ -166,14 +167,16 @@ class TTAMethod:
         loss: torch.Tensor | float | None = None,
         memory_samples: torch.Tensor | None = None,
         memory_labels: torch.Tensor | None = None,
+        step_size: float | None = None,
     ) -> None:
         """Hand this batch's diagnostics to the runner's tracer (a no-op when nothing traces:
-        call it unconditionally at the end of ``step``). ``passed``: bool mask over the batch."""
+        call it unconditionally at the end of ``step``). ``passed``: bool mask over the batch;
+        ``step_size``: the one this batch's update used (or would have, had it adapted)."""
         if self.tracer is None:
             return
         assert passed is None or passed.dtype == torch.bool, "passed is a bool mask over the batch"
         value = None if loss is None else float(loss.detach() if isinstance(loss, torch.Tensor) else loss)
-        self.tracer(BatchReport(passed, value, memory_samples, memory_labels))
+        self.tracer(BatchReport(passed, value, memory_samples, memory_labels, step_size))
 
     def source_statistic(self, key: str, compute: Callable[[], Any]) -> Any:
         """``compute()`` once per process for this source data set and ``key``, then cached."""

@@ -134,6 +134,6 @@ class EATA(TTAMethod):
                 self.optimizer.step()
                 self.num_updates += 1
             self.optimizer.zero_grad(set_to_none=True)
-        self.report(passed=index_mask(selected, x.shape[0]), loss=loss)
+        self.report(passed=index_mask(selected, x.shape[0]), loss=loss, step_size=self.config.lr)
         logits = logits.detach()
         return TTAOutput(torch.softmax(logits, dim=1), entropy.detach())

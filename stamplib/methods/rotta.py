@@ -108,7 +108,8 @@ class Rotta(TTAMethod):
             items = self.memory.items()
             self.report(passed=torch.tensor(stored, dtype=torch.bool), loss=loss,
                         memory_samples=torch.stack([it.data for it in items]) if items else x[:0],
-                        memory_labels=torch.tensor([it.label for it in items], dtype=torch.long))
+                        memory_labels=torch.tensor([it.label for it in items], dtype=torch.long),
+                        step_size=self.config.lr)
         return TTAOutput(probs, logit_entropy(teacher_logits))
 
     def _update_model(self) -> torch.Tensor | None:

@@ -116,7 +116,7 @@ class SAR(TTAMethod):
                 self.ema = value if self.ema is None else k * self.ema + (1.0 - k) * value
             loss2.backward()
             sam.second_step(zero_grad=True)
-        self.report(passed=index_mask(reliable, x.shape[0]), loss=loss2)
+        self.report(passed=index_mask(reliable, x.shape[0]), loss=loss2, step_size=self.config.lr)
         if self.ema is not None and self.ema < self.config.reset_constant:
             self._reset_model()
         logits = logits.detach()

@@ -99,7 +99,8 @@ class SoTTA(TTAMethod):
         if self.tracer is not None:
             filled = len(self.memory) > 0
             self.report(passed=conf >= self.memory.threshold, loss=loss,
-                        memory_samples=self.memory.samples() if filled else x[:0], memory_labels=self.memory.labels())
+                        memory_samples=self.memory.samples() if filled else x[:0], memory_labels=self.memory.labels(),
+                        step_size=self.config.lr)
         if self.config.score == "softmax_of_probs":
             score = logit_entropy(probs)
         else:

@@ -148,12 +148,10 @@ class Stamp(TTAMethod):
         self.memory = ClassBalancedMemory(
             self.num_classes, cfg.capacity, cfg.beta, generator=self.cpu_generator
         )
-        self.record_trace = False
 
     def reset_buffers(self) -> None:
         self.memory.clear()
         self.adaptation_steps = 0
-        self.trace: list[dict] = []
         self._set_lr(self.cfg.lr)
 
     # -- per batch --------------------------------------------------------------------------------
@@ -182,8 +180,7 @@ class Stamp(TTAMethod):
             if cfg.memory:
                 self.memory.add(clean[reliable], stored[reliable].cpu())
         output = TTAOutput(probs, entropy)
-        lr_used = self.optimizer.param_groups[0]["lr"]
-        steps_before = self.adaptation_steps
+        step_size = self.optimizer.param_groups[0]["lr"]  # before _adapt moves it on the schedule
         loss = None
         if cfg.memory:
             if len(self.memory) > 0:
@@ -193,16 +190,7 @@ class Stamp(TTAMethod):
         if self.tracer is not None:
             filled = cfg.memory and len(self.memory) > 0
             self.report(passed=reliable, loss=loss, memory_samples=self.memory.samples() if filled else clean[:0],
-                        memory_labels=self.memory.labels())
-        if self.record_trace:
-            self.trace.append(
-                dict(
-                    n_reliable=int(reliable.sum()),
-                    memory_counts=self.memory.class_counts().tolist(),
-                    adapted=self.adaptation_steps > steps_before,
-                    lr=lr_used,
-                )
-            )
+                        memory_labels=self.memory.labels(), step_size=step_size)
         return output
 
     def views_per_forward(self, num_views: int, device: torch.device) -> int:

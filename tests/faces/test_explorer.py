@@ -12,6 +12,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import stamplib  # noqa: E402
+from stamplib import methods  # noqa: E402
 from stamplib.evaluation import metrics  # noqa: E402
 from stamplib.explorer import show  # noqa: E402
 
@@ -71,3 +72,13 @@ def test_hyperparameters_from_a_notebook_parameter() -> None:
     assert parse_hyperparameters("") == {}
     with pytest.raises(ValueError, match="NAME:VALUE"):
         parse_hyperparameters("alpha=0.4")
+
+
+@pytest.mark.parametrize("name", methods.available())
+def test_every_method_explores_the_smoke_stream(name: str, digits_model) -> None:
+    ex = stamplib.explore(name, profile="smoke")  # built as the runner builds it: source data for EATA, OWTTT
+    assert ex.num_batches == 2 and len(ex.masks) == len(ex.lrs) == len(ex.memory_counts) == 2
+    reports = methods.method_class(name).reports_trace  # the reporting methods give a step size and a filter
+    assert np.isfinite(ex.lrs).all() if reports else np.isnan(ex.lrs).all()
+    assert all(m is not None for m in ex.masks) == reports
+    plt.close(ex.draw(1))

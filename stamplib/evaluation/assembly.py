@@ -1,0 +1,68 @@
+"""Build what a RunSpec runs: the method, ready on its device, and the stream of a corruption.
+
+The runner, the explorer, the walkthrough and the benchmarks all build here, so a method run
+outside a table gets what a table's run gets: the data set's source model, source data for the
+methods that need it (EATA, OWTTT), the availability check and the spec's overrides."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from torch import nn
+
+from stamplib import data, methods, models
+from stamplib.evaluation.profiles import get_profile
+from stamplib.evaluation.spec import RunSpec
+
+
+def stand_in_overrides(method: str, dataset: str, setting: str) -> dict[str, Any]:
+    """Overrides a method needs to run another data set's hyperparameter ``setting`` on
+    ``dataset``: the ImageNet quirk of clipping *normalised* inputs (CoTTA, RoTTA;
+    baselines.md §4) has no meaning for a model that takes raw [0, 1] images, so it is switched
+    off. They belong in the spec's overrides (and so in its key): give them to ``RunSpec.make``."""
+    if not setting or setting == data.setting_of(dataset):
+        return {}
+    fields = {f.name for f in dataclasses.fields(methods.resolve_config(method, setting))}
+    return {"clip_normalized_inputs": False} if "clip_normalized_inputs" in fields else {}
+
+
+def source_data(spec: RunSpec) -> methods.SourceData | None:
+    """The clean source images the spec's method reads (EATA, OWTTT; None for the others), only
+    the first N it needs, so that EATA's 2,000 do not load all 50,000 ImageNet images."""
+    cls = methods.method_class(spec.method)
+    if not cls.needs_source_data:
+        return None
+    config = methods.resolve_config(spec.method, spec.hyperparameter_setting(), **dict(spec.overrides))
+    limit = cls.source_images_needed(config)
+    images, labels = data.source_train(spec.dataset, limit=limit)
+    # The name keys the cache of source statistics: a prefix must not pass for the whole set.
+    name = spec.dataset if limit is None else f"{spec.dataset}[:{limit}]"
+    return methods.SourceData(name, images, labels)
+
+
+def build_method(
+    spec: RunSpec, device: str = "cpu", progress: bool = False, model: nn.Module | None = None,
+) -> methods.TTAMethod:
+    """The spec's method, ready to step on ``device``: around the data set's source model (or
+    ``model``, e.g. random weights for a timing), with source data where the method needs it,
+    the spec's setting, seed and overrides. ``progress``: show the model's download."""
+    # A partial data set copy fails here, naming every missing file, not at the 7th corruption.
+    data.check_available(spec.dataset, spec.corruptions, spec.severity)
+    network = models.source_model(spec.dataset, progress=progress) if model is None else model
+    return methods.create(
+        spec.method, network.to(device), data.dataset(spec.dataset).num_classes,
+        setting=spec.hyperparameter_setting(), seed=spec.seed, source_data=source_data(spec),
+        **dict(spec.overrides),
+    )
+
+
+def build_stream(spec: RunSpec, corruption: str | None = None, max_id: int | None = None) -> data.Stream:
+    """The stream of one of the spec's corruptions (default: its first), with ``max_id``
+    known-class samples (default: as many as the spec's profile takes)."""
+    if max_id is None:
+        max_id = get_profile(spec.profile).id_limit(data.dataset(spec.dataset))
+    return data.build_stream(
+        spec.dataset, spec.outliers, corruption or spec.corruptions[0], spec.severity, spec.outlier_ratio,
+        spec.seed, max_id, **spec.stream_options,
+    )
