@@ -20,10 +20,11 @@ COMMITTED = ResultsStore(REPO / "results" / "reference")
 def test_the_readme_shows_exactly_what_the_committed_records_give() -> None:
     readme = (REPO / "README.md").read_text()
     expected = reference_run.readme_block(COMMITTED)
-    assert reference_run.current_block(readme) == expected, (
-        "README.md's reference-run section differs from the committed records: run "
-        "`python -m stamplib reference readme --write` and commit README.md and figures/reference_run.png"
-    )
+    advice = ("differs from the committed records: run `python -m stamplib reference readme --write` and commit "
+              f"README.md, {reference_run.DETAILS} and figures/reference_run.png")
+    assert reference_run.current_block(readme) == expected, f"README.md's reference-run section {advice}"
+    assert (REPO / reference_run.DETAILS).read_text() == reference_run.details_page(COMMITTED), \
+        f"{reference_run.DETAILS} {advice}"
 
 
 def test_the_headline_figure_is_drawn_from_the_committed_records(tmp_path: Path) -> None:
@@ -122,11 +123,16 @@ def test_a_complete_store_renders_every_setting_the_seeds_and_the_optional_cells
         best = spec.method == "stamp" and not spec.overrides
         store.put(_fake_record(spec, 80.0 + spec.seed * 0.2 if best else 70.0 + 0.01 * i, 85.0 if best else 60.0))
     block = reference_run.readme_block(store)
-    assert "**44 of 44 cells**" in block and "**Optional cells** (`reference compute --extras`): 11 of 11" in block
+    details = reference_run.details_page(store)
+    assert "**44 of 44 cells**" in block and "## Optional cells (`reference compute --extras`): 11 of 11" in details
+    assert "| STAMP | 80.1 | 82.4 | +2.3 |" in block  # the headline table: (a) H paper | ours | Δ first
     assert "`ResNet18_10_jpeg` 87.6 % clean accuracy" in block
     assert "STAMP over seeds 0, 1, 2 in (a), ACC / AUROC / H: 80.0 / 85.0 / 82.4, 80.2 / 85.0 / 82.5" in block
     assert "largest spread of a corruption's ACC or AUROC 0.40 pt" in block
     assert "| STAMP has the best H-score of the ten methods with Noise outliers | Table 1a | **yes** |" in block
-    assert "*(a) over all 15 corruptions*" in block and "| K=1 |" in block and "| S.A.+D.S.+RBM |" in block
-    assert "(no record yet)" not in block
-    assert "(a) 0.8 h, (b) 0.7 h, (c) 0.7 h" in block  # 16 and 14 cells × 3 corruptions × 60 s
+    assert "*(a) over all 15 corruptions*" in details and "| K=1 |" in details and "| S.A.+D.S.+RBM |" in details
+    assert "(no record yet)" not in details
+    assert "| UniEnt | — | 64.7 | — |" in block  # the newer methods: ours only
+    assert "| Source | 62.3 | 64.6 | +2.3 | 60.0 | 64.7 | +4.7 | 39.1 | 70.3 | +31.2 |" in block  # (c): the paper's
+    # mean over our three corruptions (28.7, 57.3, 31.4), not its 15-corruption average (57.3)
+    assert "(a) 0.8 h, (b) 0.7 h, (c) 0.7 h" in details  # 16 and 14 cells × 3 corruptions × 60 s
