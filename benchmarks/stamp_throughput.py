@@ -8,7 +8,7 @@ first timed batch (64 random samples with known labels), so every batch adapts. 
              adaptation.
 (a16)        the same, all 16 views in one forward (the previous default), for comparison.
 (b) plain    the plain transcription: views from the plain CoTTA code kept as the oracle in
-             tests/oracles/views.py, then one forward per view (``batched_views=False``).
+             stamplib/blocks/plain_views.py, then one forward per view (``batched_views=False``).
 (c) floor    only the compute stamp.md §6 counts, on pre-made tensors: the 16 view forwards
              (chunked like (a)), 1 reference forward of 64, and 2 forward+backward passes on
              the 64 memory samples (SAM); no augmentation, no bookkeeping.
@@ -30,17 +30,16 @@ Usage: .venv/bin/python benchmarks/stamp_throughput.py [--device cpu|cuda] [--ba
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from pathlib import Path
 
 import torch
 
 from stamplib import data, methods, models
 from stamplib.blocks.bn import view_groups
 from stamplib.blocks.entropy import logit_entropy
+from stamplib.blocks.plain_views import plain_make_views
 from stamplib.blocks.views import make_views
 from stamplib.evaluation.assembly import build_method, build_stream
 from stamplib.evaluation.runner import run_stream
@@ -49,14 +48,6 @@ from stamplib.methods.stamp import Stamp
 
 ARCHITECTURES = {"resnet18_cifar": "resnet18_cifar", "tiny": "resnet_cifar_tiny"}
 BATCH, VIEWS, CLASSES = 64, 16, 10
-
-
-def _plain_make_views() -> Callable[[torch.Tensor, int, torch.Generator], torch.Tensor]:
-    """The plain CoTTA views of the tests' oracle (tests/oracles/views.py)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root
-    from tests.oracles.views import plain_make_views
-
-    return plain_make_views
 
 
 def _sync(device: torch.device) -> None:
@@ -124,7 +115,6 @@ def stamp_table(args: argparse.Namespace) -> None:
     g = torch.Generator().manual_seed(2)
     n = args.warmup + args.batches
     inputs = [torch.rand(BATCH, 3, 32, 32, generator=g).to(device) for _ in range(n)]
-    plain_make_views = _plain_make_views()
 
     fast = build_stamp(args)
     one_forward = build_stamp(args, view_chunk=VIEWS)

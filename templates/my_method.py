@@ -15,10 +15,12 @@ An installed package can give it a short name instead, through an entry point in
 
 What a method must do (``stamplib.methods.base.TTAMethod``): hold one frozen config per
 hyperparameter setting in ``configs`` (the five settings of the paper), build its optimiser
-and BN configuration in ``setup()``, and in ``step(x)`` adapt on the batch and return the
-class probabilities [B, C] and an OOD score [B], higher meaning more likely an outlier. The
-base class copies the caller's model, and ``reset()`` restores everything ``setup`` built,
-bit for bit, before every corruption. Randomness must come from ``self.generator``.
+and BN configuration in ``setup()`` (``self.adapt_bn_affine`` makes Tent's), and in
+``step(x)`` adapt on the batch and return the class probabilities [B, C] and an OOD score
+[B], higher meaning more likely an outlier. The base class copies the caller's model, and
+``reset()`` restores everything ``setup`` built, bit for bit, before every corruption.
+Randomness must come from ``self.generator``. ``check-method`` checks all of this
+(:mod:`stamplib.methods.contract`).
 
 This example is Tent restricted to confident samples: entropy minimisation on the samples
 whose entropy is below ``margin · log C``, BN affine parameters only, with the entropy of the
@@ -32,7 +34,6 @@ from dataclasses import dataclass
 
 import torch
 
-from stamplib.blocks.bn import freeze_all_but, norm_affine_parameters, use_batch_statistics
 from stamplib.blocks.entropy import logit_entropy
 from stamplib.methods.base import TTAMethod, TTAOutput
 
@@ -54,9 +55,7 @@ class ConfidentTent(TTAMethod):
     }
 
     def setup(self) -> None:
-        params = norm_affine_parameters(self.model, exclude_last_stage=False)
-        use_batch_statistics(self.model).train()
-        freeze_all_but(self.model, params)
+        params = self.adapt_bn_affine(exclude_last_stage=False)
         self.optimizer = torch.optim.Adam(params, lr=self.config.lr)
 
     def step(self, x: torch.Tensor) -> TTAOutput:

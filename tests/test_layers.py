@@ -24,7 +24,7 @@ ALLOWED = {
     "evaluation": {"evaluation", "data", "methods", "models", "blocks", "paths", "validation", "version"},
     "report": {"report", "evaluation", "data", "methods", "paths", "validation"},
 }
-FACES = {"__init__", "__main__", "cli", "notebook_runner", "experiments", "explorer", "site"}
+FACES = {"__init__", "__main__", "cli", "notebook_runner", "explorer", "site"}
 
 
 def module_name(path: Path) -> str:
@@ -97,6 +97,19 @@ def test_each_layer_imports_only_the_layers_below_it() -> None:
         assert own in ALLOWED, f"{module}: add its layer to ALLOWED (and to docs/architecture.md)"
         wrong += [f"{module} -> {t}" for t in targets if layer(t) not in ALLOWED[own]]
     assert not wrong, "imports against the layering:\n" + "\n".join(wrong)
+
+
+def test_benchmarks_import_nothing_from_the_tests() -> None:
+    """A benchmark runs from an installed package too: what it compares against lives in
+    stamplib, not in tests/."""
+    benchmarks = Path(__file__).resolve().parents[1] / "benchmarks"
+    wrong = []
+    for path in sorted(benchmarks.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            wrong += [f"{path.name}: {n}" for n in names if n.split(".")[0] == "tests"]
+    assert benchmarks.is_dir() and not wrong, wrong
 
 
 def test_the_graph_sees_every_kind_of_import() -> None:

@@ -9,7 +9,8 @@
   a shuffled, batched :class:`Stream`;
 * ``loaders``, ``downloads``, ``outlier_c``, ``corruptions``, ``benchmark``, ``noise`` — file
   formats, downloads, generated outlier-C sets, the 15 corruptions, the digits benchmark and
-  the Noise set.
+  the Noise set; ``plain_corruptions`` — the slow per-image transcription of the corruption
+  code that the tests and the benchmark check ``corruptions`` against.
 """
 
 from stamplib.data.lookup import (

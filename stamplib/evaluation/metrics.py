@@ -45,8 +45,6 @@ METRIC_LABELS: dict[str, str] = {
 }
 #: The paper's three; the default columns of every table.
 PAPER_METRICS = ("acc", "auroc", "h")
-#: Metrics where lower is better (every other one: higher is better).
-LOWER_IS_BETTER = frozenset({"fpr95"})
 
 
 def accuracy(predictions: torch.Tensor, labels: torch.Tensor) -> float:

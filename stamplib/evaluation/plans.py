@@ -48,7 +48,6 @@ ABLATION_ROWS = (
     (True, True, True, True),
 )
 WEIGHT_STRATEGIES = ("adaptive", "static", "eata")
-PAPER_RATIOS = (0.05, 0.1, 0.2, 1 / 3, 0.5)
 
 
 @dataclass(frozen=True)
@@ -431,8 +430,12 @@ def plan_walkthrough(profile: str = "quick", methods_to_compare: str = "source,b
     return Plan("00_walkthrough", "builtin", tuple(Cell(s) for s in specs))
 
 
-#: Methods that report per-batch traces (filter, memory, loss), and Tent as the reference.
-TRACED_METHODS = ("tent", "eata", "sar", "rotta", "sotta", "stamp")
+def traced_methods() -> tuple[str, ...]:
+    """Notebook 10's default rows: Tent as the reference, then the table's methods that report
+    per-batch traces (filter, memory, loss), as each says by its ``reports_trace``."""
+    return ("tent", *(m for m in methods.TABLE_ORDER if methods.method_class(m).reports_trace))
+
+
 STREAM_KINDS = "iid,continual,dirichlet:0.1"
 
 
@@ -463,7 +466,7 @@ def plan_inside_the_stream(profile: str = "quick", data_root: str = "", methods:
     """Notebook 10: the traced methods on the ordinary stream and on harder ones (continual,
     non-i.i.d. labels, outlier bursts); the variant is the stream kind. The i.i.d. cells are
     those of notebook 02, computed once for both."""
-    opt = _options("10_inside_the_stream", profile, data_root, methods, TRACED_METHODS, datasets, outlier_sets,
+    opt = _options("10_inside_the_stream", profile, data_root, methods, traced_methods(), datasets, outlier_sets,
                    corruptions, seeds, severity, outlier_ratio)
     cells = []
     for cell in _cells(opt, (("", {}, None),)):

@@ -1,4 +1,5 @@
-"""The TTA method contract, the registry and hyperparameter resolution.
+"""The TTA method base class (its contract is checked by :mod:`stamplib.methods.contract`), the
+registry and hyperparameter resolution.
 
 A method wraps a source model and is driven batch by batch: ``step(x)`` returns the
 prediction and the OOD score for ``x`` and adapts the model as the method prescribes.
@@ -24,6 +25,8 @@ from typing import Any, ClassVar
 
 import torch
 from torch import nn
+
+from stamplib.blocks.bn import freeze_all_but, norm_affine_parameters, use_batch_statistics
 
 #: The hyperparameter settings of the paper (baselines.md §0.1, stamp.md §7). Which setting a
 #: data set uses is the data set's business (``stamplib.data``); a method only sees the setting.
@@ -116,8 +119,8 @@ class TTAMethod:
 
     #: Hyperparameter overrides under which ``reset()`` restores *every* piece of state. A
     #: method whose authors keep something across corruptions (a quirk reproduced by default)
-    #: names the switch that turns the quirk off, so that the method contract test
-    #: (tests/methods/test_contract.py) can check everything else bit for bit.
+    #: names the switch that turns the quirk off, so that the method contract
+    #: (:mod:`stamplib.methods.contract`) can check everything else bit for bit.
     exact_reset: ClassVar[dict[str, Any]] = {}
 
     @classmethod
@@ -161,6 +164,16 @@ class TTAMethod:
         raise NotImplementedError
 
     # -- shared ---------------------------------------------------------------------------------
+    def adapt_bn_affine(self, exclude_last_stage: bool) -> list[nn.Parameter]:
+        """For ``setup``: the configuration Tent introduced and most methods share. BatchNorm
+        normalises with each batch's own statistics (train mode), and only the normalisation
+        layers' affine parameters stay trainable; returned, in module order, for the optimiser.
+        ``exclude_last_stage`` keeps the last residual stage frozen (SAR, STAMP)."""
+        params = norm_affine_parameters(self.model, exclude_last_stage=exclude_last_stage)
+        use_batch_statistics(self.model).train()
+        freeze_all_but(self.model, params)
+        return params
+
     def report(
         self,
         passed: torch.Tensor | None = None,

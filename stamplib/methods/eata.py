@@ -19,7 +19,6 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from stamplib.blocks.bn import freeze_all_but, norm_affine_parameters, use_batch_statistics
 from stamplib.blocks.entropy import logit_entropy
 from stamplib.blocks.fisher import fisher_information
 from stamplib.blocks.source_stats import model_fingerprint
@@ -64,9 +63,7 @@ class EATA(TTAMethod):
     def setup(self) -> None:
         cfg = self.config
         fingerprint = model_fingerprint(self.model)
-        params = norm_affine_parameters(self.model, exclude_last_stage=False)
-        use_batch_statistics(self.model).train()
-        freeze_all_but(self.model, params)
+        params = self.adapt_bn_affine(exclude_last_stage=False)
         self.params = params
         self.e_margin = cfg.e_margin_coef * math.log(self.num_classes)
         # Fisher draws its shuffle from a generator of its own so that a cached Fisher and a

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 
 import torch
 
-from stamplib.blocks.bn import freeze_all_but, norm_affine_parameters, use_batch_statistics
 from stamplib.blocks.ema import make_teacher
 from stamplib.blocks.entropy import energy_score, logit_entropy, marginal_entropy
 from stamplib.blocks.optim import OptimizerName, make_optimizer
@@ -74,9 +73,7 @@ class OSTTA(TTAMethod):
 
     def setup(self) -> None:
         cfg = self.config
-        params = norm_affine_parameters(self.model, exclude_last_stage=False)
-        use_batch_statistics(self.model).train()
-        freeze_all_but(self.model, params)
+        params = self.adapt_bn_affine(exclude_last_stage=False)
         # Copied after configuration, like the authors' model0: batch-statistics BN, train mode.
         self.frozen = make_teacher(self.model)
         self.optimizer = make_optimizer(cfg.optimizer, params, cfg.lr, cfg.momentum)

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 
 import torch
 
-from stamplib.blocks.bn import freeze_all_but, norm_affine_parameters, use_batch_statistics
 from stamplib.blocks.entropy import logit_entropy
 from stamplib.blocks.sam import SAM, SAMStateSwitch
 from stamplib.methods.base import TTAMethod, TTAOutput, index_mask, register
@@ -65,9 +64,7 @@ class SAR(TTAMethod):
 
     def setup(self) -> None:
         cfg = self.config
-        params = norm_affine_parameters(self.model, exclude_last_stage=True)
-        use_batch_statistics(self.model).train()
-        freeze_all_but(self.model, params)
+        params = self.adapt_bn_affine(exclude_last_stage=True)
         self.optimizer = SAM(
             params,
             torch.optim.SGD,

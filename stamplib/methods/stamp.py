@@ -27,12 +27,7 @@ from typing import Literal
 
 import torch
 
-from stamplib.blocks.bn import (
-    freeze_all_but,
-    norm_affine_parameters,
-    use_batch_statistics,
-    view_groups,
-)
+from stamplib.blocks.bn import view_groups
 from stamplib.blocks.entropy import logit_entropy, prob_entropy
 from stamplib.blocks.memory import ClassBalancedMemory
 from stamplib.blocks.normalization import IMAGENET_MEAN
@@ -126,11 +121,9 @@ class Stamp(TTAMethod):
     def setup(self) -> None:
         self.cfg = self.config.resolved()
         cfg = self.cfg
-        params = norm_affine_parameters(self.model, exclude_last_stage=True)
         if cfg.consistency_reference == "source_eval":
             self.reference = copy.deepcopy(self.model).eval()
-        use_batch_statistics(self.model).train()
-        freeze_all_but(self.model, params)
+        params = self.adapt_bn_affine(exclude_last_stage=True)
         if cfg.consistency_reference == "bn_stats":
             self.reference = copy.deepcopy(self.model)
         self.reference.requires_grad_(False)

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 import torch
 
-from stamplib.blocks.bn import freeze_all_but, norm_affine_parameters, use_batch_statistics
 from stamplib.blocks.entropy import logit_entropy
 from stamplib.methods.base import TTAMethod, TTAOutput, register
 
@@ -30,9 +29,7 @@ class Tent(TTAMethod):
     }
 
     def setup(self) -> None:
-        params = norm_affine_parameters(self.model, exclude_last_stage=False)
-        use_batch_statistics(self.model).train()
-        freeze_all_but(self.model, params)
+        params = self.adapt_bn_affine(exclude_last_stage=False)
         self.optimizer = torch.optim.Adam(params, lr=self.config.lr, betas=(0.9, 0.999), weight_decay=0.0)
 
     def step(self, x: torch.Tensor) -> TTAOutput:

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 import torch
 
-from stamplib.blocks.bn import freeze_all_but, norm_affine_parameters, use_batch_statistics
 from stamplib.blocks.entropy import opinion_belief, opinion_entropy
 from stamplib.blocks.optim import OptimizerName, make_optimizer
 from stamplib.methods.base import TTAMethod, TTAOutput, register
@@ -71,9 +70,7 @@ class TentCOME(TTAMethod):
 
     def setup(self) -> None:
         cfg = self.config
-        params = norm_affine_parameters(self.model, exclude_last_stage=False)
-        use_batch_statistics(self.model).train()
-        freeze_all_but(self.model, params)
+        params = self.adapt_bn_affine(exclude_last_stage=False)
         self.uncertainty_mass = float(cfg.uncertainty_mass or self.num_classes)
         self.optimizer = make_optimizer(cfg.optimizer, params, cfg.lr, cfg.momentum)
 

@@ -3,7 +3,6 @@ and the methods under harder streams (continual, non-i.i.d. labels, outlier burs
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -106,7 +105,3 @@ def plot_stream_kinds(table: pd.DataFrame, title: str, metric: str = "H") -> plt
     sns.move_legend(ax, "upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, title="stream")
     fig.tight_layout()
     return fig
-
-
-def nan_to_dash(value: float) -> str:
-    return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.1f}"

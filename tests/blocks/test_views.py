@@ -1,5 +1,5 @@
 """The batched view augmentations (stamp.md §3) against their plain transcription
-(tests/oracles/views.py): the fast code must give the same output from the same generator
+(stamplib/blocks/plain_views.py): the fast code must give the same output from the same generator
 state, per image and shared, and leave the generator in the same state."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from stamplib.blocks import views
-from tests.oracles.views import (
+from stamplib.blocks.plain_views import (
     plain_colour_jitter,
     plain_cotta_augment,
     plain_gaussian_blur,

@@ -10,34 +10,18 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from stamplib import methods, models
+from stamplib import methods
 from stamplib.blocks.entropy import logit_entropy
 from stamplib.blocks.fisher import fisher_information
-from tests.support import assert_same, method_state
+from tests.support import assert_same, batch, method_state, source_data
 
 C = 4
 
 
-def tiny_source(name: str, n: int = 96, seed: int = 0) -> methods.SourceData:
-    g = torch.Generator().manual_seed(seed)
-    images = torch.randint(0, 256, (n, 16, 16, 3), dtype=torch.uint8, generator=g)
-    return methods.SourceData(name, images, torch.arange(n) % C)
-
-
-@pytest.fixture(scope="module")
-def base_model() -> torch.nn.Module:
-    torch.manual_seed(0)
-    return models.create("resnet_cifar_tiny", C).eval()
-
-
 def make(base_model, name="eata-unit", **overrides) -> methods.TTAMethod:
     return methods.create(
-        "eata", base_model, C, source_data=tiny_source(name), fisher_samples=64, **overrides
+        "eata", base_model, C, source_data=source_data(name, n=96), fisher_samples=64, **overrides
     )
-
-
-def batch(seed: int, n: int = 16) -> torch.Tensor:
-    return torch.rand(n, 3, 16, 16, generator=torch.Generator().manual_seed(seed))
 
 
 # -- filters ---------------------------------------------------------------------------------------
@@ -85,7 +69,7 @@ def test_fisher_information_matches_a_hand_computation(base_model):
     # In float64: BN gradients cancel to rounding noise in places, which float32 kernels with
     # another summation order turn into other noise; float64 keeps that noise below 1e-12.
     m = make(copy.deepcopy(base_model).double(), name="eata-fisher-float64")
-    images = tiny_source("x", n=100, seed=3).images
+    images = source_data("x", n=100, seed=3).images
     g = torch.Generator().manual_seed(7)
     fisher = fisher_information(m.model, m.params, images, batch_size=64, generator=g)
 
@@ -107,7 +91,7 @@ def test_fisher_information_matches_a_hand_computation(base_model):
 
 
 def test_fisher_uses_only_the_first_n_source_images(base_model):
-    src = tiny_source("eata-first-n", n=96, seed=1)
+    src = source_data("eata-first-n", n=96, seed=1)
     changed = src.images.clone()
     changed[64:] = 255 - changed[64:]
     a = methods.create("eata", base_model, C, source_data=src, fisher_samples=64)

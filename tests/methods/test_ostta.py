@@ -11,13 +11,9 @@ from stamplib import data, methods
 from stamplib.blocks.entropy import energy_score, logit_entropy, marginal_entropy
 from stamplib.evaluation import runner
 from stamplib.methods.ostta import OSTTA
-from tests.support import tiny_net
+from tests.support import batch, tiny_net
 
 C = 4
-
-
-def batch(seed: int, n: int = 16) -> torch.Tensor:
-    return torch.rand(n, 3, 16, 16, generator=torch.Generator().manual_seed(seed))
 
 
 def test_filter_keeps_samples_whose_confidence_in_the_source_class_did_not_drop():

@@ -10,36 +10,23 @@ import torch.nn.functional as F
 
 from stamplib import methods, models
 from stamplib.methods.owttt import OWTTT, feature_encoder
-from tests.support import assert_same, calibrated_net, source_images
+from tests.support import assert_same, batch, source_data
 
 C = 4
 
 
-def tiny_source(name: str, n: int = 48, seed: int = 0, size: int = 16) -> methods.SourceData:
-    return methods.SourceData(name, source_images(n, seed, size), torch.arange(n) % C)
-
-
-@pytest.fixture(scope="module")
-def base_model() -> torch.nn.Module:
-    return calibrated_net(C)
-
-
-def make(base_model, **overrides) -> OWTTT:
+def make(calibrated_model, **overrides) -> OWTTT:
     return methods.create(
-        "owttt", base_model, C, source_data=tiny_source("owttt-unit"), **overrides
+        "owttt", calibrated_model, C, source_data=source_data("owttt-unit"), **overrides
     )
-
-
-def batch(seed: int, n: int = 16) -> torch.Tensor:
-    return torch.rand(n, 3, 16, 16, generator=torch.Generator().manual_seed(seed))
 
 
 # -- Otsu ------------------------------------------------------------------------------------------
 
 
 # -- prototype pool --------------------------------------------------------------------------------
-def test_prototype_expansion_adds_only_far_away_features(base_model):
-    m = make(base_model)
+def test_prototype_expansion_adds_only_far_away_features(calibrated_model):
+    m = make(calibrated_model)
     d = m.feature_dim
     e = torch.eye(d)
     feat = torch.stack([e[0], e[0] + 1e-3 * e[1], 3.0 * e[2], e[3], e[4]])
@@ -53,8 +40,8 @@ def test_prototype_expansion_adds_only_far_away_features(base_model):
     assert torch.allclose(m.pool, F.normalize(feat[[0, 2, 4]], dim=1))
 
 
-def test_prototype_expansion_stops_at_tau1_and_uses_the_current_pool(base_model):
-    m = make(base_model)
+def test_prototype_expansion_stops_at_tau1_and_uses_the_current_pool(calibrated_model):
+    m = make(calibrated_model)
     d = m.feature_dim
     e = torch.eye(d)
     m.push_prototype(e[7])
@@ -68,8 +55,8 @@ def test_prototype_expansion_stops_at_tau1_and_uses_the_current_pool(base_model)
     assert m.pool.shape == (2, d)
 
 
-def test_pool_is_fifo_capped_at_100(base_model):
-    m = make(base_model)
+def test_pool_is_fifo_capped_at_100(calibrated_model):
+    m = make(calibrated_model)
     vecs = F.normalize(
         torch.randn(105, m.feature_dim, generator=torch.Generator().manual_seed(0)), dim=1
     )
@@ -99,8 +86,8 @@ def _source_features(m: OWTTT) -> torch.Tensor:
         return m.encode(x)
 
 
-def test_alignment_ema_first_batch_is_the_batch_gaussian(base_model):
-    m = make(base_model)
+def test_alignment_ema_first_batch_is_the_batch_gaussian(calibrated_model):
+    m = make(calibrated_model)
     f = _source_features(m)[:32]
     m.alignment_loss(f)
     centred = f - f.mean(0)
@@ -109,8 +96,8 @@ def test_alignment_ema_first_batch_is_the_batch_gaussian(base_model):
     assert m.ema_count == 32
 
 
-def test_alignment_loss_grows_and_has_gradient_when_feature_statistics_shift(base_model):
-    m = make(base_model)
+def test_alignment_loss_grows_and_has_gradient_when_feature_statistics_shift(calibrated_model):
+    m = make(calibrated_model)
     f = _source_features(m)
     shifted = f + 3.0 * (f.mean(0) - m.source_gaussian.loc)  # same covariance, mean moved away
     losses = []
@@ -125,14 +112,14 @@ def test_alignment_loss_grows_and_has_gradient_when_feature_statistics_shift(bas
     assert losses[1] > 2 * losses[0] > 0
 
 
-def test_source_statistics(base_model):
-    m = make(base_model)
+def test_source_statistics(calibrated_model):
+    m = make(calibrated_model)
     f = _source_features(m)
     labels = m.source_data.labels
     protos = F.normalize(torch.stack([f[labels == c].mean(0) for c in range(C)]), dim=1)
     assert torch.allclose(m.prototypes, protos, atol=1e-5)
     assert torch.allclose(m.source_gaussian.loc, protos.mean(0), atol=1e-5)
-    original = make(base_model, source_mean="features")
+    original = make(calibrated_model, source_mean="features")
     assert torch.allclose(original.source_gaussian.loc, f.mean(0), atol=1e-5)
     cov = torch.cov(f.T)
     template = torch.eye(m.feature_dim) * cov.max() / 30
@@ -155,7 +142,7 @@ def test_encoder_of_a_wrapped_torchvision_resnet():
         assert f.shape == (2, 512)
         assert torch.allclose(model.net.fc(f), model(x), atol=1e-5)
     assert list(model.state_dict()) == keys  # fc is back in place
-    m = methods.create("owttt", model, C, source_data=tiny_source("owttt-tv", n=8, size=32))
+    m = methods.create("owttt", model, C, source_data=source_data("owttt-tv", n=8, size=32))
     out = m.step(torch.rand(8, 3, 32, 32))
     assert (
         m.feature_dim == 512
@@ -164,16 +151,16 @@ def test_encoder_of_a_wrapped_torchvision_resnet():
     )
 
 
-def test_encoder_of_our_cifar_resnet_is_features(base_model):
-    m = make(base_model)
+def test_encoder_of_our_cifar_resnet_is_features(calibrated_model):
+    m = make(calibrated_model)
     x = batch(0, 4)
     with torch.no_grad():
         assert torch.equal(m.encode(x), m.model.features(x))
 
 
 # -- step, score, reset ----------------------------------------------------------------------------
-def test_score_is_negative_max_cosine_after_the_update(base_model):
-    m = make(base_model)
+def test_score_is_negative_max_cosine_after_the_update(calibrated_model):
+    m = make(calibrated_model)
     m.push_prototype(F.normalize(torch.rand(m.feature_dim), dim=0))  # exercise the CE path too
     x = batch(1)
     out = m.step(x)
@@ -184,8 +171,8 @@ def test_score_is_negative_max_cosine_after_the_update(base_model):
     assert torch.allclose(out.ood_score, -cos.max(1).values, atol=1e-6)  # = os − 1
 
 
-def test_score_before_the_update_switch(base_model):
-    m = make(base_model, score_after_update=False)
+def test_score_before_the_update_switch(calibrated_model):
+    m = make(calibrated_model, score_after_update=False)
     x = batch(2)
     with torch.no_grad():
         cos = F.normalize(m.model.eval().features(x), dim=1) @ m.prototypes.T
@@ -199,31 +186,31 @@ INTENDED_LAMBDA = {"cifar10_c": 5.0, "cifar100_c": 1.0, "imagenet_c": 1.0, "cifa
                    "cifar100_c_80_20": 0.2}
 
 
-def _adapted_after_one_step(base_model, **overrides) -> list[torch.Tensor]:
-    m = make(base_model, **overrides)
+def _adapted_after_one_step(calibrated_model, **overrides) -> list[torch.Tensor]:
+    m = make(calibrated_model, **overrides)
     m.step(batch(3))
     assert m.num_updates == 1 and m.ema_count > 0  # the alignment term was part of the step
     return [p.detach().clone() for p in m.model.parameters()]
 
 
-def test_lambda_is_one_in_every_setting(base_model):
+def test_lambda_is_one_in_every_setting(calibrated_model):
     # The default step (CIFAR10-C setting) weights the alignment loss exactly as λ = 1 does.
-    default = _adapted_after_one_step(base_model)
-    assert_same(default, _adapted_after_one_step(base_model, da_scale=1.0))
-    five = _adapted_after_one_step(base_model, da_scale=5.0)
+    default = _adapted_after_one_step(calibrated_model)
+    assert_same(default, _adapted_after_one_step(calibrated_model, da_scale=1.0))
+    five = _adapted_after_one_step(calibrated_model, da_scale=5.0)
     assert any(not torch.equal(a, b) for a, b in zip(default, five))
     for setting in methods.SETTINGS:
         config = methods.resolve_config("owttt", setting)
         assert config.da_scale == 1.0 and config.effective_da_scale == 1.0, setting
 
 
-def test_intended_lambda_switch(base_model):
+def test_intended_lambda_switch(calibrated_model):
     for setting, value in INTENDED_LAMBDA.items():
         config = methods.resolve_config("owttt", setting, da_scale_as_intended=True)
         assert config.effective_da_scale == value, setting
     assert_same(
-        _adapted_after_one_step(base_model, da_scale_as_intended=True),
-        _adapted_after_one_step(base_model, da_scale=5.0),
+        _adapted_after_one_step(calibrated_model, da_scale_as_intended=True),
+        _adapted_after_one_step(calibrated_model, da_scale=5.0),
     )
     with pytest.raises(ValueError, match="da_scale"):
         methods.resolve_config("owttt", "cifar10_c", da_scale=2.0, da_scale_as_intended=True)

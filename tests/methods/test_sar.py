@@ -9,22 +9,12 @@ import math
 import pytest
 import torch
 
-from stamplib import methods, models
+from stamplib import methods
 from stamplib.blocks.bn import norm_affine_parameters
 from stamplib.blocks.entropy import logit_entropy
-from tests.support import assert_same, method_state
+from tests.support import assert_same, batch, method_state
 
 C = 4
-
-
-@pytest.fixture(scope="module")
-def base_model() -> torch.nn.Module:
-    torch.manual_seed(0)
-    return models.create("resnet_cifar_tiny", C).eval()
-
-
-def batch(seed: int, n: int = 16) -> torch.Tensor:
-    return torch.rand(n, 3, 16, 16, generator=torch.Generator().manual_seed(seed))
 
 
 def test_adapts_bn_affine_outside_the_last_stage(base_model):

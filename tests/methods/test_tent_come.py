@@ -9,13 +9,9 @@ import torch
 from stamplib import data, methods
 from stamplib.blocks.entropy import logit_entropy, opinion_belief, opinion_entropy
 from stamplib.evaluation import runner
-from tests.support import tiny_net
+from tests.support import batch, tiny_net
 
 C = 4
-
-
-def batch(seed: int, n: int = 16) -> torch.Tensor:
-    return torch.rand(n, 3, 16, 16, generator=torch.Generator().manual_seed(seed))
 
 
 def authors_opinion_entropy(x: torch.Tensor, k: float) -> torch.Tensor:

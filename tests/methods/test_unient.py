@@ -12,13 +12,9 @@ from stamplib import data, methods
 from stamplib.blocks.entropy import energy_score, logit_entropy, marginal_entropy
 from stamplib.blocks.gmm import fit_two_gaussians, upper_component_posterior
 from stamplib.evaluation import runner
-from tests.support import assert_same, tiny_net
+from tests.support import assert_same, batch, tiny_net
 
 C = 4
-
-
-def batch(seed: int, n: int = 16) -> torch.Tensor:
-    return torch.rand(n, 3, 16, 16, generator=torch.Generator().manual_seed(seed))
 
 
 # -- the two-component mixture (blocks.gmm) ---------------------------------------------------------

@@ -1,7 +1,10 @@
-"""Oracles: plain, deliberately slow transcriptions of the reference algorithms, shared by the
-tests (which assert the library against them) and the benchmarks (which time both).
+"""Oracles: plain, deliberately slow transcriptions of the reference algorithms, which the
+tests assert the library against.
 
-* :mod:`.corruptions` — the Hendrycks corruption code, one image at a time;
-* :mod:`.views` — the CoTTA test-time views, every op on the whole image;
 * :mod:`.stamp` — STAMP's step with standard BatchNorm, list memories and SAM written out.
+
+The two that the benchmarks time as well live in the library, since benchmarks import nothing
+from tests/: :mod:`stamplib.data.plain_corruptions` (the Hendrycks corruption code, one image
+at a time) and :mod:`stamplib.blocks.plain_views` (the CoTTA test-time views, every op on the
+whole image).
 """

@@ -9,6 +9,9 @@ benchmarks/corruptions.py times both). OpenCV / ImageMagick calls of the origina
 replaced by plain scipy/numpy code (defocus: direct ``ndimage.correlate``; motion blur: a
 per-image tap loop) or by the suite's cv2 emulation helpers where a second transcription
 would add nothing (affine warp, frost texture loading, the defocus disk kernel).
+
+It lives in the library rather than in tests/ because the benchmark times it too, and
+benchmarks import nothing from tests/. Deliberately slow: nothing else calls it.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 made fast: every colour op on the whole batch in every slot, affine and blur on the whole
 padded image, then the centre crop. tests/blocks/test_views.py asserts that the fast code gives
 the same output from the same generator state; benchmarks/stamp_throughput.py times it as its
-plain path.
+plain path (which is why it lives in the library: benchmarks import nothing from tests/).
 """
 
 from __future__ import annotations
