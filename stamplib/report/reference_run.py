@@ -26,7 +26,7 @@ import seaborn as sns
 from stamplib.evaluation import plans, reference
 from stamplib.evaluation.store import ResultsStore
 from stamplib.report.paper import method_label
-from stamplib.report.reproduce import paper_table, short_variant
+from stamplib.report.reproduce import paper_table, rank_agreement, short_variant
 from stamplib.report.tables import to_markdown
 
 #: The settings, keyed by the letter the README and the issue use.
@@ -272,6 +272,23 @@ def _seed_line(store: ResultsStore) -> list[str]:
                            f"; largest spread of a corruption's ACC or AUROC {spread:.2f} pt") + ".", ""]
 
 
+def _rank_line(found: Mapping[str, pd.DataFrame]) -> list[str]:
+    """Kendall's τ_b between the paper's order of its ten methods and ours, per setting, once
+    every one of them has a record there."""
+    parts = []
+    for letter, metric in (("a", "H"), ("b", "H"), ("c", "ACC")):
+        table = found[letter]
+        rows = table[table["method"].isin(PAPER_METHODS)] if not table.empty else table
+        if len(rows) < len(PAPER_METHODS) or rows[f"{metric} ours"].isna().any():
+            continue
+        ranking = rank_agreement(rows.assign(dataset=letter, outliers=letter), metric)
+        parts.append(f"({letter}) {float(ranking['kendall_tau'].iloc[0]):+.2f} over {metric}")
+    if not parts:
+        return []
+    return ["The paper's order of its ten methods against ours, Kendall's τ_b (1 = the same order): "
+            + ", ".join(parts) + ".", ""]
+
+
 def readme_block(store: ResultsStore | None = None) -> str:
     """The README's reference-run section (between :data:`BEGIN` and :data:`END`): the headline
     figure and table, the paper's claims and STAMP's seed spread; the rest is :func:`details_page`."""
@@ -282,6 +299,7 @@ def readme_block(store: ResultsStore | None = None) -> str:
     lines += ["H-score in (a) and (b), accuracy in (c); every metric of every setting, the compute time and the "
               f"optional cells: [`{DETAILS}`]({DETAILS}).", ""]
     lines += [to_markdown(_format(_headline(found))), ""]
+    lines += _rank_line(found)
     lines += ["**The paper's claims, checked on real images** (among the paper's ten methods; *tie*: "
               f"within {MARGIN} pt):", ""]
     verdicts = claims(found)

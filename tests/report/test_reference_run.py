@@ -133,6 +133,7 @@ def test_a_complete_store_renders_every_setting_the_seeds_and_the_optional_cells
     assert "*(a) over all 15 corruptions*" in details and "| K=1 |" in details and "| S.A.+D.S.+RBM |" in details
     assert "(no record yet)" not in details
     assert "| UniEnt | — | 64.7 | — |" in block  # the newer methods: ours only
+    assert "Kendall's τ_b (1 = the same order): (a) " in block and "(c) " in block
     assert "| Source | 62.3 | 64.6 | +2.3 | 60.0 | 64.7 | +4.7 | 39.1 | 70.3 | +31.2 |" in block  # (c): the paper's
     # mean over our three corruptions (28.7, 57.3, 31.4), not its 15-corruption average (57.3)
     assert "(a) 0.8 h, (b) 0.7 h, (c) 0.7 h" in details  # 16 and 14 cells × 3 corruptions × 60 s
