@@ -6,7 +6,8 @@
 * :mod:`~stamplib.data.lookup` — names (and ``npz:``/``folder:`` paths) → entries, name checks,
   partial-copy checks, the doctor listing, source-training data;
 * :mod:`~stamplib.data.streams` — :func:`build_stream`: ID set + outlier set + corruption →
-  a shuffled, batched :class:`Stream`;
+  a shuffled, batched :class:`Stream`, kept for reuse within a byte budget
+  (:func:`set_stream_cache_budget`, ``$STAMPLIB_STREAM_CACHE``);
 * ``loaders``, ``downloads``, ``outlier_c``, ``corruptions``, ``benchmark``, ``noise`` — file
   formats, downloads, generated outlier-C sets, the 15 corruptions, the digits benchmark and
   the Noise set; ``plain_corruptions`` — the slow per-image transcription of the corruption
@@ -45,6 +46,8 @@ from stamplib.data.streams import (
     check_stream_args,
     mix,
     outliers_for_ratio,
+    set_stream_cache_budget,
+    stream_cache_budget,
 )
 
 __all__ = [
@@ -73,6 +76,8 @@ __all__ = [
     "outliers_for_ratio",
     "register_dataset",
     "register_outlier_set",
+    "set_stream_cache_budget",
     "setting_of",
     "source_train",
+    "stream_cache_budget",
 ]

@@ -19,7 +19,8 @@ Places365              ``places365/`` (an ImageFolder; torchvision's ``val_256``
 Two generic offline sources: an ``.npz`` with ``images`` (uint8 N×H×W×3) and ``labels``, and
 an ImageFolder directory (sorted class folders, sorted files — torchvision's order), decoded
 once with Pillow and cached as ``.npz`` (atomically written, keyed by the file list, sizes and
-modification times).
+modification times). ImageNet-C, too large for memory, is cached as a memory-mapped ``.npy``
+instead (:func:`load_mapped_folder`).
 
 Order matters (protocol.md §1.1: outlier sets are cut to their *first* N images), so every
 loader returns images in the documented order and never shuffles.
@@ -32,7 +33,7 @@ import os
 import pickle
 import warnings
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
@@ -250,16 +251,22 @@ def _decode(path: Path, resize: int | None, center_crop: int | None) -> np.ndarr
         raise DatasetFormatError(f"{path} cannot be decoded ({exc}); the file is truncated or not an image") from exc
 
 
+def _in_memory(shape: tuple[int, ...]) -> np.ndarray:
+    return np.empty(shape, np.uint8)
+
+
 def decode_images(
-    files: Sequence[Path], *, resize: int | None = None, center_crop: int | None = None, workers: int | None = None
+    files: Sequence[Path], *, resize: int | None = None, center_crop: int | None = None, workers: int | None = None,
+    allocate: Callable[[tuple[int, ...]], np.ndarray] = _in_memory,
 ) -> np.ndarray:
     """Decode image files into one uint8 N×H×W×3 array (Pillow; threads, as decoding releases
-    the GIL). All images must end up the same size — pass ``resize`` otherwise."""
+    the GIL), made by ``allocate(shape)`` (a memory-mapped file, say). All images must end up
+    the same size — pass ``resize`` otherwise."""
     if not files:
         return np.zeros((0, resize or 0, resize or 0, 3), np.uint8)
     first = _decode(files[0], resize, center_crop)
     # Preallocated: ImageNet-C is 7.5 GB per corruption, a list + np.stack would double that.
-    out = np.empty((len(files), *first.shape), np.uint8)
+    out = allocate((len(files), *first.shape))
     out[0] = first
 
     def put(i: int) -> None:
@@ -284,28 +291,35 @@ def _fingerprint(files: Sequence[Path], root: Path, extra: str) -> str:
     return h.hexdigest()
 
 
-def _cache_path(root: Path, tag: str) -> Path:
+def _cache_path(root: Path, tag: str, suffix: str = ".npz") -> Path:
     """Next to the folder if that is writable, else under ``<data_root>/cache``."""
-    sibling = root.with_name(f"{root.name}.stamplib{tag}.npz")
+    sibling = root.with_name(f"{root.name}.stamplib{tag}{suffix}")
     if os.access(root.parent, os.W_OK):
         return sibling
     key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
-    return paths.data_root() / "cache" / f"{root.name}-{key}{tag}.npz"
+    return paths.data_root() / "cache" / f"{root.name}-{key}{tag}{suffix}"
 
 
-def _atomic_save(path: Path, save) -> None:  # save: Callable[[BinaryIO], None]
-    """Write through a temporary sibling, fsync, rename: a reader never sees half a file and
-    a killed writer leaves only a ``.tmp-*`` file that no loader opens."""
+def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+    """``write(tmp)`` to a temporary sibling, fsync, rename: a reader never sees half a file
+    and a killed writer leaves only a ``.tmp-*`` file that no loader opens."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
     try:
-        with open(tmp, "wb") as fh:
-            save(fh)
-            fh.flush()
+        write(tmp)
+        with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _atomic_save(path: Path, save) -> None:  # save: Callable[[BinaryIO], None]
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as fh:
+            save(fh)
+
+    _atomic_write(path, write)
 
 
 def atomic_save_npz(path: Path, **arrays: np.ndarray) -> None:
@@ -357,6 +371,65 @@ def load_image_folder(
             warnings.warn(f"could not cache {root} as {cache_file}: {exc}", stacklevel=2)
     sel = idx if limit is None else idx[:limit]
     return _to_set(images[sel], label_arr[sel], classes)
+
+
+def _open_mapped(path: Path, n: int) -> np.ndarray | None:
+    """The decoded images cached at ``path``, memory-mapped, or None (absent or damaged).
+    Copy-on-write ("c"): torch can wrap the array, and nothing ever writes back to the file."""
+    if not path.is_file():
+        return None
+    try:
+        images = np.load(path, mmap_mode="c", allow_pickle=False)
+    except (ValueError, OSError, EOFError):
+        return None
+    if images.dtype != np.uint8 or images.ndim != 4 or images.shape[0] != n or images.shape[3] != 3:
+        return None
+    return images
+
+
+def _decode_to_file(path: Path, files: Sequence[Path], resize: int | None, center_crop: int | None) -> None:
+    """Decode straight into a memory-mapped ``.npy`` written atomically: the decoded set never
+    sits in memory as a whole (ImageNet-C: 7.5 GB a corruption)."""
+
+    def write(tmp: Path) -> None:
+        def allocate(shape: tuple[int, ...]) -> np.ndarray:
+            return np.lib.format.open_memmap(tmp, mode="w+", dtype=np.uint8, shape=shape)
+
+        decode_images(files, resize=resize, center_crop=center_crop, allocate=allocate).flush()
+
+    _atomic_write(path, write)
+
+
+def load_mapped_folder(
+    root: str | os.PathLike, *, resize: int | None = None, center_crop: int | None = None, limit: int | None = None,
+) -> ImageSet:
+    """An ImageFolder as :func:`load_image_folder` reads it (no re-ordering), its images
+    memory-mapped from a decoded copy on disk: ``<folder>.stamplib<tag>-<fingerprint>.npy``
+    (uint8 N×H×W×3), written once and atomically, named by the file list, sizes and
+    modification times, so a later run decodes nothing and a changed folder is decoded again.
+    Pages are read as the images are used and belong to the page cache, which the system
+    reclaims. Where nothing can be written, the folder is decoded into memory (with a warning)."""
+    root = Path(root)
+    files, labels, classes = list_image_folder(root)
+    tag = "".join(f"-{k}{v}" for k, v in (("r", resize), ("c", center_crop)) if v is not None)
+    fingerprint = _fingerprint(files, root, tag)[:16]
+    path = _cache_path(root, f"{tag}-{fingerprint}", ".npy")
+    images = _open_mapped(path, len(files))
+    if images is None:
+        try:
+            _decode_to_file(path, files, resize, center_crop)
+        except OSError as exc:
+            warnings.warn(f"could not cache {root} as {path} ({exc}); decoding it into memory", stacklevel=2)
+            images = decode_images(files, resize=resize, center_crop=center_crop)
+        else:
+            for stale in path.parent.glob(path.name.replace(fingerprint, "*")):  # the folder's older copies
+                if stale != path:
+                    stale.unlink(missing_ok=True)
+            images = _open_mapped(path, len(files))
+            if images is None:
+                raise DatasetFormatError(f"{path} was just written but cannot be read back; delete it and run again")
+    n = len(files) if limit is None else min(limit, len(files))
+    return ImageSet(torch.from_numpy(images[:n]), torch.tensor(labels[:n], dtype=torch.int64), tuple(classes))
 
 
 # --------------------------------------------------------------------------- CIFAR
@@ -480,11 +553,12 @@ def load_imagenet_c(
     limit: int | None = None,
     expect_classes: int | None = 1000,
     download: bool = False,
-    cache: bool = False,
+    cache: bool = True,
 ) -> ImageSet:
     """ImageNet-C ``<corruption>/<severity>/<wnid>/*.JPEG``; class index = sorted wnid order
     (= torchvision's ImageNet index). ``CenterCrop(224)`` is applied (a no-op on the release).
-    Not cached by default: the 15 corruptions would take ~110 GB as uint8 arrays."""
+    With ``cache`` the decoded corruption is memory-mapped from disk (:func:`load_mapped_folder`:
+    7.5 GB a corruption, decoded on first use only); without, decoded into memory every time."""
     root = _root(data_root)
     folder = root / "ImageNet-C" / corruption / str(severity)
     group = downloads.IMAGENET_C_GROUP.get(corruption)
@@ -499,7 +573,9 @@ def load_imagenet_c(
             f"{folder} has {len(classes)} class folders, expected {expect_classes}: a partial copy "
             "would shift every class index; unpack the archive again"
         )
-    return load_image_folder(folder, center_crop=224, limit=limit, cache=cache)
+    if cache:
+        return load_mapped_folder(folder, center_crop=224, limit=limit)
+    return load_image_folder(folder, center_crop=224, limit=limit, cache=False)
 
 
 # --------------------------------------------------------------------------- outlier pools

@@ -4,7 +4,14 @@
 :class:`Stream`, reading both through the data set registry.
 
 Images stay resident as one uint8 N×H×W×3 tensor; a batch is a slice converted to float
-N×3×H×W in [0,1] on the target device (no DataLoader: the data fits in memory).
+N×3×H×W in [0,1] on the target device (no DataLoader: one stream fits in memory).
+
+Built streams are kept for reuse (every method of a table reads the same streams) within a
+byte budget, least recently used out first: :data:`DEFAULT_STREAM_CACHE_BYTES`, or
+``$STAMPLIB_STREAM_CACHE`` (``"512M"``, ``"8G"``, ``"0"`` = keep none), or
+:func:`set_stream_cache_budget`. A stream larger than the budget is never kept: it lives while
+its corruption runs, so a cell over ImageNet-C's 15 corruptions (9.4 GB a stream) holds one at
+a time.
 
 Mixing follows protocol.md §1: the *first* N outliers of the pool (not a random sample), the
 concatenation shuffled uniformly. Unlike the authors' code, the order depends only on the
@@ -24,9 +31,11 @@ Two harder orders (beyond the paper; :func:`stream_order`), both off by default:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 import torch
@@ -186,13 +195,31 @@ def mix(
                 f"outlier images are {tuple(outlier_images.shape[1:])}, ID images "
                 f"{tuple(id_images.shape[1:])}: resize the outlier set first"
             )
-        images = torch.cat((id_images, outlier_images[:num_outliers]))
+        parts = [id_images, outlier_images[:num_outliers]]
         labels = torch.cat((id_labels.long(), torch.full((num_outliers,), -1, dtype=torch.long)))
     else:
-        images, labels = id_images, id_labels.long()
+        parts, labels = [id_images], id_labels.long()
     order = stream_order(id_labels, num_outliers, seed, validation.check_dirichlet(dirichlet),
                          validation.check_outlier_burst(outlier_burst))
-    return Stream(images[order].contiguous(), labels[order], batch_size)
+    return Stream(gather_rows(parts, order), labels[order], batch_size)
+
+
+#: Rows copied per step of :func:`gather_rows`: about 150 MB of 224-px images.
+_GATHER_ROWS = 1024
+
+
+def gather_rows(parts: list[torch.Tensor], order: torch.Tensor) -> torch.Tensor:
+    """``torch.cat(parts)[order]`` (bit for bit) without the concatenated copy: an ImageNet-C
+    stream is 9.4 GB, and the copy would double the peak. Reads the parts chunk by chunk, so a
+    memory-mapped part is paged in as needed."""
+    out = torch.empty((order.numel(), *parts[0].shape[1:]), dtype=parts[0].dtype)
+    bounds = torch.tensor([0, *(p.shape[0] for p in parts)]).cumsum(0).tolist()
+    for start in range(0, order.numel(), _GATHER_ROWS):
+        rows, chunk = order[start : start + _GATHER_ROWS], out[start : start + _GATHER_ROWS]
+        for part, low, high in zip(parts, bounds, bounds[1:]):
+            hit = (rows >= low) & (rows < high)
+            chunk[hit] = part[rows[hit] - low]
+    return out
 
 
 def apply_corruption(images: torch.Tensor, corruption: str, severity: int, seed: int) -> torch.Tensor:
@@ -233,7 +260,8 @@ def build_stream(
     dirichlet: float = 0.0,
     outlier_burst: int = 0,
 ) -> Stream:
-    """The test stream of one corruption (cached in memory: every method of a table reuses it).
+    """The test stream of one corruption (kept in memory within the stream cache's budget,
+    module docstring: every method of a table reuses it).
 
     ID images: the released corrupted set when the data set has one, else the clean test set
     corrupted with ``seed``. Outliers: the *first* N of the pool (N from ``outlier_ratio``,
@@ -243,13 +271,11 @@ def build_stream(
     """
     check_stream_args(dataset, outliers, corruption, severity, outlier_ratio, seed, max_id, batch_size,
                       dirichlet, outlier_burst)
-    return _build_stream(
-        dataset, outliers, corruption, severity, outlier_ratio, seed, max_id, batch_size,
-        str(paths.data_root(data_root)), float(dirichlet), int(outlier_burst),
-    )
+    key = (dataset, outliers, corruption, severity, outlier_ratio, seed, max_id, batch_size,
+           str(paths.data_root(data_root)), float(dirichlet), int(outlier_burst))
+    return _CACHE.get(key, lambda: _build_stream(*key))
 
 
-@lru_cache(maxsize=64)
 def _build_stream(
     dataset_name: str, outliers: str, corruption: str, severity: int, outlier_ratio: float, seed: int,
     max_id: int | None, batch_size: int, root_str: str, dirichlet: float = 0.0, outlier_burst: int = 0,
@@ -288,4 +314,99 @@ def _build_stream(
                outlier_burst=outlier_burst)
 
 
-build_stream.cache_clear = _build_stream.cache_clear  # type: ignore[attr-defined]
+# --------------------------------------------------------------------------- the stream cache
+
+#: The stream cache's budget when neither $STAMPLIB_STREAM_CACHE nor set_stream_cache_budget
+#: says otherwise: all 15 CIFAR-10-C streams of an outlier set (38 MB each) several times over,
+#: no ImageNet-C stream (9.4 GB each).
+DEFAULT_STREAM_CACHE_BYTES = 4 * 2**30
+STREAM_CACHE_ENV = "STAMPLIB_STREAM_CACHE"
+_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_budget_override: int | None = None
+
+
+def parse_bytes(value: str | int) -> int:
+    """A byte count: an integer, or a number with K, M, G or T (powers of 1024), e.g. ``512M``."""
+    found = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?", str(value).strip(), re.IGNORECASE)
+    if isinstance(value, bool) or not found:
+        raise ValueError(
+            f"a byte count must be a non-negative integer or a number with K, M, G or T "
+            f"(e.g. 512M, 8G; 0 keeps no stream), got {value!r}"
+        )
+    return int(float(found.group(1)) * _UNITS[found.group(2).upper()])
+
+
+def stream_cache_budget() -> int:
+    """Bytes of streams kept for reuse: :func:`set_stream_cache_budget`'s, else
+    ``$STAMPLIB_STREAM_CACHE``'s, else :data:`DEFAULT_STREAM_CACHE_BYTES`."""
+    if _budget_override is not None:
+        return _budget_override
+    text = os.environ.get(STREAM_CACHE_ENV, "").strip()
+    if not text:
+        return DEFAULT_STREAM_CACHE_BYTES
+    try:
+        return parse_bytes(text)
+    except ValueError as exc:
+        raise ValueError(f"${STREAM_CACHE_ENV}: {exc}") from None
+
+
+def set_stream_cache_budget(nbytes: int | str | None) -> None:
+    """Keep at most ``nbytes`` of streams (``"512M"``, ``0`` = none; None: back to the
+    environment's or the default budget). Streams over the new budget are dropped at once."""
+    global _budget_override
+    _budget_override = None if nbytes is None else parse_bytes(nbytes)
+    _CACHE.shrink(stream_cache_budget())
+
+
+def stream_bytes(stream: Stream) -> int:
+    return stream.images.nbytes + stream.labels.nbytes
+
+
+class StreamCache:
+    """Streams by their build arguments, within :func:`stream_cache_budget` bytes, the least
+    recently used dropped first. The budget bounds what is *kept*: while a stream is built the
+    process also holds that stream, so the peak is the budget plus the largest stream."""
+
+    def __init__(self) -> None:
+        self._streams: OrderedDict[tuple, Stream] = OrderedDict()
+        self._lock = threading.Lock()  # the explorer's widgets may build from another thread
+
+    @property
+    def nbytes(self) -> int:
+        return sum(stream_bytes(s) for s in self._streams.values())
+
+    def __len__(self) -> int:
+        return len(self._streams)
+
+    def __contains__(self, key: tuple) -> bool:
+        return key in self._streams
+
+    def get(self, key: tuple, build: Callable[[], Stream]) -> Stream:
+        with self._lock:
+            if key in self._streams:
+                self._streams.move_to_end(key)
+                return self._streams[key]
+        stream = build()  # outside the lock: building reads and corrupts images for a while
+        budget = stream_cache_budget()
+        with self._lock:
+            if stream_bytes(stream) <= budget:
+                self._streams[key] = stream
+                self._shrink(budget)
+        return stream
+
+    def shrink(self, budget: int) -> None:
+        with self._lock:
+            self._shrink(budget)
+
+    def _shrink(self, budget: int) -> None:
+        while self._streams and self.nbytes > budget:
+            self._streams.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._streams.clear()
+
+
+_CACHE = StreamCache()
+build_stream.cache_clear = _CACHE.clear  # type: ignore[attr-defined]
+build_stream.cache = _CACHE  # type: ignore[attr-defined]

@@ -101,6 +101,28 @@ def _versions() -> dict[str, str]:
     }
 
 
+def run_corruption(
+    method: methods.TTAMethod, spec: RunSpec, corruption: str, device: str = "cpu",
+) -> tuple[dict[str, Any], StreamOutputs, dict[str, list[Any]] | None]:
+    """One corruption of a cell (no reset here): its metrics, outputs and trace (None when the
+    method reports nothing). The stream lives only in here, so a stream too large for the
+    stream cache is released before the next corruption's is built."""
+    stream = build_stream(spec, corruption)
+    tracer = StreamTracer(stream, method.num_classes, device)
+    result = run_stream(method, stream, device, tracer=tracer)
+    reason = collapse_reason(result)
+    metrics = {
+        **stream_metrics(result.probs, result.ood_score, result.labels),
+        "n_id": int((result.labels >= 0).sum()),
+        "n_outliers": int(result.is_outlier.sum()),
+        "seconds": round(result.seconds, 3),
+        "collapsed": reason is not None,
+        "collapse_reason": reason,
+    }
+    outputs = StreamOutputs.from_tensors(result.probs, result.ood_score, result.labels)
+    return metrics, outputs, tracer.trace() if tracer.reported else None
+
+
 def run(
     spec: RunSpec,
     store: ResultsStore | None = None,
@@ -130,24 +152,11 @@ def run(
             if trace:
                 traces[corruption] = trace
             continue
-        stream = build_stream(spec, corruption)
         if not spec.continual or not per_corruption:  # continual: one reset, before the first
             method.reset()
-        tracer = StreamTracer(stream, method.num_classes, device)
-        result = run_stream(method, stream, device, tracer=tracer)
-        if tracer.reported:
-            traces[corruption] = tracer.trace()
-        metrics = stream_metrics(result.probs, result.ood_score, result.labels)
-        outputs[corruption] = StreamOutputs.from_tensors(result.probs, result.ood_score, result.labels)
-        reason = collapse_reason(result)
-        per_corruption[corruption] = {
-            **metrics,
-            "n_id": int((result.labels >= 0).sum()),
-            "n_outliers": int(result.is_outlier.sum()),
-            "seconds": round(result.seconds, 3),
-            "collapsed": reason is not None,
-            "collapse_reason": reason,
-        }
+        per_corruption[corruption], outputs[corruption], trace = run_corruption(method, spec, corruption, device)
+        if trace:
+            traces[corruption] = trace
         if resumable:
             store.put_partial(spec, corruption, per_corruption[corruption], outputs[corruption],
                               traces.get(corruption), checkpoint_sha)
