@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import torch
 
+from stamplib.blocks.memory import position_list
+
 
 class HUSMemory:
     def __init__(
@@ -30,6 +32,7 @@ class HUSMemory:
 
     def clear(self) -> None:
         self.items: list[list[torch.Tensor]] = [[] for _ in range(self.num_classes)]
+        self.item_positions: list[list[int]] = [[] for _ in range(self.num_classes)]  # see blocks.memory
 
     def __len__(self) -> int:
         return sum(len(c) for c in self.items)
@@ -45,16 +48,19 @@ class HUSMemory:
         top = max(counts)
         return [c for c, k in enumerate(counts) if k == top]
 
-    def add(self, samples: torch.Tensor, labels: torch.Tensor, confidences: torch.Tensor) -> int:
+    def add(self, samples: torch.Tensor, labels: torch.Tensor, confidences: torch.Tensor,
+            positions: torch.Tensor | None = None) -> int:
         """Offer samples one by one in batch order; returns how many were stored."""
         assert samples.shape[0] == labels.shape[0] == confidences.shape[0]
         stored = 0
-        for sample, label, conf in zip(samples, labels.tolist(), confidences.tolist()):
+        offered = zip(samples, labels.tolist(), confidences.tolist(), position_list(positions, samples.shape[0]))
+        for sample, label, conf, position in offered:
             if conf < self.threshold:
                 continue
             if len(self) >= self.capacity:
                 self._evict_for(label)
             self.items[label].append(sample.detach().clone())
+            self.item_positions[label].append(position)
             stored += 1
         return stored
 
@@ -63,7 +69,9 @@ class HUSMemory:
         victim = label
         if label not in largest:
             victim = largest[self._randint(len(largest))]
-        self.items[victim].pop(self._randint(len(self.items[victim])))
+        index = self._randint(len(self.items[victim]))
+        self.items[victim].pop(index)
+        self.item_positions[victim].pop(index)
 
     def samples(self) -> torch.Tensor:
         """All stored samples, class 0 first (insertion order within a class), then class 1, …"""
@@ -71,3 +79,7 @@ class HUSMemory:
 
     def labels(self) -> torch.Tensor:
         return torch.tensor([c for c, cls in enumerate(self.items) for _ in cls], dtype=torch.long)
+
+    def positions(self) -> torch.Tensor:
+        """The stream positions of :meth:`samples`, in the same order."""
+        return torch.tensor([p for cls in self.item_positions for p in cls], dtype=torch.long)

@@ -57,7 +57,7 @@ def run_stream(
     try:
         for batch in tqdm(stream.batches(device), total=len(stream), disable=not progress, leave=False):
             if tracer is not None:
-                tracer.begin()
+                method.positions = tracer.begin(batch)
             out = method.step(batch.x)
             if tracer is not None:
                 tracer.end(batch)
@@ -66,6 +66,7 @@ def run_stream(
             labels.append(batch.y.cpu())
     finally:
         method.tracer = None
+        method.positions = None
     return StreamResult(torch.cat(probs), torch.cat(scores), torch.cat(labels), time.perf_counter() - start)
 
 
@@ -102,13 +103,14 @@ def _versions() -> dict[str, str]:
 
 
 def run_corruption(
-    method: methods.TTAMethod, spec: RunSpec, corruption: str, device: str = "cpu",
+    method: methods.TTAMethod, spec: RunSpec, corruption: str, device: str = "cpu", first_position: int = 0,
 ) -> tuple[dict[str, Any], StreamOutputs, dict[str, list[Any]] | None]:
     """One corruption of a cell (no reset here): its metrics, outputs and trace (None when the
     method reports nothing). The stream lives only in here, so a stream too large for the
-    stream cache is released before the next corruption's is built."""
+    stream cache is released before the next corruption's is built. ``first_position``: where
+    the stream starts among all the samples the method has seen since its reset (traces)."""
     stream = build_stream(spec, corruption)
-    tracer = StreamTracer(stream, method.num_classes, device)
+    tracer = StreamTracer(stream, method.num_classes, device, first_position)
     result = run_stream(method, stream, device, tracer=tracer)
     reason = collapse_reason(result)
     metrics = {
@@ -154,7 +156,8 @@ def run(
             continue
         if not spec.continual or not per_corruption:  # continual: one reset, before the first
             method.reset()
-        per_corruption[corruption], outputs[corruption], trace = run_corruption(method, spec, corruption, device)
+        seen = sum(m["n_id"] + m["n_outliers"] for m in per_corruption.values()) if spec.continual else 0
+        per_corruption[corruption], outputs[corruption], trace = run_corruption(method, spec, corruption, device, seen)
         if trace:
             traces[corruption] = trace
         if resumable:

@@ -9,11 +9,16 @@ numbers that need the labels:
 * ``n_passed`` / ``passed_outliers``: samples through the filter, and how many were outliers
   (filter precision = 1 − passed_outliers / n_passed);
 * ``memory_size`` / ``memory_outliers`` / ``memory_counts``: items in the memory, how many are
-  outlier images (found by their pixels among the stream's outliers: memory purity =
-  1 − memory_outliers / memory_size) and the memory's histogram over its pseudo-labels;
+  outlier images of this stream (memory purity = 1 − memory_outliers / memory_size) and the
+  memory's histogram over its pseudo-labels. The tracer tells the outliers by the stream
+  position each item came with (:attr:`TTAMethod.positions`, which the memories keep beside
+  their samples), which costs one bit per stream sample; items from an earlier stream of a
+  continual run are not this stream's outliers;
 * ``loss``: the adaptation loss of the batch (NaN when the method did not adapt);
-* ``seconds``: wall time of the step; ``peak_memory_mb``: on CUDA the peak allocated during the
-  step, on the CPU the process's peak resident set so far (``ru_maxrss``: a high-water mark).
+* ``seconds``: wall time of the step, between two ``torch.cuda.synchronize`` on CUDA (kernels
+  run asynchronously: without them the clock would stop before the GPU had finished);
+  ``peak_memory_mb``: on CUDA the peak allocated during the step, on the CPU the process's peak
+  resident set so far (``ru_maxrss``: a high-water mark).
 
 A trace is stored in the record as columns (one list per field, one entry per batch) under
 ``record["trace"][corruption]``; methods that report nothing have no trace. Two more columns are
@@ -40,12 +45,9 @@ FIELDS = ("seconds", "peak_memory_mb", "n_passed", "passed_outliers", "memory_si
 LIVE_FIELDS = ("passed", "step_size")  # in :attr:`StreamTracer.columns` only, not in records
 
 
-def _pixel_keys(images: torch.Tensor) -> list[bytes]:
-    """One key per image: its uint8 pixels (float [N,3,H,W] in [0,1] or uint8 [N,H,W,3])."""
-    if images.dtype != torch.uint8:
-        images = images.detach().float().mul(255.0).round().clamp(0, 255).byte().permute(0, 2, 3, 1)
-    flat = images.cpu().contiguous().view(images.shape[0], -1).numpy()
-    return [row.tobytes() for row in flat]
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def _peak_memory_mb(device: torch.device) -> float:
@@ -56,14 +58,21 @@ def _peak_memory_mb(device: torch.device) -> float:
 
 
 class StreamTracer:
-    """Collects one row per batch of one stream. Call :meth:`begin` before a step, the method
-    calls the tracer with its :class:`BatchReport`, then :meth:`end` after the step."""
+    """Collects one row per batch of one stream, the batches in stream order. Call
+    :meth:`begin` before a step (it gives the batch's stream positions), the method calls the
+    tracer with its :class:`BatchReport`, then :meth:`end` after the step.
 
-    def __init__(self, stream: Stream, num_classes: int, device: str | torch.device = "cpu") -> None:
+    ``first_position``: the position of the stream's first sample, for a run that feeds one
+    method several streams without a reset (continual): give each stream its own range, so that
+    an item kept from an earlier stream is not taken for one of this stream's."""
+
+    def __init__(self, stream: Stream, num_classes: int, device: str | torch.device = "cpu",
+                 first_position: int = 0) -> None:
         self.num_classes = num_classes
         self.device = torch.device(device)
-        outliers = stream.images[stream.is_outlier]
-        self._outlier_keys = set(_pixel_keys(outliers)) if outliers.shape[0] else set()
+        self.first_position = first_position
+        self._is_outlier = stream.is_outlier.cpu()
+        self._next = 0  # stream index of the next batch's first sample
         self.columns: dict[str, list[Any]] = {name: [] for name in FIELDS + LIVE_FIELDS}
         self.reported = False
         self._report: BatchReport | None = None
@@ -73,13 +82,26 @@ class StreamTracer:
         self._report = report
         self.reported = True
 
-    def begin(self) -> None:
+    def begin(self, batch: Batch) -> torch.Tensor:
+        """Start timing the step on ``batch``; returns its samples' stream positions."""
         self._report = None
+        size = batch.y.shape[0]
+        positions = torch.arange(self._next, self._next + size) + self.first_position
+        self._next += size
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
+        _synchronize(self.device)  # the previous batch's work is not this step's
         self._started = time.perf_counter()
+        return positions
+
+    def outliers_at(self, positions: torch.Tensor) -> int:
+        """How many of ``positions`` are outliers of this stream."""
+        index = positions.cpu() - self.first_position
+        index = index[(index >= 0) & (index < self._is_outlier.numel())]
+        return int(self._is_outlier[index].sum())
 
     def end(self, batch: Batch) -> None:
+        _synchronize(self.device)
         seconds = time.perf_counter() - self._started
         r = self._report or BatchReport()
         row: dict[str, Any] = {"seconds": round(seconds, 5), "peak_memory_mb": round(_peak_memory_mb(self.device), 1)}
@@ -88,10 +110,9 @@ class StreamTracer:
             row["n_passed"] = int(passed.sum())
             row["passed_outliers"] = int((passed & batch.is_outlier.cpu()).sum())
             row["passed"] = passed.numpy()
-        if r.memory_samples is not None:
-            keys = _pixel_keys(r.memory_samples) if r.memory_samples.shape[0] else []
-            row["memory_size"] = len(keys)
-            row["memory_outliers"] = sum(k in self._outlier_keys for k in keys)
+        if r.memory_positions is not None:
+            row["memory_size"] = int(r.memory_positions.numel())
+            row["memory_outliers"] = self.outliers_at(r.memory_positions)
         if r.memory_labels is not None:
             counts = torch.bincount(r.memory_labels.long().cpu(), minlength=self.num_classes)
             row["memory_counts"] = counts.tolist()

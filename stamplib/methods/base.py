@@ -87,7 +87,7 @@ class BatchReport:
 
     passed: torch.Tensor | None = None  # bool [B]: the samples its filter let through
     loss: float | None = None  # the adaptation loss of this batch (None: no update)
-    memory_samples: torch.Tensor | None = None  # float [M, 3, H, W] in [0, 1], as stored
+    memory_positions: torch.Tensor | None = None  # long [M]: where each memory item came from (−1: unknown)
     memory_labels: torch.Tensor | None = None  # long [M]: the memory's pseudo-labels
     step_size: float | None = None  # the step size (learning rate) of this batch's update
 
@@ -116,6 +116,12 @@ class TTAMethod:
     #: Set by the runner while it traces a stream (a callable taking a
     #: :class:`stamplib.evaluation.traces.BatchReport`); None otherwise. See :meth:`report`.
     tracer: Callable[[BatchReport], None] | None = None
+
+    #: Set by the runner while it traces a stream: the stream positions of the batch being
+    #: stepped (long [B], on the CPU); None otherwise. A memory keeps each item's position
+    #: beside it (:meth:`batch_positions`), so that a trace can tell the outliers in it by
+    #: where they came from. Positions never change what a method computes.
+    positions: torch.Tensor | None = None
 
     #: Hyperparameter overrides under which ``reset()`` restores *every* piece of state. A
     #: method whose authors keep something across corruptions (a quirk reproduced by default)
@@ -174,22 +180,32 @@ class TTAMethod:
         freeze_all_but(self.model, params)
         return params
 
+    def batch_positions(self, size: int) -> torch.Tensor:
+        """The stream positions of the ``size`` samples being stepped (long, CPU): the runner's
+        :attr:`positions` while it traces, else −1 (unknown) for each."""
+        if self.positions is None:
+            return torch.full((size,), -1, dtype=torch.long)
+        assert self.positions.shape == (size,), f"{self.positions.numel()} positions for a batch of {size}"
+        return self.positions
+
     def report(
         self,
         passed: torch.Tensor | None = None,
         loss: torch.Tensor | float | None = None,
-        memory_samples: torch.Tensor | None = None,
+        memory_positions: torch.Tensor | None = None,
         memory_labels: torch.Tensor | None = None,
         step_size: float | None = None,
     ) -> None:
         """Hand this batch's diagnostics to the runner's tracer (a no-op when nothing traces:
         call it unconditionally at the end of ``step``). ``passed``: bool mask over the batch;
-        ``step_size``: the one this batch's update used (or would have, had it adapted)."""
+        ``memory_positions``: the stream positions of the memory's items, as
+        :meth:`batch_positions` gave them when they were stored; ``step_size``: the one this
+        batch's update used (or would have, had it adapted)."""
         if self.tracer is None:
             return
         assert passed is None or passed.dtype == torch.bool, "passed is a bool mask over the batch"
         value = None if loss is None else float(loss.detach() if isinstance(loss, torch.Tensor) else loss)
-        self.tracer(BatchReport(passed, value, memory_samples, memory_labels, step_size))
+        self.tracer(BatchReport(passed, value, memory_positions, memory_labels, step_size))
 
     def source_statistic(self, key: str, compute: Callable[[], Any]) -> Any:
         """``compute()`` once per process for this source data set and ``key``, then cached."""

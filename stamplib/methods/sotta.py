@@ -94,13 +94,11 @@ class SoTTA(TTAMethod):
         with torch.no_grad():
             probs = torch.softmax(self.model(x), dim=1)
             conf, label = probs.max(dim=1)
-            self.memory.add(x, label.cpu(), conf.cpu())
+            self.memory.add(x, label.cpu(), conf.cpu(), self.batch_positions(x.shape[0]))
         loss = self._adapt(self.memory.samples()) if len(self.memory) > 0 else None
         if self.tracer is not None:
-            filled = len(self.memory) > 0
-            self.report(passed=conf >= self.memory.threshold, loss=loss,
-                        memory_samples=self.memory.samples() if filled else x[:0], memory_labels=self.memory.labels(),
-                        step_size=self.config.lr)
+            self.report(passed=conf >= self.memory.threshold, loss=loss, memory_positions=self.memory.positions(),
+                        memory_labels=self.memory.labels(), step_size=self.config.lr)
         if self.config.score == "softmax_of_probs":
             score = logit_entropy(probs)
         else:

@@ -171,7 +171,7 @@ class Stamp(TTAMethod):
                 reliable &= own == reference_label
             stored = clean_label if cfg.stored_label == "clean" else averaged_label
             if cfg.memory:
-                self.memory.add(clean[reliable], stored[reliable].cpu())
+                self.memory.add(clean[reliable], stored[reliable].cpu(), self.batch_positions(b)[reliable.cpu()])
         output = TTAOutput(probs, entropy)
         step_size = self.optimizer.param_groups[0]["lr"]  # before _adapt moves it on the schedule
         loss = None
@@ -181,8 +181,7 @@ class Stamp(TTAMethod):
         else:
             loss = self._adapt(clean, scale=b)
         if self.tracer is not None:
-            filled = cfg.memory and len(self.memory) > 0
-            self.report(passed=reliable, loss=loss, memory_samples=self.memory.samples() if filled else clean[:0],
+            self.report(passed=reliable, loss=loss, memory_positions=self.memory.positions(),
                         memory_labels=self.memory.labels(), step_size=step_size)
         return output
 

@@ -3,6 +3,7 @@ tracing methods report on the built-in benchmark, and tracing changes no output.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -34,7 +35,8 @@ class _FirstThree(TTAMethod):
         probs = torch.softmax(self.model(x), dim=1)
         passed = torch.zeros(x.shape[0], dtype=torch.bool)
         passed[:3] = True
-        self.report(passed=passed, loss=1.5, memory_samples=x, memory_labels=probs.argmax(1))
+        self.report(passed=passed, loss=1.5, memory_positions=self.batch_positions(x.shape[0]),
+                    memory_labels=probs.argmax(1))
         return TTAOutput(probs, -probs.max(1).values)
 
 
@@ -56,7 +58,7 @@ def test_the_tracer_counts_exactly_what_a_method_reports() -> None:
     assert trace["n_passed"] == [min(3, len(b)) for b in batches]
     assert trace["passed_outliers"] == [int((b[:3] < 0).sum()) for b in batches]
     assert trace["memory_size"] == [len(b) for b in batches]
-    assert trace["memory_outliers"] == [int((b < 0).sum()) for b in batches]  # found by their pixels
+    assert trace["memory_outliers"] == [int((b < 0).sum()) for b in batches]  # found by their positions
     preds = result.probs.argmax(1)
     assert trace["memory_counts"][0] == torch.bincount(preds[:16], minlength=4).tolist()
     assert trace["loss"] == [1.5] * 4 and len(trace["seconds"]) == 4
@@ -89,3 +91,83 @@ def test_methods_without_reports_have_no_trace_and_tracing_changes_no_output(tmp
     a = run_stream(plain, stream)
     b = run_stream(traced, stream, tracer=StreamTracer(stream, 8))
     assert torch.equal(a.probs, b.probs) and torch.equal(a.ood_score, b.ood_score)
+
+
+class _Recorder(StreamTracer):
+    """A tracer that also checks, at every report, that each memory item is the stream image
+    at the position it carries (the memories keep positions beside their samples)."""
+
+    def __init__(self, stream, method: TTAMethod) -> None:
+        super().__init__(stream, method.num_classes)
+        self.stream, self.method, self.checked = stream, method, 0
+
+    def __call__(self, report) -> None:
+        super().__call__(report)
+        memory = self.method.memory
+        items = [it.data for it in memory.items()] if callable(memory.items) else [x for c in memory.items for x in c]
+        assert len(items) == report.memory_positions.numel()
+        if items:
+            stored = torch.stack(items).mul(255).round().byte().permute(0, 2, 3, 1)
+            assert torch.equal(stored, self.stream.images[report.memory_positions])
+            self.checked += len(items)
+
+
+@pytest.mark.parametrize("name", ["stamp", "sotta", "rotta"])
+def test_memories_carry_each_items_stream_position_and_tracing_changes_no_output(name: str, digits_model) -> None:
+    stream = stamplib.data.build_stream("digits", "noise", "gaussian_noise", max_id=192)
+    plain, traced = (methods.create(name, digits_model, 8, seed=0) for _ in range(2))
+    recorder = _Recorder(stream, traced)
+    a, b = run_stream(plain, stream), run_stream(traced, stream, tracer=recorder)
+    assert torch.equal(a.probs, b.probs) and torch.equal(a.ood_score, b.ood_score)
+    assert recorder.checked > 0 and traced.positions is None  # detached afterwards
+    assert recorder.trace()["memory_size"][-1] > 0
+
+
+def test_positions_outside_the_stream_are_not_its_outliers() -> None:
+    """A continual run gives each stream its own range: items kept from the previous stream are
+    not taken for this one's outliers."""
+    stream = _stream()
+    tracer = StreamTracer(stream, 4, first_position=100)
+    batch = next(iter(stream.batches()))
+    assert tracer.begin(batch).tolist() == list(range(100, 116))
+    outliers = torch.nonzero(stream.is_outlier).flatten()
+    assert tracer.outliers_at(outliers + 100) == stream.num_outliers
+    assert tracer.outliers_at(outliers) == tracer.outliers_at(outliers + 150) == 0
+
+
+def test_steps_are_timed_between_two_cuda_synchronizes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On CUDA the clock stops only after the GPU has finished the step: the tracer synchronizes
+    before starting and before stopping it (a stub here; no GPU needed)."""
+    events: list[str] = []
+
+    def synchronize(device: torch.device) -> None:
+        assert device == torch.device("cuda")
+        events.append("sync")
+        time.sleep(0.01)  # the GPU finishing queued work
+
+    monkeypatch.setattr(torch.cuda, "synchronize", synchronize)
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device: None)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device: 3 * 2**20)
+
+    class _Logged(_FirstThree):
+        def step(self, x: torch.Tensor) -> TTAOutput:
+            events.append("step")
+            return super().step(x)
+
+    stream = _stream()
+    tracer = StreamTracer(stream, 4, device="cuda")
+    run_stream(_Logged(tiny_net(4).eval(), 4, _NoConfig()), stream, tracer=tracer)
+    assert events == ["sync", "step", "sync"] * 4
+    trace = tracer.trace()
+    assert all(s >= 0.01 for s in trace["seconds"]) and trace["peak_memory_mb"] == [3.0] * 4
+
+
+def test_cpu_steps_never_synchronize(monkeypatch: pytest.MonkeyPatch) -> None:
+    def synchronize(device: torch.device) -> None:
+        raise AssertionError("synchronize on the CPU")
+
+    monkeypatch.setattr(torch.cuda, "synchronize", synchronize)
+    stream = _stream()
+    tracer = StreamTracer(stream, 4)
+    run_stream(_FirstThree(tiny_net(4).eval(), 4, _NoConfig()), stream, tracer=tracer)
+    assert len(tracer.trace()["seconds"]) == 4
