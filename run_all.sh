@@ -44,10 +44,11 @@ export PATH="$PWD/.venv/bin:$PATH"
 args=(--profile "$profile" --device "$device")
 [[ -n "$data_root" ]] && args+=(--data-root "$data_root")
 start=$SECONDS
-# On a laptop the cells are computed first by one worker process per core (then the notebooks
-# render from the results store); --jobs 1 computes them inside the notebooks instead.
+# On a laptop the cells are computed first by one worker process per core, on GPUs by one per
+# GPU (then the notebooks render from the results store); with one GPU, or --jobs 1, they are
+# computed inside the notebooks instead.
 if [[ -z "$executor" && -z "$jobs" && "$profile" != full ]]; then
-    jobs="$(nproc 2>/dev/null || echo 1)"
+    jobs="$(python -c 'import sys; from stamplib.evaluation.grid import default_jobs; print(default_jobs(sys.argv[1]))' "$device")"
 fi
 if [[ "$jobs" == 1 && -z "$executor" && ${#grid_opts[@]} -eq 0 ]]; then
     jobs=""

@@ -163,16 +163,17 @@ def cmd_grid(args: argparse.Namespace) -> int:
     if total != len(distinct):
         print(f"({total} cells in the notebooks, {total - len(distinct)} shared between them and computed once)")
 
-    options = dict(jobs=args.jobs, cells_per_job=args.cells_per_job or None, partition=args.partition,
+    jobs = args.jobs if args.jobs > 0 else grid.default_jobs(args.device)
+    options = dict(jobs=jobs, cells_per_job=args.cells_per_job or None, partition=args.partition,
                    gpus_per_job=args.gpus_per_job, cpus_per_task=args.cpus_per_task, time_min=args.time_min,
                    array_parallelism=args.array_parallelism, mem_gb=args.mem_gb)
     if args.dry_run:
         missing = store.status(distinct).missing
         if missing and args.executor == "local":
-            print(f"dry run: would compute {len(missing)} cells here with {args.jobs} worker process(es)")
+            print(f"dry run: would compute {len(missing)} cells here with {jobs} worker process(es)")
         elif missing:
             per_job = args.cells_per_job or grid.job_size(
-                missing, args.executor, args.jobs, args.time_min, args.array_parallelism)
+                missing, args.executor, jobs, args.time_min, args.array_parallelism)
             jobs = len(grid.group_cells(missing, per_job))
             print(f"dry run: would submit {len(missing)} cells as {jobs} job(s) of at most {per_job} "
                   f"cell(s) with executor {args.executor}")
@@ -394,7 +395,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="a notebook parameter, e.g. methods=source,stamp or seeds=0,1,2")
     p.add_argument("--results", default=None, help="results folder (default: results/)")
     p.add_argument("--executor", default="local", choices=["local", "submitit", "submitit-local"])
-    p.add_argument("--jobs", type=int, default=1, help="local: worker processes; submitit-local: parallel jobs")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="local: worker processes (with --device cuda, worker i uses cuda:(i mod GPUs)); "
+                        "submitit-local: parallel jobs; 0: one per GPU with --device cuda, else one per CPU core")
     p.add_argument("--partition", default=None, help="SLURM partition")
     p.add_argument("--gpus-per-job", type=int, default=1, help="GPUs per job (with --device cuda)")
     p.add_argument("--cpus-per-task", type=int, default=4, help="CPUs per job (its torch threads)")

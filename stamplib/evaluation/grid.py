@@ -9,7 +9,8 @@ across notebooks, so a grid and a notebook never disagree about what a table nee
 Executors:
 
 * ``local`` (default) — in this process, one cell after another, or ``jobs=N`` worker processes
-  (one torch thread each);
+  (one torch thread each on the CPU; with CUDA, worker i uses ``cuda:(i mod device_count)`` and
+  its share of the cores: :func:`worker_device`, :func:`default_jobs`);
 * ``submitit`` — SLURM job arrays through submitit (partition, GPUs, CPUs, time limit, array
   parallelism); cells are grouped into jobs so that short cells do not each wait in the queue;
 * ``submitit-local`` — submitit's local executor: the same job code in local subprocesses (tests).
@@ -289,10 +290,59 @@ def _advance(bar: Any, store: ResultsStore, submitted: Sequence[RunSpec]) -> Non
     bar.update(sum(store.path(s).is_file() for s in submitted) - bar.n)
 
 
-def _pool_init() -> None:
+def _cuda_devices() -> int:
     import torch
 
-    torch.set_num_threads(1)  # N workers on N cores; more threads each would oversubscribe
+    return torch.cuda.device_count()
+
+
+def default_jobs(device: str) -> int:
+    """Local worker processes when none are asked for: one per GPU with CUDA (a second worker on
+    a GPU holds a second copy of every stream and competes for the same device), else one per
+    CPU core."""
+    if device.startswith("cuda"):
+        return max(1, _cuda_devices())
+    return os.cpu_count() or 1
+
+
+def worker_device(device: str, worker: int) -> str:
+    """The device of local worker number ``worker``: with ``cuda`` the workers take the GPUs in
+    turn, ``cuda:(worker mod device_count)``; any other device (``cpu``, an explicit ``cuda:k``)
+    as given."""
+    if device != "cuda":
+        return device
+    count = _cuda_devices()
+    if count < 1:
+        raise ValueError("device 'cuda' but torch sees no GPU; use device 'cpu'")
+    return f"cuda:{worker % count}"
+
+
+def worker_threads(device: str, jobs: int) -> int:
+    """Torch threads per local worker: one on the CPU (N workers on N cores; more would
+    oversubscribe), with CUDA the worker's share of the cores (they prepare the batches)."""
+    return 1 if device == "cpu" else max(1, (os.cpu_count() or 1) // jobs)
+
+
+#: This pool worker's device (:func:`_pool_init`); None outside a pool worker.
+_WORKER_DEVICE: str | None = None
+
+
+def _pool_init(counter: Any, device: str, threads: int) -> None:
+    """Number the worker (``counter``: a shared integer) and give it its device and threads."""
+    import torch
+
+    global _WORKER_DEVICE
+    with counter.get_lock():
+        index = counter.value
+        counter.value += 1
+    _WORKER_DEVICE = worker_device(device, index)
+    torch.set_num_threads(threads)
+
+
+def _pool_run_group(spec_dicts: list[dict[str, Any]], results: str, device: str, threads: int,
+                    log_file: str) -> dict[str, str]:
+    """:func:`run_group` on this pool worker's own device."""
+    return run_group(spec_dicts, results, _WORKER_DEVICE or device, threads, None, log_file)
 
 
 def _submit_pool(groups: list[list[RunSpec]], store: ResultsStore, device: str, jobs: int) -> tuple[Any, list[_Handle]]:
@@ -300,11 +350,14 @@ def _submit_pool(groups: list[list[RunSpec]], store: ResultsStore, device: str, 
     from concurrent.futures import ProcessPoolExecutor
 
     # spawn: a forked copy of a process that already ran torch can deadlock in OpenMP.
-    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_pool_init)
+    context = multiprocessing.get_context("spawn")
+    threads = worker_threads(device, jobs)
+    pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_pool_init,
+                               initargs=(context.Value("i", 0), device, threads))
     handles = []
     for i, group in enumerate(groups):
         log = _local_log(store, group)
-        future = pool.submit(run_group, _spec_dicts(group), str(store.root), device, 1, None, str(log))
+        future = pool.submit(_pool_run_group, _spec_dicts(group), str(store.root), device, threads, str(log))
 
         def error(f: Any = future) -> str | None:
             exc = f.exception()

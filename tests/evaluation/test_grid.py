@@ -134,3 +134,48 @@ def test_slurm_jobs_are_one_array_with_the_requested_resources(tmp_path, monkeyp
     for line in ("--array=0-1%2", "--partition=gpu", "--gpus-per-node=1", "--cpus-per-task=6", "--time=90",
                  "--mem=24GB", "--job-name=stamplib", f"--error={store.root / '.grid' / 'logs'}"):
         assert f"#SBATCH {line}" in text, line
+
+
+# -- one worker per device --------------------------------------------------------------------------------
+@pytest.fixture
+def four_gpus(monkeypatch):
+    """torch sees four GPUs (no GPU is touched: only the count is asked)."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+
+
+def test_cuda_workers_take_the_gpus_in_turn(four_gpus):
+    assert [grid.worker_device("cuda", i) for i in range(6)] == ["cuda:0", "cuda:1", "cuda:2", "cuda:3", "cuda:0", "cuda:1"]
+    assert grid.worker_device("cpu", 5) == "cpu" and grid.worker_device("cuda:2", 0) == "cuda:2"
+    assert grid.default_jobs("cuda") == 4 and grid.default_jobs("cpu") == (os.cpu_count() or 1)
+    assert grid.worker_threads("cpu", 4) == 1 and grid.worker_threads("cuda", 4) == max(1, (os.cpu_count() or 1) // 4)
+
+
+def test_with_one_gpu_the_default_is_one_job_and_without_one_cuda_is_refused(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert grid.default_jobs("cuda") == 1 and grid.worker_device("cuda", 3) == "cuda:0"
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    with pytest.raises(ValueError, match="no GPU"):
+        grid.worker_device("cuda", 0)
+
+
+def test_each_pool_worker_runs_its_cells_on_its_own_device(four_gpus, monkeypatch):
+    """What each spawned worker does at start (numbered by a shared counter) and per group,
+    here in this process: worker i runs every group it takes on cuda:(i mod 4)."""
+    import multiprocessing
+
+    import torch
+
+    ran = []
+    monkeypatch.setattr(grid, "run_group", lambda specs, results, device, *rest: ran.append(device))
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)
+    monkeypatch.setattr(grid, "_WORKER_DEVICE", None)  # back to None afterwards: this is no worker
+    counter = multiprocessing.get_context("spawn").Value("i", 0)
+    for _ in range(5):  # five workers start, each takes two groups
+        grid._pool_init(counter, "cuda", 1)
+        for _ in range(2):
+            grid._pool_run_group([], "results", "cuda", 1, "log")
+    assert ran == [f"cuda:{i % 4}" for i in range(5) for _ in range(2)]
