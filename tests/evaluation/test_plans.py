@@ -135,7 +135,7 @@ def test_bad_ratios_are_refused(ratios):
 
 def test_device_is_checked():
     with pytest.raises(ValueError, match="device must be"):
-        E.check_common("quick", "gpu", 5, 0.2)
+        E.plan("02_table1_cifar_outlier_aware", device="gpu")
 
 
 def test_cells_are_deduplicated_across_notebooks():

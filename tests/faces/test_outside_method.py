@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from stamplib import methods, paths
-from stamplib.evaluation import plans
+from stamplib.evaluation import parameters
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "templates" / "my_method.py"
@@ -89,7 +89,7 @@ def test_an_outside_method_is_a_name_like_any_other(package: Path, monkeypatch: 
     monkeypatch.syspath_prepend(str(package))
     cls = methods.method_class(NAME)
     assert cls.name == NAME and NAME in methods.available()
-    assert plans.parse_methods(f"tent,{NAME}") == ("tent", NAME)
+    assert parameters.parse_methods(f"tent,{NAME}") == ("tent", NAME)
     out = methods.create(NAME, _tiny(), 4).step(_batch())
     assert out.probs.shape == (8, 4)
 

@@ -1,0 +1,148 @@
+"""The parameters the planned notebooks share, parsed and checked once where they enter.
+
+A notebook's ``parameters`` cell (or ``--param`` on the command line, or a keyword of
+:func:`stamplib.evaluation.plans.plan`) gives them as text or numbers; :meth:`NotebookParameters.parse`
+turns them into one frozen, typed object, and every error names the parameter. The planners, the
+executor and the report read that object and check nothing again. A notebook's own parameters
+(notebook 07's ``weightings``, 08's ``ratios``, …) are parsed by its planner.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from stamplib import data, methods, validation
+from stamplib.data.corruptions import CORRUPTIONS
+from stamplib.evaluation.metrics import PAPER_METRICS, check_metrics
+from stamplib.evaluation.profiles import get_profile
+
+
+def names(text: str | Sequence[Any], what: str, valid: Iterable[str] | None = None) -> tuple[str, ...]:
+    """Comma-separated names (or a sequence of them); with ``valid``, unknown ones are refused."""
+    if isinstance(text, (int, float)):  # papermill and --param turn "0" into 0
+        text = str(text)
+    items = [t.strip() for t in text.split(",")] if isinstance(text, str) else [str(t).strip() for t in text]
+    items = [t for t in items if t]
+    if valid is not None:
+        valid = list(valid)
+        bad = [t for t in items if t not in valid]
+        if bad:
+            raise ValueError(f"{what}: unknown {bad}; valid: {', '.join(valid)}")
+    return tuple(items)
+
+
+def number(value: Any, kind: type) -> Any:
+    """A parameter as int/float: ``--param`` hands strings such as ``"3"`` through."""
+    try:
+        return kind(value) if isinstance(value, str) else value
+    except ValueError:
+        return value  # refused by the check that follows, with its own message
+
+
+def parse_methods(text: str | Sequence[str]) -> tuple[str, ...]:
+    """Comma-separated method names, each a registered method or ``package.module:Class``."""
+    chosen = names(text, "methods")
+    names([n for n in chosen if ":" not in n], "methods", methods.available())
+    for name in chosen:
+        methods.method_class(name)  # an outside method that cannot be loaded is refused here
+    return chosen
+
+
+def parse_seeds(text: str | Sequence[int]) -> tuple[int, ...]:
+    items = names(text if isinstance(text, (str, int)) else [str(s) for s in text], "seeds")
+    try:
+        seeds = tuple(int(s) for s in items)
+    except ValueError:
+        raise ValueError(f"seeds: expected comma-separated integers such as '0,1,2', got {text!r}") from None
+    if not seeds or any(s < 0 for s in seeds):
+        raise ValueError(f"seeds: give at least one non-negative integer, got {text!r}")
+    return seeds
+
+
+def parse_metrics(text: str | Sequence[str]) -> tuple[str, ...]:
+    """Comma-separated names of :data:`stamplib.evaluation.metrics.METRICS`; empty means the
+    paper's ACC, AUROC and H."""
+    chosen = names(text, "metric") if text else ()
+    return check_metrics(chosen) if chosen else PAPER_METRICS
+
+
+def parse_corruptions(text: str | Sequence[str], profile: str) -> tuple[str, ...]:
+    """Comma-separated corruptions, ``all`` for the 15, empty for the profile's."""
+    if text == "all":
+        return CORRUPTIONS
+    return names(text, "corruptions", [*CORRUPTIONS, "none"]) or get_profile(profile).corruptions
+
+
+def _check_flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class NotebookParameters:
+    """What a planned notebook's parameters cell says, parsed: which cells (everything but the
+    last three fields), and how to compute and show them."""
+
+    profile: str
+    data_root: str
+    methods: tuple[str, ...]  # empty: the notebook's own rows
+    datasets: tuple[str, ...]  # empty: the notebook's data sets at this scale
+    outlier_sets: tuple[str, ...]  # empty: those of each data set
+    corruptions: tuple[str, ...]
+    seeds: tuple[int, ...]
+    severity: int
+    outlier_ratio: float
+    device: str
+    compute_missing: bool
+    metrics: tuple[str, ...]  # the table's metrics
+
+    @classmethod
+    def parse(
+        cls, profile: str = "quick", data_root: str = "", methods: str | Sequence[str] = "",
+        datasets: str | Sequence[str] = "", outlier_sets: str | Sequence[str] = "",
+        corruptions: str | Sequence[str] = "", seeds: str | Sequence[int] = "0", severity: int | str = 5,
+        outlier_ratio: float | str = 0.2, device: str = "cpu", compute_missing: bool = True,
+        metrics: str | Sequence[str] = "", **_: Any,
+    ) -> NotebookParameters:
+        """The parameters from text or values; other names (a notebook's own) are ignored."""
+        get_profile(profile)
+        return cls(
+            profile=profile,
+            data_root=str(data_root or ""),
+            methods=parse_methods(methods),
+            datasets=names(datasets, "datasets", data.DATASETS),
+            outlier_sets=names(outlier_sets, "outlier_sets", [*data.OUTLIER_SETS, data.HELDOUT, data.CLOSED_SET]),
+            corruptions=parse_corruptions(corruptions, profile),
+            seeds=parse_seeds(seeds),
+            severity=validation.check_severity(number(severity, int)),
+            outlier_ratio=validation.check_outlier_ratio(number(outlier_ratio, float)),
+            device=validation.check_device(device),
+            compute_missing=_check_flag("compute_missing", compute_missing),
+            metrics=parse_metrics(metrics),
+        )
+
+    @classmethod
+    def from_notebook(cls, namespace: Mapping[str, Any]) -> NotebookParameters:
+        """The parameters a notebook defines, read from its namespace (``globals()``) after
+        papermill's injected cell: one call, however many parameters the cell has."""
+        given = {f.name: namespace[f.name] for f in dataclasses.fields(cls) if f.name in namespace}
+        # A module of a parameter's name (notebook 00 imports evaluation.metrics) is no parameter.
+        return cls.parse(**{k: v for k, v in given.items() if not isinstance(v, types.ModuleType)})
+
+    @property
+    def scale(self) -> str:
+        """``paper`` for the full profile, else ``real`` with a data root, else ``builtin``."""
+        if self.profile == "full":
+            return "paper"
+        return "real" if self.data_root else "builtin"
+
+
+#: The parameters that choose cells, as a grid's ``--param`` may give them; the others say
+#: how a notebook computes and shows its cells.
+PLANNING = ("profile", "data_root", "methods", "datasets", "outlier_sets", "corruptions", "seeds", "severity",
+            "outlier_ratio")

@@ -1,0 +1,32 @@
+"""execute.compute: a plan's records from the results store, the missing ones run once."""
+
+from __future__ import annotations
+
+import pytest
+
+from stamplib.evaluation import execute, plans
+from stamplib.evaluation.store import ResultsStore
+
+
+def _refuse_to_run(*args, **kwargs):
+    pytest.fail("a cell ran")
+
+
+def test_missing_cells_are_run_once_then_read_from_the_store(tmp_path, digits_model, monkeypatch, capsys):
+    plan = plans.plan("02_table1_cifar_outlier_aware", profile="smoke", methods="source")
+    store = ResultsStore(tmp_path)
+    assert execute.compute(plan, compute_missing=False, store=store, progress=False) == {}
+    assert "1 of 1 cells are not in the results store" in capsys.readouterr().out
+
+    records = execute.compute(plan, store=store, progress=False)
+    assert list(records) == [plan.specs[0].key()]
+    monkeypatch.setattr(execute, "run", _refuse_to_run)
+    assert execute.compute(plan, store=store, progress=False) == records
+    assert plans.compute is execute.compute  # README's example
+
+
+def test_unknown_metrics_are_refused_before_any_cell_runs(tmp_path, monkeypatch):
+    monkeypatch.setattr(execute, "run", _refuse_to_run)
+    plan = plans.plan("02_table1_cifar_outlier_aware", profile="smoke", methods="source")
+    with pytest.raises(ValueError, match="hh"):
+        execute.compute(plan, store=ResultsStore(tmp_path), metrics=["hh"])
