@@ -51,8 +51,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         dirichlet=args.dirichlet,
         outlier_burst=args.outlier_burst,
     )
-    record = run(spec, store=ResultsStore(args.results) if args.results else None,
-                 device=args.device, force=args.force, progress=True)
+    try:
+        record = run(spec, store=ResultsStore(args.results) if args.results else None,
+                     device=args.device, force=args.force, progress=True)
+    except RuntimeError as err:
+        from stamplib.determinism import refusal
+
+        reason = refusal(err) if args.deterministic else None
+        if reason is None:
+            raise
+        raise ValueError(f"--deterministic cannot serve method {args.method!r} on {args.device}: {reason}") from err
     from stamplib.evaluation.metrics import METRIC_LABELS
 
     shown = [m for m in METRIC_LABELS if m in record["mean"]]  # a stored older record has fewer

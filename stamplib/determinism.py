@@ -12,6 +12,7 @@ sum in arrival order; cuBLAS splits work differently unless its workspace is fix
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -54,3 +55,17 @@ def deterministic(enabled: bool = True, *, warn_only: bool = False) -> Iterator[
     finally:
         torch.use_deterministic_algorithms(before[0], warn_only=before[1])
         torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = before[2], before[3]
+
+
+_REFUSED = re.compile(r"(\S+) does not have a deterministic implementation")
+
+
+def refusal(error: BaseException) -> str | None:
+    """Why PyTorch refused an operation under :func:`set_deterministic` (the operation and the
+    way out), or None when ``error`` is something else."""
+    found = _REFUSED.search(str(error))
+    if found is None:
+        return None
+    return (f"torch {torch.__version__} has no deterministic kernel for {found.group(1)}; run it without "
+            "--deterministic (its CUDA results may then differ between runs in the last bits) or on the CPU, "
+            "which is deterministic as it is")

@@ -1,5 +1,6 @@
 """Where a record's numbers came from: the checkpoint and data archive (by SHA-256), the code
-(git commit) and the command that computed it. The runner stores this as ``record["provenance"]``
+(git commit), the command that computed it and whether TF32 was allowed on a GPU
+(:mod:`stamplib.evaluation.precision`). The runner stores this as ``record["provenance"]``
 so that a committed record can be traced and recomputed (``python -m stamplib reference
 --recompute``); it is not part of a record's identity, and comparisons ignore it."""
 
@@ -15,6 +16,7 @@ from typing import Any
 
 from stamplib import data, paths
 from stamplib.data import downloads
+from stamplib.evaluation.precision import tf32_state
 from stamplib.models import checkpoints
 
 #: Set by the faces that run cells for someone else (papermill kernels, grid workers), so that a
@@ -94,4 +96,5 @@ def provenance(dataset: str, data_root: str | os.PathLike | None = None) -> dict
         "data": data_provenance(dataset, data_root),
         "git": git_state(),
         "command": command(),
+        "tf32": tf32_state(),
     }

@@ -23,6 +23,7 @@ from stamplib.blocks.entropy import logit_entropy
 from stamplib.evaluation.assembly import build_method, build_stream
 from stamplib.evaluation.metrics import aggregate, stream_metrics
 from stamplib.evaluation.outputs import StreamOutputs
+from stamplib.evaluation.precision import apply_tf32_policy
 from stamplib.evaluation.provenance import provenance
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
@@ -138,6 +139,7 @@ def run(
         record = store.get(spec)
         if record is not None:
             return record
+    apply_tf32_policy()  # a record is a fidelity run: float32, not TF32, on a GPU
     method = build_method(spec, device, progress)
     per_corruption: dict[str, dict[str, Any]] = {}
     outputs: dict[str, StreamOutputs] = {}

@@ -1,0 +1,40 @@
+"""The float32 precision of records on a GPU: TF32 off.
+
+On Ampere and later GPUs, float32 convolutions (cuDNN) and matrix products (cuBLAS) may run in
+TF32, which keeps 10 of float32's 23 mantissa bits: several times faster, and far enough from
+float32 to move a record's digits (an adapting method compounds the difference batch by batch).
+PyTorch allows TF32 for cuDNN by default. A record is a fidelity run, so :func:`apply_tf32_policy`
+(called by :func:`stamplib.evaluation.runner.run` before every cell) switches both off unless
+``$STAMPLIB_TF32=1`` asks for speed, and the record's provenance says which was in effect
+(``record["provenance"]["tf32"]``; it has no effect on the CPU).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+TF32_ENV = "STAMPLIB_TF32"
+
+
+def tf32_requested() -> bool:
+    """Whether ``$STAMPLIB_TF32`` asks for TF32 (1, true, yes, on)."""
+    return os.environ.get(TF32_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def set_tf32(enabled: bool) -> None:
+    """Allow (or forbid) TF32 in both cuBLAS matrix products and cuDNN convolutions."""
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    torch.backends.cudnn.allow_tf32 = enabled
+
+
+def tf32_state() -> dict[str, bool]:
+    """What a record's provenance keeps: whether TF32 was allowed, per library."""
+    return {"matmul": bool(torch.backends.cuda.matmul.allow_tf32), "cudnn": bool(torch.backends.cudnn.allow_tf32)}
+
+
+def apply_tf32_policy() -> dict[str, bool]:
+    """TF32 off, or on where ``$STAMPLIB_TF32`` asks for it; returns the state now in effect."""
+    set_tf32(tf32_requested())
+    return tf32_state()
