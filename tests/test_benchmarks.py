@@ -1,0 +1,35 @@
+"""The GPU throughput benchmark's CPU smoke run, as CI makes it: every method of the tables on
+both shapes, and a report that names the device, the versions and the options."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from stamplib import methods
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_gpu_throughput_runs_small_on_the_cpu(tmp_path: Path) -> None:
+    out = tmp_path / "throughput.json"
+    done = subprocess.run(
+        [sys.executable, "benchmarks/gpu_throughput.py", "--device", "cpu", "--small", "--threads", "1", "--out", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    assert {"device", "device_name", "torch", "cuda", "cudnn", "bf16", "channels_last", "tf32"} <= set(report)
+    assert report["device"] == "cpu" and report["small"] and report["tf32"] == {"matmul": False, "cudnn": False}
+    rows = report["rows"]
+    assert [(r["setting"], r["method"]) for r in rows] == [
+        (shape, name) for shape in ("cifar10_c", "imagenet_c") for name in methods.TABLE_ORDER]
+    for row in rows:
+        assert row["error"] is None and row["images"] == 16 and row["images_per_s"] > 0, row
+        assert row["hours_per_corruption"] > 0 and row["peak_gpu_memory_mib"] is None
+    assert set(report["table_hours"]) == {"Table 1, CIFAR-10", "Table 2"}
+    assert all(h > 0 for h in report["table_hours"].values())
+    assert "estimate for Table 2 (14 methods × 2 outlier sets × 15 corruptions)" in done.stdout
