@@ -3,7 +3,8 @@
 #   ./run_all.sh [--profile quick|full|smoke] [--data-root DIR] [--device cpu|cuda] [--only NAME ...]
 #                [--executor local|submitit|submitit-local] [--jobs N] [grid options]
 # Executed notebooks go to build/notebooks/<profile>/, figures and tables to figures/.
-# Without --executor/--jobs, smoke and quick compute the cells with one process per CPU core.
+# Without --executor/--jobs, smoke and quick compute the cells with one process per CPU core
+# (--device cuda: one per GPU, so with one GPU inside the notebooks, one cell at a time).
 # With --executor or --jobs, the notebooks' cells are computed first as one grid
 # (python -m stamplib grid --wait: N local processes, or SLURM jobs through submitit), and the
 # notebooks then only read the results store. Grid options, passed through: --partition P,
@@ -18,6 +19,8 @@
 # --site then builds the executed notebooks into a website: build/site/index.html
 # (python -m stamplib site does the same for notebooks executed earlier).
 # Exits non-zero if any notebook fails, naming the notebook and the cell.
+# On a GPU at paper scale (Table 1 and 2 on one GPU or SLURM; driver, data layout, expected
+# hours): docs/gpu_runbook.md.
 set -euo pipefail
 cd "$(dirname "$0")"
 profile=quick; data_root=""; device=cpu; only=(); executor=""; jobs=""; grid_opts=(); reference=render; recompute_methods=""; site=""
@@ -35,7 +38,7 @@ while [[ $# -gt 0 ]]; do
             if [[ $# -gt 0 && "$1" != --* ]]; then recompute_methods="$1"; shift; fi ;;
         --no-reference) reference=""; shift ;;
         --site) site=1; shift ;;
-        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
         *) echo "run_all.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
