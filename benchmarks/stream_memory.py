@@ -153,11 +153,12 @@ def report(result: dict[str, object]) -> None:
           f"stream cache budget {result['budget_mib']:.0f} MiB")
     print(f"  peak RSS (ru_maxrss, mapped pages included) {result['peak_max_rss_mib']:.0f} MiB "
           f"(before the cell {b['max_rss_mib']:.0f} MiB)")
-    kept = min(result["budget_mib"], result["all_streams_mib"])  # what the cache may hold at most
+    # what the cache may hold at most: whole streams within the budget
+    kept = min(result["budget_mib"] // result["stream_mib"], result["corruptions"]) * result["stream_mib"]
     print(f"  peak anonymous RSS {result['peak_rss_anon_mib']:.0f} MiB (before the cell {b['rss_anon_mib']:.0f} MiB): "
           f"the cell added {result['peak_rss_anon_mib'] - b['rss_anon_mib']:.0f} MiB; the bound is what the cache "
           f"may keep ({kept:.0f} MiB) + the stream being built ({result['stream_mib']:.0f} MiB) "
-          f"+ one batch's tensors")
+          f"+ one batch's tensors and the outliers being resized")
 
 
 def main() -> None:
