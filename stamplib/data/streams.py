@@ -369,7 +369,7 @@ class StreamCache:
 
     def __init__(self) -> None:
         self._streams: OrderedDict[tuple, Stream] = OrderedDict()
-        self._lock = threading.Lock()  # the explorer's widgets may build from another thread
+        self._lock = threading.Lock()  # callers on several threads must not see the dict change mid-update
 
     @property
     def nbytes(self) -> int:
@@ -377,9 +377,6 @@ class StreamCache:
 
     def __len__(self) -> int:
         return len(self._streams)
-
-    def __contains__(self, key: tuple) -> bool:
-        return key in self._streams
 
     def get(self, key: tuple, build: Callable[[], Stream]) -> Stream:
         with self._lock:
