@@ -101,7 +101,18 @@ def collect_pages(executed: Path, real: Path | None = None) -> list[Page]:
     return pages
 
 
-def index_markdown(pages: list[Page], profile: str, headline: str | None) -> str:
+def guide_pages(docs: Path) -> list[Page]:
+    """The guides of ``docs/`` (the README's "More" table: every ``*.md`` there), by file name."""
+    guides = []
+    for md in sorted(Path(docs).glob("*.md")):
+        lines = md.read_text().splitlines()
+        title = next((line.lstrip("#").strip() for line in lines if line.startswith("# ")), md.stem)
+        body = [line for line in lines if line.strip() and not line.startswith("#")]
+        guides.append(Page(md, f"docs/{md.stem}", title, body[0].strip() if body else ""))
+    return guides
+
+
+def index_markdown(pages: list[Page], profile: str, headline: str | None, guides: list[Page] = ()) -> str:
     lines = [
         "# stamplib: STAMP and nine baselines, reproduced",
         "",
@@ -120,9 +131,15 @@ def index_markdown(pages: list[Page], profile: str, headline: str | None) -> str
     for page in pages:
         summary = page.summary.replace("|", "\\|")
         lines.append(f"| [{page.title}]({page.docname}.ipynb) | {summary} |")
-    lines += ["", "```{toctree}", ":hidden:", ":maxdepth: 1", ""]
+    lines += ["", "```{toctree}", ":hidden:", ":maxdepth: 1", ":caption: Notebooks", ""]
     lines += [page.docname for page in pages]
     lines += ["```", ""]
+    if guides:
+        lines += ["## Guides", "", "| page | what it holds |", "| --- | --- |"]
+        lines += [f"| [{g.title}]({g.docname}.md) | {g.summary.replace('|', chr(92) + '|')} |" for g in guides]
+        lines += ["", "```{toctree}", ":hidden:", ":maxdepth: 1", ":caption: Guides", ""]
+        lines += [g.docname for g in guides]
+        lines += ["```", ""]
     return "\n".join(lines)
 
 
@@ -138,7 +155,7 @@ def _favicon(path: Path) -> None:
     icon.save(path)
 
 
-def write_sources(pages: list[Page], src: Path, profile: str, figures: Path | None) -> None:
+def write_sources(pages: list[Page], src: Path, profile: str, figures: Path | None, docs: Path | None = None) -> None:
     src.mkdir(parents=True)
     (src / "conf.py").write_text(CONF.format(title=f"stamplib ({profile} profile)"))
     _favicon(src / "favicon.png")
@@ -149,11 +166,21 @@ def write_sources(pages: list[Page], src: Path, profile: str, figures: Path | No
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(page.source, target)
     headline = None
-    if figures is not None and (figures / "02_table1_cifar_outlier_aware.png").is_file():
-        (src / "figures").mkdir()
-        shutil.copyfile(figures / "02_table1_cifar_outlier_aware.png", src / "figures" / "headline.png")
-        headline = "figures/headline.png"
-    (src / "index.md").write_text(index_markdown(pages, profile, headline))
+    # The reference run on real images when its figure is there, else Table 1 of this profile.
+    for name in ("reference_run.png", "02_table1_cifar_outlier_aware.png"):
+        if figures is not None and (figures / name).is_file():
+            (src / "figures").mkdir()
+            shutil.copyfile(figures / name, src / "figures" / "headline.png")
+            headline = "figures/headline.png"
+            break
+    guides = guide_pages(docs) if docs is not None and docs.is_dir() else []
+    if guides:
+        (src / "docs").mkdir()
+    for guide in guides:
+        shutil.copyfile(guide.source, src / f"{guide.docname}.md")
+    if guides and (docs / "screenshots").is_dir():  # the guides link to them
+        shutil.copytree(docs / "screenshots", src / "docs" / "screenshots")
+    (src / "index.md").write_text(index_markdown(pages, profile, headline, guides))
 
 
 def build_site(
@@ -162,6 +189,7 @@ def build_site(
     executed: Path | None = None,
     figures: Path | None = None,
     quiet: bool = True,
+    docs: Path | None = None,
 ) -> Path:
     """Build the site from the executed notebooks of ``profile`` into ``out`` (default
     ``build/site``) and return the path of its ``index.html``. The build happens in a scratch
@@ -175,7 +203,8 @@ def build_site(
     scratch = out.with_name(out.name + ".partial")
     shutil.rmtree(scratch, ignore_errors=True)
     src, html = scratch / "src", scratch / "html"
-    write_sources(pages, src, profile, figures if figures is not None else paths.figures_dir())
+    write_sources(pages, src, profile, figures if figures is not None else paths.figures_dir(),
+                  docs if docs is not None else root / "docs")
     cmd = [sys.executable, "-m", "sphinx", "-b", "html", "--keep-going", "-E", "-d", str(scratch / "doctrees"), str(src), str(html)]
     if quiet:
         cmd.insert(3, "-q")

@@ -8,12 +8,15 @@ from __future__ import annotations
 import base64
 import io
 import json
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from stamplib import site
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _png() -> str:
@@ -73,6 +76,30 @@ def test_the_site_has_a_home_page_and_one_page_per_notebook(executed: Path, tmp_
     assert "<td>62.3</td>" in table_page and "<img" in table_page
     assert site.check_site(root) == []
     assert not (tmp_path / "site.partial").exists()
+
+
+def test_every_guide_of_docs_is_a_page_of_the_site_and_its_links_resolve(executed: Path, tmp_path: Path) -> None:
+    """The README's "More" pages (docs/*.md) are in the site's navigation; check_site then
+    proves that every link and image of them resolves."""
+    index = site.build_site("quick", out=tmp_path / "site", executed=executed, figures=tmp_path / "figures")
+    root, home = index.parent, index.read_text()
+    guides = sorted((REPO / "docs").glob("*.md"))
+    assert len(guides) >= 8
+    for guide in guides:
+        assert (root / "docs" / f"{guide.stem}.html").is_file(), guide.name
+        assert f'href="docs/{guide.stem}.html"' in home, guide.name
+    assert site.check_site(root) == []
+
+
+def test_every_relative_link_of_the_readme_names_a_file_of_the_repository() -> None:
+    readme = (REPO / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)#\s]+)", readme)
+    local = [t for t in targets if not t.startswith(("http://", "https://", "mailto:"))]
+    assert local, "the README links to its guides"
+    missing = [t for t in local if not (REPO / t).exists()]
+    assert not missing, f"README links to files that do not exist: {missing}"
+    linked = {t for t in local if t.startswith("docs/") and t.endswith(".md")}
+    assert linked == {f"docs/{p.name}" for p in (REPO / "docs").glob("*.md")}, "every guide is linked from the README"
 
 
 def test_the_check_finds_a_missing_figure_and_a_remote_resource(executed: Path, tmp_path: Path) -> None:
