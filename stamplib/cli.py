@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from stamplib.extras import MissingExtra
 from stamplib.validation import literal_or_text
 
 
@@ -459,11 +460,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         return args.func(args)
-    except (ValueError, FileNotFoundError, RuntimeError) as err:
+    except (ValueError, FileNotFoundError, RuntimeError, MissingExtra) as err:
         from stamplib.data.downloads import DownloadError
 
-        # Bad input (names, values, missing or damaged files): one line naming the fix, no
-        # traceback. Any other RuntimeError is a bug or a PyTorch failure: keep its traceback.
+        # Bad input (names, values, missing or damaged files, a missing extra): one line naming
+        # the fix, no traceback. Any other RuntimeError is a bug or a PyTorch failure: keep its
+        # traceback.
         if isinstance(err, RuntimeError) and not isinstance(err, DownloadError):
             raise
         print("error: " + " ".join(str(err).split()), file=sys.stderr)

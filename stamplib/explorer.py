@@ -10,15 +10,18 @@ figure (well under a second on a CPU). The view of batch ``i``:
 * histograms of the OOD score of known-class samples and outliers seen so far;
 * running ACC, AUROC and H over the batches seen so far, and the step size.
 
-In JupyterLab :meth:`StreamExplorer.widget` gives a slider (ipywidgets); without a front end
-(papermill, a terminal) :meth:`StreamExplorer.summary` draws the start, middle and end of the
-stream as one static figure, which :func:`show` falls back to.
+In JupyterLab :meth:`StreamExplorer.widget` gives a slider (ipywidgets, from the ``notebooks``
+extra); without a front end (papermill, a terminal) or without ipywidgets,
+:meth:`StreamExplorer.summary` draws the start, middle and end of the stream as one static
+figure, which :func:`show` falls back to.
 """
 
 from __future__ import annotations
 
 import io
 import math
+import os
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +34,7 @@ from stamplib.evaluation.metrics import accuracy, auroc, h_score
 from stamplib.evaluation.runner import run_stream
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.traces import StreamTracer
+from stamplib.extras import MissingExtra, require
 from stamplib.validation import literal_or_text
 
 
@@ -163,8 +167,7 @@ class StreamExplorer:
 
     def widget(self) -> Any:
         """A batch slider above the view (ipywidgets); each move redraws from the stored run."""
-        import ipywidgets as widgets
-
+        widgets = require("ipywidgets", "notebooks", "the explorer's slider")
         # 1-based, as the caption and the figure title count batches
         slider = widgets.IntSlider(value=1, min=1, max=self.num_batches, description="batch",
                                    continuous_update=False)
@@ -261,18 +264,27 @@ def parse_hyperparameters(text: str) -> dict[str, Any]:
     return out
 
 
-def show(explorer: StreamExplorer) -> Any:
-    """The slider where a kernel can show widgets, else (a plain Python process, no ipywidgets,
-    or ``STAMPLIB_HEADLESS=1``, which the notebook runner sets for papermill: a widget there
-    would be stored inert) the static summary figure."""
-    import os
-
+def _in_a_live_kernel() -> bool:
+    """Whether a Jupyter kernel with a front end runs this (not papermill, which the notebook
+    runner marks with ``STAMPLIB_HEADLESS=1``: a widget there would be stored inert)."""
+    if os.environ.get("STAMPLIB_HEADLESS"):
+        return False
     try:
-        import ipywidgets  # noqa: F401
         from IPython import get_ipython
     except ImportError:
-        return explorer.summary()
+        return False
     shell = get_ipython()
-    if shell is None or getattr(shell, "kernel", None) is None or os.environ.get("STAMPLIB_HEADLESS"):
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def show(explorer: StreamExplorer) -> Any:
+    """The slider where a kernel can show widgets, else (a plain Python process, or papermill)
+    the static summary figure; in a kernel without ipywidgets, the summary and a warning that
+    names the ``pip install`` which adds the slider."""
+    if not _in_a_live_kernel():
         return explorer.summary()
-    return explorer.widget()
+    try:
+        return explorer.widget()
+    except MissingExtra as err:
+        warnings.warn(f"{err}; showing the static summary instead", stacklevel=2)
+        return explorer.summary()

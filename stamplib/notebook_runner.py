@@ -2,7 +2,8 @@
 
 Executed copies go to a build folder, never over the committed notebooks; parameter names
 are checked against each notebook's ``parameters`` cell before running (papermill itself only
-warns about unknown names, notebooks.md).
+warns about unknown names, notebooks.md). Papermill and the kernel come with the ``notebooks``
+extra (``pip install 'stamplib[notebooks]'``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from stamplib import paths
+from stamplib.extras import require, require_installed
+
+_PURPOSE = "running the notebooks"
 
 
 def notebooks_dir() -> Path:
@@ -37,10 +41,20 @@ def discover(only: Sequence[str] = ()) -> list[Path]:
     return chosen
 
 
-def notebook_parameters(nb: Path) -> dict[str, Any]:
-    import papermill
+def _papermill() -> Any:
+    """papermill, or the one-line error naming the extra that installs it."""
+    return require("papermill", "notebooks", _PURPOSE)
 
-    return papermill.inspect_notebook(str(nb))
+
+def _executor() -> Any:
+    """papermill, once the kernel the notebooks run in is known to be installed (else papermill
+    fails later, and less clearly, with "no such kernel")."""
+    require_installed("ipykernel", "notebooks", _PURPOSE)
+    return _papermill()
+
+
+def notebook_parameters(nb: Path) -> dict[str, Any]:
+    return _papermill().inspect_notebook(str(nb))
 
 
 def check_parameters(nb: Path, params: dict[str, Any]) -> None:
@@ -65,9 +79,7 @@ def execute(
     timeout: int | None = None,
     progress: bool = True,
 ) -> NotebookRun:
-    import papermill
-    from papermill.exceptions import PapermillExecutionError
-
+    papermill = _executor()
     output_dir.mkdir(parents=True, exist_ok=True)
     out = output_dir / nb.name
     accepted = notebook_parameters(nb)
@@ -87,7 +99,7 @@ def execute(
             progress_bar=progress,
             execution_timeout=timeout,
         )
-    except PapermillExecutionError as err:
+    except papermill.PapermillExecutionError as err:
         cell = err.exec_count if err.exec_count is not None else err.cell_index
         message = f"cell {cell}: {err.ename}: {err.evalue}"
         return NotebookRun(nb.stem, out, time.perf_counter() - start, message)
@@ -114,6 +126,7 @@ def run_notebooks(
     build_dir = build_dir or (paths.repo_root() or Path.cwd()) / "build" / "notebooks" / folder
     common: dict[str, Any] = {"profile": profile, "device": device, "data_root": data_root or ""}
     extra = extra or {}
+    _executor()  # a missing extra stops here, before any notebook is looked at
     notebooks = discover(only)
     for nb in notebooks:
         check_parameters(nb, extra)

@@ -17,11 +17,13 @@ ALLOWED = {
     "paths": set(),
     "version": set(),
     "determinism": set(),
+    "extras": set(),
     "blocks": {"blocks"},
     "methods": {"methods", "blocks"},
     "data": {"data", "paths", "validation"},
     "models": {"models", "data", "blocks", "paths", "validation"},
-    "evaluation": {"evaluation", "data", "methods", "models", "blocks", "paths", "validation", "version"},
+    "evaluation": {"evaluation", "data", "methods", "models", "blocks", "paths", "validation", "version",
+                   "extras"},
     "report": {"report", "evaluation", "data", "methods", "paths", "validation"},
 }
 FACES = {"__init__", "__main__", "cli", "notebook_runner", "explorer", "site"}

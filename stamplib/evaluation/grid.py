@@ -15,6 +15,9 @@ Executors:
   parallelism); cells are grouped into jobs so that short cells do not each wait in the queue;
 * ``submitit-local`` — submitit's local executor: the same job code in local subprocesses (tests).
 
+The submitit executors need the ``cluster`` extra (``pip install 'stamplib[cluster]'``); this
+module and the local executor do not, so submitit is imported only when one of them is used.
+
 Every job runs its cells through :func:`stamplib.run`, which returns a finished cell's stored
 record instead of computing it again, so a job that is re-submitted, retried, or requeued by
 submitit after its time limit never recomputes a finished cell. Which cells are running or
@@ -37,13 +40,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import submitit
 from tqdm.auto import tqdm
 
 from stamplib import models
 from stamplib.evaluation.runner import run
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
+from stamplib.extras import require
 
 EXECUTORS = ("local", "submitit", "submitit-local")
 
@@ -74,10 +77,15 @@ def describe(spec: RunSpec) -> str:
 # ------------------------------------------------------------------------------- the job
 
 
+def _submitit() -> Any:
+    """submitit, or the one-line error naming the extra that installs it."""
+    return require("submitit", "cluster", "the submitit executors")
+
+
 def _job_id() -> str:
     """The id of the job this process runs in (a SLURM array task keeps it when requeued)."""
     if os.environ.get("SUBMITIT_EXECUTOR"):
-        return str(submitit.JobEnvironment().job_id)
+        return str(_submitit().JobEnvironment().job_id)
     return f"local-{socket.gethostname()}-{os.getpid()}"
 
 
@@ -163,7 +171,7 @@ def run_group(
     return outcome
 
 
-class CellGroup(submitit.helpers.Checkpointable):
+class CellGroup:
     """A submitit job: :func:`run_group` on its cells. Checkpointable, so submitit requeues
     it when SLURM's time limit or a preemption stops it; the requeued job skips the cells
     already stored and continues with the rest."""
@@ -178,6 +186,12 @@ class CellGroup(submitit.helpers.Checkpointable):
 
     def __call__(self) -> dict[str, str]:
         return run_group(self.spec_dicts, self.results, self.device, self.threads, self.time_limit_s)
+
+    def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
+        """Resubmit this job as it is. submitit requeues any callable that has this method;
+        it is submitit.helpers.Checkpointable's, written out so that this module imports
+        without submitit."""
+        return _submitit().helpers.DelayedSubmission(self, *args, **kwargs)
 
 
 # ------------------------------------------------------------------------------- grouping
@@ -373,7 +387,7 @@ def _submitit_executor(kind: str, folder: Path, *, partition: str | None, gpus_p
     if kind == "submitit" and shutil.which("sbatch") is None:
         raise ValueError("executor 'submitit' needs SLURM (no sbatch on PATH); use --executor local "
                          "(this machine) or submitit-local (submitit's local processes)")
-    executor = submitit.AutoExecutor(folder=folder, cluster="slurm" if kind == "submitit" else "local")
+    executor = _submitit().AutoExecutor(folder=folder, cluster="slurm" if kind == "submitit" else "local")
     params: dict[str, Any] = {
         "name": name, "timeout_min": int(time_min), "cpus_per_task": int(cpus_per_task),
         # submitit's local executor hides every GPU when none is requested: ask only for cuda.
@@ -453,6 +467,8 @@ def run_grid(
         raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, got {jobs}")
+    if executor != "local":
+        _submitit()  # a missing extra stops the grid before any source model is loaded
     store = store if store is not None else ResultsStore()
     unique = list({s.key(): s for s in specs}.values())
     todo = store.status(unique).missing
