@@ -63,6 +63,15 @@ def check_outlier_burst(length: object) -> int:
     return int(length)
 
 
+def check_relative_speed(speed: object) -> int:
+    if not is_int(speed) or int(speed) < 0:
+        raise ValueError(
+            f"relative_speed is C(g) of the realistic protocol, an integer ≥ 1 (the method adapts on every "
+            f"C-th batch), or 0 to measure it in the run, got {speed!r}"
+        )
+    return int(speed)
+
+
 def check_seed(seed: object) -> int:
     if not is_int(seed) or int(seed) < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")

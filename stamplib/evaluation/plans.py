@@ -174,6 +174,7 @@ _PAPER_TABLES = {
     "08_table6_outlier_ratio": ("6",),
     "09_fig_augmentation_averaging": (),
     "10_inside_the_stream": (),
+    "12_realistic_stream": (),
 }
 
 
@@ -334,6 +335,23 @@ def plan_inside_the_stream(notebook: str, params: NotebookParameters, streams: s
     return Plan(notebook, params.scale, tuple(cells), _PAPER_TABLES[notebook])
 
 
+#: Notebook 12's two protocols, as row variants.
+PAPER_PROTOCOL, REALISTIC_PROTOCOL = "paper protocol", "realistic"
+
+
+def plan_realistic_stream(notebook: str, params: NotebookParameters, relative_speed: int | str = 0) -> Plan:
+    """Notebook 12: every method of Table 1 under the paper's protocol (each batch waits for the
+    adaptation) and under the realistic one (the stream does not wait: a method adapts on every
+    C(g)-th batch). The paper-protocol cells are notebook 02's, computed once for both.
+    ``relative_speed``: C(g) for every method (0: each method's, measured in its run)."""
+    speed = validation.check_relative_speed(number(relative_speed, int))
+    table = _cells("02_table1_cifar_outlier_aware", params, params.methods or methods.TABLE_ORDER, ONE_ROW)
+    cells = [dataclasses.replace(cell, variant=label, spec=cell.spec.with_(realistic=True, relative_speed=speed)
+                                 if label == REALISTIC_PROTOCOL else cell.spec)
+             for cell in table for label in (PAPER_PROTOCOL, REALISTIC_PROTOCOL)]
+    return Plan(notebook, params.scale, tuple(cells), _PAPER_TABLES[notebook])
+
+
 def plan_walkthrough(notebook: str, params: NotebookParameters, methods_to_compare: str = "source,bn_stats,tent,stamp",
                      corruption: str = "gaussian_noise", outliers: str = "noise", seed: int | str = 0) -> Plan:
     """The walkthrough's small comparison: each method on the digits benchmark, on the
@@ -381,6 +399,7 @@ EXPERIMENTS: dict[str, Planner] = {
     "08_table6_outlier_ratio": Planner(plan_outlier_ratio, tuple(p for p in PLANNING if p != "outlier_ratio")),
     "09_fig_augmentation_averaging": Planner(plan_augmentation_averaging, _FIXED_ROWS),
     "10_inside_the_stream": Planner(plan_inside_the_stream),
+    "12_realistic_stream": Planner(plan_realistic_stream),
 }
 _FIELDS = {f.name for f in dataclasses.fields(NotebookParameters)}
 

@@ -6,10 +6,20 @@ An episodic cell survives an interruption: each corruption is kept in the store 
 finishes (:meth:`ResultsStore.put_partial`), and a rerun starts at the first corruption not
 kept. The reset before each corruption restores the method's weights, optimiser and random
 generators, so the resumed record equals an uninterrupted one bit for bit. A continual cell
-carries its state from one corruption to the next and restarts from the beginning."""
+carries its state from one corruption to the next and restarts from the beginning.
+
+The realistic online protocol (Alfarra et al., "Evaluation of Test-Time Adaptation Under
+Computational Time Constraints", ICML 2024; a spec's ``realistic``): the stream arrives at the
+speed of a plain forward, so a method whose step costs C(g) forwards adapts on batches 0, C,
+2C, … and answers the batches that arrive while it is busy with
+:meth:`~stamplib.methods.TTAMethod.predict`, its most recently adapted model without
+adaptation. The runner decides which batches reach ``step``; no method changes. C(g) is fixed
+by the spec or measured once per cell (:func:`measure_relative_speed`), and a resumed cell
+keeps the C(g) of its stored corruptions."""
 
 from __future__ import annotations
 
+import math
 import platform
 import time
 from dataclasses import dataclass
@@ -27,7 +37,7 @@ from stamplib.evaluation.precision import apply_tf32_policy
 from stamplib.evaluation.provenance import provenance
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
-from stamplib.evaluation.traces import StreamTracer
+from stamplib.evaluation.traces import StreamTracer, synchronize
 from stamplib.version import __version__
 
 
@@ -39,6 +49,8 @@ class StreamResult:
     ood_score: torch.Tensor  # [N], higher = outlier
     labels: torch.Tensor  # [N], −1 = outlier
     seconds: float
+    adapted_batches: int = 0  # batches that reached ``step`` (the others were only predicted)
+    batches: int = 0
 
     @property
     def is_outlier(self) -> torch.Tensor:
@@ -47,19 +59,27 @@ class StreamResult:
 
 def run_stream(
     method: methods.TTAMethod, stream: data.Stream, device: str = "cpu", progress: bool = False,
-    tracer: StreamTracer | None = None,
+    tracer: StreamTracer | None = None, adapt_every: int = 1,
 ) -> StreamResult:
     """Feed a stream batch by batch through ``method`` (no reset here: the caller decides).
     With a ``tracer``, each step is timed and the method's reports are collected
-    (:mod:`stamplib.evaluation.traces`)."""
+    (:mod:`stamplib.evaluation.traces`). ``adapt_every`` = C(g) of the realistic protocol:
+    only batches 0, C, 2C, … reach ``step``, the others ``predict``."""
+    assert adapt_every >= 1, f"adapt_every is C(g) ≥ 1, got {adapt_every}"
     probs, scores, labels = [], [], []
+    adapted = 0
     start = time.perf_counter()
     method.tracer = tracer
     try:
-        for batch in tqdm(stream.batches(device), total=len(stream), disable=not progress, leave=False):
+        batches = tqdm(stream.batches(device), total=len(stream), disable=not progress, leave=False)
+        for index, batch in enumerate(batches):
             if tracer is not None:
                 method.positions = tracer.begin(batch)
-            out = method.step(batch.x)
+            if index % adapt_every == 0:
+                out = method.step(batch.x)
+                adapted += 1
+            else:
+                out = method.predict(batch.x)
             if tracer is not None:
                 tracer.end(batch)
             probs.append(out.probs.detach().float().cpu())
@@ -68,7 +88,65 @@ def run_stream(
     finally:
         method.tracer = None
         method.positions = None
-    return StreamResult(torch.cat(probs), torch.cat(scores), torch.cat(labels), time.perf_counter() - start)
+    return StreamResult(torch.cat(probs), torch.cat(scores), torch.cat(labels), time.perf_counter() - start,
+                        adapted, len(probs))
+
+
+#: A measured ratio up to this much above an integer counts as that integer: timing noise alone
+#: must not give a method whose step is one forward (BN Stats) C(g) = 2.
+SPEED_TOLERANCE = 0.1
+
+
+@dataclass(frozen=True)
+class RelativeSpeed:
+    """C(g) of the realistic protocol: how many batches pass while the method adapts on one.
+    Measured (with the two median times it came from) or fixed by the spec (times None)."""
+
+    value: int
+    step_seconds: float | None = None  # the method's step on one batch (least of several timings)
+    forward_seconds: float | None = None  # the source model's forward on the same batch (likewise)
+
+    @classmethod
+    def from_times(cls, step_seconds: float, forward_seconds: float) -> RelativeSpeed:
+        """C(g) = the ratio of the two times rounded up (Alfarra et al.), within :data:`SPEED_TOLERANCE`."""
+        ratio = step_seconds / max(forward_seconds, 1e-9)
+        return cls(max(1, math.ceil(ratio - SPEED_TOLERANCE)), round(step_seconds, 6), round(forward_seconds, 6))
+
+    @classmethod
+    def from_metrics(cls, metrics: dict[str, Any]) -> RelativeSpeed:
+        return cls(int(metrics["relative_speed"]), metrics.get("step_seconds"), metrics.get("forward_seconds"))
+
+    def as_metrics(self) -> dict[str, Any]:
+        return {"relative_speed": self.value, "step_seconds": self.step_seconds, "forward_seconds": self.forward_seconds}
+
+
+def measure_relative_speed(spec: RunSpec, stream: data.Stream, device: str = "cpu", repeats: int = 5) -> RelativeSpeed:
+    """C(g) of ``spec``'s method on this device: the time of its step on the stream's first batch
+    over the time of the source model's forward (the Source method) on the same batch, each the
+    least of ``repeats`` timings after one warm-up (other work on the machine only ever adds
+    time, so the least is the steadiest estimate of the cost itself), the two timed in turn.
+    Both run on throwaway instances, so the run's own method is untouched."""
+    assert repeats >= 1
+    x = next(iter(stream.batches(device))).x
+    method = build_method(spec, device)
+    source = build_method(RunSpec.from_dict({**spec.to_dict(), "method": "source", "overrides": {},
+                                             "realistic": False, "relative_speed": 0}), device)
+    clock = torch.device(device)
+
+    def seconds(call: Any) -> float:
+        synchronize(clock)
+        started = time.perf_counter()
+        call(x)
+        synchronize(clock)
+        return time.perf_counter() - started
+
+    method.step(x)
+    source.step(x)
+    steps, forwards = [], []
+    for _ in range(repeats):
+        steps.append(seconds(method.step))
+        forwards.append(seconds(source.step))
+    return RelativeSpeed.from_times(min(steps), min(forwards))
 
 
 @torch.no_grad()
@@ -105,14 +183,19 @@ def _versions() -> dict[str, str]:
 
 def run_corruption(
     method: methods.TTAMethod, spec: RunSpec, corruption: str, device: str = "cpu", first_position: int = 0,
+    speed: RelativeSpeed | None = None,
 ) -> tuple[dict[str, Any], StreamOutputs, dict[str, list[Any]] | None]:
     """One corruption of a cell (no reset here): its metrics, outputs and trace (None when the
     method reports nothing). The stream lives only in here, so a stream too large for the
     stream cache is released before the next corruption's is built. ``first_position``: where
-    the stream starts among all the samples the method has seen since its reset (traces)."""
+    the stream starts among all the samples the method has seen since its reset (traces).
+    ``speed``: C(g) of a realistic spec; None fixes it from the spec or measures it on this
+    stream (the metrics then carry it)."""
     stream = build_stream(spec, corruption)
+    if spec.realistic and speed is None:
+        speed = RelativeSpeed(spec.relative_speed) if spec.relative_speed else measure_relative_speed(spec, stream, device)
     tracer = StreamTracer(stream, method.num_classes, device, first_position)
-    result = run_stream(method, stream, device, tracer=tracer)
+    result = run_stream(method, stream, device, tracer=tracer, adapt_every=speed.value if speed else 1)
     reason = collapse_reason(result)
     metrics = {
         **stream_metrics(result.probs, result.ood_score, result.labels),
@@ -122,6 +205,8 @@ def run_corruption(
         "collapsed": reason is not None,
         "collapse_reason": reason,
     }
+    if spec.realistic:
+        metrics.update(speed.as_metrics(), adapted_batches=result.adapted_batches, batches=result.batches)
     outputs = StreamOutputs.from_tensors(result.probs, result.ood_score, result.labels)
     return metrics, outputs, tracer.trace() if tracer.reported else None
 
@@ -148,10 +233,13 @@ def run(
     checkpoint_sha = record_provenance["checkpoint"]["sha256"]
     resumable = not spec.continual and len(spec.corruptions) > 1
     started, kept_seconds = time.perf_counter(), 0.0
+    speed: RelativeSpeed | None = None  # realistic: C(g), fixed or measured once per cell
     for corruption in tqdm(spec.corruptions, desc=f"{spec.method}/{spec.outliers}", disable=not progress, leave=False):
         kept = store.partial(spec, corruption, checkpoint_sha) if resumable else None
         if kept is not None:
             per_corruption[corruption], outputs[corruption], trace = kept
+            if spec.realistic and speed is None:  # a resumed cell keeps the C(g) it ran with
+                speed = RelativeSpeed.from_metrics(per_corruption[corruption])
             kept_seconds += float(per_corruption[corruption].get("seconds", 0.0))
             if trace:
                 traces[corruption] = trace
@@ -159,7 +247,10 @@ def run(
         if not spec.continual or not per_corruption:  # continual: one reset, before the first
             method.reset()
         seen = sum(m["n_id"] + m["n_outliers"] for m in per_corruption.values()) if spec.continual else 0
-        per_corruption[corruption], outputs[corruption], trace = run_corruption(method, spec, corruption, device, seen)
+        per_corruption[corruption], outputs[corruption], trace = run_corruption(
+            method, spec, corruption, device, seen, speed)
+        if spec.realistic and speed is None:
+            speed = RelativeSpeed.from_metrics(per_corruption[corruption])
         if trace:
             traces[corruption] = trace
         if resumable:
@@ -179,6 +270,11 @@ def run(
     }
     if traces:
         record["trace"] = traces
+    if spec.realistic:
+        rows = per_corruption.values()
+        record["realistic"] = {**speed.as_metrics(), "measured": not spec.relative_speed,
+                               "adapted_batches": sum(m["adapted_batches"] for m in rows),
+                               "batches": sum(m["batches"] for m in rows)}
     if spec.continual or spec.dirichlet or spec.outlier_burst:
         record["stream"] = {"continual": spec.continual, "order": list(spec.corruptions),
                             "dirichlet": spec.dirichlet, "outlier_burst": spec.outlier_burst}

@@ -11,7 +11,8 @@ from stamplib import data, methods, validation
 from stamplib.evaluation.profiles import get_profile
 
 #: Fields added after the first records were written, with the default that leaves them out.
-_LATER_FIELDS: dict[str, Any] = {"setting": "", "continual": False, "dirichlet": 0.0, "outlier_burst": 0}
+_LATER_FIELDS: dict[str, Any] = {"setting": "", "continual": False, "dirichlet": 0.0, "outlier_burst": 0,
+                                  "realistic": False, "relative_speed": 0}
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,13 @@ class RunSpec:
       between them (the metrics are still per corruption);
     * ``dirichlet`` — concentration δ of a non-i.i.d. label order (0: i.i.d.);
     * ``outlier_burst`` — outliers arrive in runs of this length (0: spread uniformly).
+
+    The realistic online protocol (Alfarra et al., ICML 2024; off by default, same rule for the
+    keys): with ``realistic`` the stream arrives at a constant speed, so a method whose step
+    costs C(g) plain forwards adapts only on every C(g)-th batch and answers the others with
+    :meth:`~stamplib.methods.TTAMethod.predict`. ``relative_speed`` fixes C(g) by hand (records
+    then do not depend on the machine); 0 measures it in the run
+    (:func:`stamplib.evaluation.runner.measure_relative_speed`).
     """
 
     method: str
@@ -43,6 +51,8 @@ class RunSpec:
     continual: bool = False
     dirichlet: float = 0.0
     outlier_burst: int = 0
+    realistic: bool = False
+    relative_speed: int = 0  # C(g) of the realistic protocol; 0 = measured in the run
 
     def __post_init__(self) -> None:
         # Names first, before any file or model is touched; every check reads no file.
@@ -61,6 +71,11 @@ class RunSpec:
             raise ValueError(f"continual is True or False, got {self.continual!r}")
         object.__setattr__(self, "dirichlet", validation.check_dirichlet(self.dirichlet))
         object.__setattr__(self, "outlier_burst", validation.check_outlier_burst(self.outlier_burst))
+        if not isinstance(self.realistic, bool):
+            raise ValueError(f"realistic is True or False, got {self.realistic!r}")
+        object.__setattr__(self, "relative_speed", validation.check_relative_speed(self.relative_speed))
+        if self.relative_speed and not self.realistic:
+            raise ValueError("relative_speed fixes C(g) of the realistic protocol: give realistic=True with it")
         if self.outliers == data.CLOSED_SET and self.outlier_ratio != 0.0:
             object.__setattr__(self, "outlier_ratio", 0.0)
         object.__setattr__(self, "overrides", tuple(sorted((str(k), v) for k, v in dict(self.overrides).items())))

@@ -45,7 +45,8 @@ FIELDS = ("seconds", "peak_memory_mb", "n_passed", "passed_outliers", "memory_si
 LIVE_FIELDS = ("passed", "step_size")  # in :attr:`StreamTracer.columns` only, not in records
 
 
-def _synchronize(device: torch.device) -> None:
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued kernels (CUDA runs them asynchronously); a no-op on the CPU."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -90,7 +91,7 @@ class StreamTracer:
         self._next += size
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
-        _synchronize(self.device)  # the previous batch's work is not this step's
+        synchronize(self.device)  # the previous batch's work is not this step's
         self._started = time.perf_counter()
         return positions
 
@@ -101,7 +102,7 @@ class StreamTracer:
         return int(self._is_outlier[index].sum())
 
     def end(self, batch: Batch) -> None:
-        _synchronize(self.device)
+        synchronize(self.device)
         seconds = time.perf_counter() - self._started
         r = self._report or BatchReport()
         row: dict[str, Any] = {"seconds": round(seconds, 5), "peak_memory_mb": round(_peak_memory_mb(self.device), 1)}

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from stamplib.blocks.bn import freeze_all_but, norm_affine_parameters, use_batch_statistics
+from stamplib.blocks.entropy import energy_score, logit_entropy
 
 #: The hyperparameter settings of the paper (baselines.md §0.1, stamp.md §7). Which setting a
 #: data set uses is the data set's business (``stamplib.data``); a method only sees the setting.
@@ -71,6 +72,17 @@ class TTAOutput:
     def __post_init__(self) -> None:
         assert self.probs.dim() == 2, f"probs must be [B, C], got {tuple(self.probs.shape)}"
         assert self.ood_score.shape == self.probs.shape[:1], "ood_score must be [B]"
+
+
+def score_of_logits(logits: torch.Tensor, basis: str) -> torch.Tensor:
+    """The OOD score of ``logits`` for a method whose :attr:`TTAMethod.score_basis` is
+    ``basis``: the entropy for ``"prediction"``, the negative free energy for ``"energy"``.
+    A score of ``"features"`` needs the features, which only the method has."""
+    if basis == "prediction":
+        return logit_entropy(logits)
+    if basis == "energy":
+        return energy_score(logits)
+    raise NotImplementedError(f"a method that scores {basis!r} overrides predict() to compute its score")
 
 
 def index_mask(indices: torch.Tensor, size: int) -> torch.Tensor:
@@ -168,6 +180,17 @@ class TTAMethod:
 
     def step(self, x: torch.Tensor) -> TTAOutput:
         raise NotImplementedError
+
+    @torch.no_grad()
+    def predict(self, x: torch.Tensor) -> TTAOutput:
+        """The prediction and OOD score of ``x`` by the model as it stands, without adapting and
+        without changing any state (weights, buffers, memories, generators): what the method
+        answers for a batch that arrives while it is still busy adapting on an earlier one (the
+        realistic online protocol, :mod:`stamplib.evaluation.runner`). One forward of
+        :attr:`model`, scored as :attr:`score_basis` says; a method that predicts with another
+        network (a teacher) or scores otherwise overrides it."""
+        logits = self.model(x)
+        return TTAOutput(torch.softmax(logits, dim=1), score_of_logits(logits, self.score_basis))
 
     # -- shared ---------------------------------------------------------------------------------
     def adapt_bn_affine(self, exclude_last_stage: bool) -> list[nn.Parameter]:

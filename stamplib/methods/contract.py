@@ -9,6 +9,8 @@ tests/methods/test_contract.py both call them):
   across corruptions declares the switch that turns that off in ``exact_reset``), and the
   method then behaves exactly like a fresh one;
 * randomness comes from the method's own generators, never from the global RNG;
+* ``predict`` (the answer to a batch that arrives while the method is busy, without adapting)
+  returns the same kind of output and changes no state at all;
 * the caller's model is left untouched; unknown hyperparameters are refused; every setting
   has typed, frozen hyperparameters.
 
@@ -243,6 +245,24 @@ def check_own_randomness(name: str, probe: Probe) -> None:
         assert torch.equal(a, b), f"{name}: outputs change with the global seed; draw from self.generator"
 
 
+def check_predict_changes_nothing(name: str, probe: Probe) -> None:
+    """predict returns probabilities and a score like step, and leaves every piece of state
+    (weights, buffers, optimiser, memories, generators) as it was."""
+    method = probe.create(name)
+    for x in probe.batches(2):
+        method.step(x)
+    before = method_state(method)
+    x = probe.batches(1, seed=30)[0]
+    out = method.predict(x)
+    n = x.shape[0]
+    assert out.probs.shape == (n, probe.num_classes) and out.ood_score.shape == (n,), (
+        f"{name}: predict gave probs {tuple(out.probs.shape)} and score {tuple(out.ood_score.shape)} for a "
+        f"batch of {n}")
+    assert torch.isfinite(out.probs).all() and torch.isfinite(out.ood_score).all(), f"{name}: predict is non-finite"
+    assert torch.allclose(out.probs.sum(1), torch.ones(n), atol=1e-5), f"{name}: predict's probs are no probabilities"
+    assert_same(method_state(method), before, f"{name} (after predict())")
+
+
 def check_model_untouched(name: str, probe: Probe) -> None:
     """The caller's model is left untouched: weights, modules, requires_grad, eval mode."""
     net = probe.net()
@@ -288,6 +308,7 @@ CHECKS: tuple[Callable[[str, Probe], None], ...] = (
     check_score_sign,
     check_reset_is_exact,
     check_own_randomness,
+    check_predict_changes_nothing,
     check_model_untouched,
     check_refuses_unknown_hyperparameters,
     check_typed_frozen_hyperparameters,

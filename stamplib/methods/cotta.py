@@ -122,6 +122,13 @@ class Cotta(TTAMethod):
         return TTAOutput(teacher_logits.softmax(dim=1), logit_entropy(teacher_logits))
 
     @torch.no_grad()
+    def predict(self, x: torch.Tensor) -> TTAOutput:
+        """The teacher's prediction, as ``step`` returns it, without the augmented views (a
+        busy method has no time for them)."""
+        logits = self.teacher(x)
+        return TTAOutput(logits.softmax(dim=1), logit_entropy(logits))
+
+    @torch.no_grad()
     def _stochastic_restore(self) -> None:
         """Each element of every trainable tensor returns to its source value with prob. p (§4 step 8)."""
         p_restore = self.config.restore_prob

@@ -273,3 +273,11 @@ class OWTTT(TTAMethod):
         else:
             after = before
         return TTAOutput(torch.softmax(after / cfg.delta, dim=1), -after.max(dim=1).values)
+
+    @torch.no_grad()
+    def predict(self, x: torch.Tensor) -> TTAOutput:
+        """Cosines to the source prototypes of the features as they stand, scored as ``step``
+        scores them."""
+        self.model.eval()
+        cos = self._cosines(self.encode(x))
+        return TTAOutput(torch.softmax(cos / self.config.delta, dim=1), -cos.max(dim=1).values)

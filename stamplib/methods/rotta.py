@@ -113,6 +113,14 @@ class Rotta(TTAMethod):
                         step_size=self.config.lr)
         return TTAOutput(probs, logit_entropy(teacher_logits))
 
+    @torch.no_grad()
+    def predict(self, x: torch.Tensor) -> TTAOutput:
+        """The teacher's prediction in eval mode, as ``step`` returns it (its robust BN
+        statistics move only in train mode, so nothing changes)."""
+        self.teacher.eval()
+        logits = self.teacher(x)
+        return TTAOutput(logits.softmax(dim=1), logit_entropy(logits))
+
     def _update_model(self) -> torch.Tensor | None:
         """One Adam step on the whole memory, then the teacher EMA (§7 ``update_model``);
         returns the loss (None with an empty memory)."""

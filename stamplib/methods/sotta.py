@@ -99,11 +99,18 @@ class SoTTA(TTAMethod):
         if self.tracer is not None:
             self.report(passed=conf >= self.memory.threshold, loss=loss, memory_positions=self.memory.positions(),
                         memory_labels=self.memory.labels(), step_size=self.config.lr)
+        return TTAOutput(probs, self._score(probs))
+
+    @torch.no_grad()
+    def predict(self, x: torch.Tensor) -> TTAOutput:
+        self.model.eval()
+        probs = torch.softmax(self.model(x), dim=1)
+        return TTAOutput(probs, self._score(probs))
+
+    def _score(self, probs: torch.Tensor) -> torch.Tensor:
         if self.config.score == "softmax_of_probs":
-            score = logit_entropy(probs)
-        else:
-            score = exact_prob_entropy(probs)
-        return TTAOutput(probs, score)
+            return logit_entropy(probs)
+        return exact_prob_entropy(probs)
 
     def _adapt(self, data: torch.Tensor) -> torch.Tensor:
         """One SAM update on the memory; returns the loss before it (detached)."""

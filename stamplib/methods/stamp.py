@@ -185,6 +185,13 @@ class Stamp(TTAMethod):
                         memory_labels=self.memory.labels(), step_size=step_size)
         return output
 
+    @torch.no_grad()
+    def predict(self, x: torch.Tensor) -> TTAOutput:
+        """The clean view alone (a busy method has no time for K views), scored with the
+        entropy ``step`` uses."""
+        probs = torch.softmax(self._forward(self.model, x), dim=1)
+        return TTAOutput(probs, prob_entropy(probs, self.cfg.score_eps))
+
     def views_per_forward(self, num_views: int, device: torch.device) -> int:
         """Views per forward: ``view_chunk``, or (0 = auto) all of them on CUDA and one on CPU.
 

@@ -80,6 +80,12 @@ class TentCOME(TTAMethod):
             opinion_entropy(logits, self.uncertainty_mass).mean().backward()
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
-        logits = logits.detach()
+        return self._output(logits.detach())
+
+    @torch.no_grad()
+    def predict(self, x: torch.Tensor) -> TTAOutput:
+        return self._output(self.model(x))
+
+    def _output(self, logits: torch.Tensor) -> TTAOutput:
         score = -opinion_belief(logits, self.uncertainty_mass).max(dim=1).values
         return TTAOutput(torch.softmax(logits, dim=1), score)

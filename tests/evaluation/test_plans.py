@@ -48,6 +48,7 @@ def test_full_profile_cell_counts_follow_the_paper():
         "08_table6_outlier_ratio": 3 * 5,
         "09_fig_augmentation_averaging": 4 * 2,
         "10_inside_the_stream": 6 * 3,  # the six traced methods × iid, continual, Dirichlet
+        "12_realistic_stream": 2 * 4 * 14 * 2,  # Table 1's cells under both protocols
     }
     full = E.plan("02_table1_cifar_outlier_aware", profile="full").specs[0]
     assert len(full.corruptions) == 15 and full.outlier_ratio == 0.2
@@ -64,6 +65,20 @@ def test_inside_the_stream_shares_its_iid_cells_with_table_1_and_parses_stream_k
                                                             ("dirichlet:1", {"dirichlet": 1.0}))
     with pytest.raises(ValueError, match="unknown stream"):
         E.parse_stream_kinds("shuffled")
+
+
+def test_the_realistic_stream_shares_its_paper_protocol_cells_with_table_1():
+    both = E.plan("12_realistic_stream")
+    table1 = E.plan("02_table1_cifar_outlier_aware").specs
+    paper = [c.spec for c in both.cells if c.variant == E.PAPER_PROTOCOL]
+    realistic = [c.spec for c in both.cells if c.variant == E.REALISTIC_PROTOCOL]
+    assert paper == table1 and len(realistic) == len(table1) == 14
+    assert all(s.realistic and s.relative_speed == 0 for s in realistic)
+    assert [s.with_(realistic=False) for s in realistic] == paper
+    fixed = E.plan("12_realistic_stream", relative_speed="17")
+    assert {c.spec.relative_speed for c in fixed.cells if c.variant == E.REALISTIC_PROTOCOL} == {17}
+    with pytest.raises(ValueError, match="relative_speed is C"):
+        E.plan("12_realistic_stream", relative_speed=-2)
 
 
 def test_stamps_default_cell_is_shared_between_notebooks():

@@ -21,6 +21,22 @@ def test_runspec_validates_and_hashes_stably():
         RunSpec(method="nope")
 
 
+def test_the_realistic_protocol_keeps_every_older_key() -> None:
+    older = RunSpec(method="tent", dataset="digits", outliers="noise", corruptions=("gaussian_noise", "contrast"),
+                    profile="smoke", setting="imagenet_c", overrides=(("lr", 0.01),))
+    assert older.with_(realistic=False, relative_speed=0).key() == "afdd9fd681a664f5"
+    measured, fixed = older.with_(realistic=True), older.with_(realistic=True, relative_speed=17)
+    assert len({older.key(), measured.key(), fixed.key()}) == 3
+    assert fixed.to_dict()["relative_speed"] == 17 and "relative_speed" not in measured.to_dict()
+    assert RunSpec.from_dict(fixed.to_dict()) == fixed
+    with pytest.raises(ValueError, match="give realistic=True"):
+        older.with_(relative_speed=3)
+    with pytest.raises(ValueError, match="relative_speed is C"):
+        older.with_(realistic=True, relative_speed=-1)
+    with pytest.raises(ValueError, match="realistic is True or False"):
+        older.with_(realistic="yes")
+
+
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),

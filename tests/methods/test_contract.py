@@ -46,6 +46,30 @@ def test_randomness_comes_from_the_methods_own_generators(name: str) -> None:
     check(contract.check_own_randomness, name)
 
 
+def test_predict_answers_without_changing_any_state(name: str) -> None:
+    check(contract.check_predict_changes_nothing, name)
+
+
+@pytest.mark.parametrize("name", ["source", "bn_stats"])
+def test_predict_is_step_for_methods_that_do_not_adapt(name: str) -> None:
+    stepped, predicted = PROBE.create(name), PROBE.create(name)
+    for x in PROBE.batches():
+        a, b = stepped.step(x), predicted.predict(x)
+        assert torch.equal(a.probs, b.probs) and torch.equal(a.ood_score, b.ood_score)
+
+
+def test_a_predict_that_adapts_fails_the_contract(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Eager(methods.method_class("tent")):  # adapts on the batches it should only predict
+        name = "eager"
+
+        def predict(self, x: torch.Tensor) -> methods.TTAOutput:
+            return self.step(x)
+
+    monkeypatch.setitem(base._REGISTRY, "eager", Eager)
+    with pytest.raises(AssertionError, match=r"eager \(after predict\(\)\).* differs"):
+        contract.check_predict_changes_nothing("eager", PROBE)
+
+
 def test_the_callers_model_is_left_untouched(name: str) -> None:
     check(contract.check_model_untouched, name)
 
