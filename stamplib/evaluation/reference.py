@@ -67,9 +67,10 @@ def specs(data_root: str | os.PathLike | None = None) -> list[RunSpec]:
 
 #: Cells beyond the 44, computed after them as the compute allows (issue 25), in this order:
 #: the four most telling methods over all 15 corruptions in (a), STAMP with one view instead of
-#: K = 16 (Fig. 4), and the rows of the ablation (Table 5), all with Noise outliers.
+#: K = 16 (Fig. 4), the rows of the ablation (Table 5), and the fourteen methods under the
+#: realistic online protocol (notebook 12, issue 28), all with Noise outliers.
 EXTRA_METHODS_ALL_CORRUPTIONS = "source,bn_stats,tent,stamp"
-EXTRA_NOTEBOOKS = ("09_fig_augmentation_averaging", "06_table5_ablation")
+EXTRA_NOTEBOOKS = ("09_fig_augmentation_averaging", "06_table5_ablation", "12_realistic_stream")
 
 
 def extra_specs(data_root: str | os.PathLike | None = None) -> list[RunSpec]:

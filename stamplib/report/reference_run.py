@@ -25,6 +25,7 @@ import seaborn as sns
 
 from stamplib.evaluation import plans, reference
 from stamplib.evaluation.store import ResultsStore
+from stamplib.report import realistic
 from stamplib.report.paper import method_label
 from stamplib.report.reproduce import paper_table, rank_agreement, short_variant
 from stamplib.report.tables import to_markdown
@@ -357,6 +358,12 @@ def _optional_sections(store: ResultsStore) -> list[str]:
                               if f"{m} {k}" in rows.columns and (k == "ours" or rows[f"{m} {k}"].notna().any())]
         shown = rows[keep].rename(columns={"variant": "method"})
         lines += [title, "", to_markdown(_format_variants(shown)), ""]
+    both = plans.plan("12_realistic_stream", profile=reference.PROFILE, data_root="reference")
+    if any(c.spec.key() in records for c in both.cells if c.variant == plans.REALISTIC_PROTOCOL):
+        table = realistic.protocol_table(both, records)
+        lines += ["*The realistic online protocol in (a) (notebook 12; C(g) measured in each run on the machine "
+                  "of its record's provenance):*", "", to_markdown(table.drop(columns=["dataset", "outliers"])), "",
+                  realistic.ranking_changes(table), ""]
     return lines
 
 

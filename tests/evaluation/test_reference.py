@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from stamplib import methods
 from stamplib.data import downloads
 from stamplib.evaluation import provenance, reference
 from stamplib.evaluation.runner import run
@@ -145,4 +146,6 @@ def test_the_optional_cells_follow_the_issue_and_repeat_no_reference_cell() -> N
     assert [s.method for s in full] == ["source", "bn_stats", "tent", "stamp"]
     assert all(s.dataset == "cifar10_jpeg" and s.outliers == "noise" for s in extra)
     assert dict(extra[4].overrides) == {"num_views": 1}
-    assert len(extra) == 4 + 1 + 6  # Table 5's last row is STAMP's default, a reference cell
+    assert len(extra) == 4 + 1 + 6 + 14  # Table 5's last row is STAMP's default, a reference cell
+    assert [s.method for s in extra if s.realistic] == list(methods.TABLE_ORDER)
+    assert all(s.relative_speed == 0 and len(s.corruptions) == 3 for s in extra if s.realistic)
