@@ -1,4 +1,4 @@
-"""Command line: ``python -m stamplib {run,doctor,notebooks,methods,train-source,grid}``.
+"""Command line: ``python -m stamplib {run,doctor,notebooks,methods,train-source,grid,tune}``.
 
 A face: each command parses its flags, calls into the layers and prints; the work lives in
 ``stamplib.evaluation`` (runs, plans, grids), ``stamplib.data`` and ``stamplib.models``."""
@@ -212,6 +212,47 @@ def cmd_grid(args: argparse.Namespace) -> int:
     return 1 if report.failed or report.missing else 0
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    """Select a method's hyperparameters by the paper's protocol (App. A): its grid on the first
+    corruption with the outliers mixed in, best cell by the criterion."""
+    from stamplib import paths
+    from stamplib.evaluation import grid, tune
+    from stamplib.evaluation.store import ResultsStore
+    from stamplib.report import tuning
+
+    if args.list_presets:
+        for name, preset in tune.PRESETS.items():
+            print(f"{name:12s} method {preset.method:12s} settings {', '.join(preset.grids)}  ({preset.source})")
+        return 0
+    if not args.method:
+        raise ValueError("name the METHOD to tune, e.g. python -m stamplib tune stamp --dataset digits --outliers noise")
+    job = tune.make_job(args.method, grid_items=args.grid, preset=args.preset, dataset=args.dataset,
+                        outliers=args.outliers, corruption=args.corruption, profile=args.profile, seed=args.seed,
+                        setting=args.setting, criterion=args.criterion)
+    paths.set_data_root(args.data_root)  # the cells (and any grid workers) read it there
+    store = ResultsStore(args.results) if args.results else ResultsStore()
+    cells = job.specs()
+    missing = store.status(cells).missing
+    print(f"{len(cells)} cells ({' x '.join(f'{n} {len(v)}' for n, v in job.grid)}), {len(missing)} to compute; "
+          f"results in {store.root}")
+    options: dict[str, Any] = {}
+    if args.executor is not None:
+        jobs = args.jobs if args.jobs > 0 else grid.default_jobs(args.device)
+        options = dict(executor=args.executor, jobs=jobs, partition=args.partition, gpus_per_job=args.gpus_per_job,
+                       cpus_per_task=args.cpus_per_task, time_min=args.time_min, mem_gb=args.mem_gb,
+                       array_parallelism=args.array_parallelism)
+    try:
+        tune.compute(job, store, args.device, progress=True, **options)
+    except KeyboardInterrupt:
+        print("\ninterrupted: finished cells are stored. Run the same command again to continue.", file=sys.stderr)
+        return 130
+    result = tune.select(job, store)
+    print(tuning.format_result(result))
+    for path in tuning.write_outputs(result, args.out):
+        print(f"wrote {path}")
+    return 1 if result.missing else 0
+
+
 def cmd_train_source(args: argparse.Namespace) -> int:
     """Train (or resume, or reuse) the source network of an ID dataset with its §4.2 recipe."""
     from stamplib.models import train_source_for
@@ -419,6 +460,54 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--wait", action="store_true", help="submitit: wait for the jobs with a progress bar")
     p.add_argument("--retry-failed", action="store_true", help="submit only the cells whose last job failed")
     p.set_defaults(func=cmd_grid)
+
+    p = sub.add_parser(
+        "tune", help="select hyperparameters by the paper's protocol (H-score on gaussian noise + Noise outliers)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Select a method's hyperparameters as STAMP's App. A does: run a grid on the first corruption "
+                    "(gaussian_noise) with the outliers mixed in and choose the cell with the best criterion "
+                    "(default: the H-score). Cells go through the results store: a second call computes nothing.",
+        epilog="""grid syntax:
+  --grid NAME=V1,V2,...   one hyperparameter of the method's config and its values, comma-separated;
+                          repeat --grid for each dimension (the first varies slowest). Values are typed
+                          as the config field expects: numbers, true/false, a choice's name, none.
+  e.g. python -m stamplib tune stamp --dataset digits --outliers noise --grid lr=0.01,0.05,0.1 --grid alpha=0.25,0.3,0.4
+
+presets (--preset NAME; --list-presets names them): the authors' grids of test-time-val.sh for STAMP and
+the paper's baselines, per hyperparameter setting, and the newer methods' grids. Without --grid or
+--preset a method's own preset is used; a --grid given with a preset replaces that dimension.
+
+outputs: the table is printed (the chosen row and the config's current values marked) and written as
+<out>/tune__<method>__<dataset>__<outliers>__<setting>__<profile>.csv and .md, and .png (a heatmap)
+when the grid has two dimensions; <out> defaults to figures/tune.""")
+    p.add_argument("method", nargs="?", default=None, help="a registered method name, e.g. stamp")
+    p.add_argument("--dataset", default="digits")
+    p.add_argument("--outliers", default="noise", help="outlier set (the protocol uses noise)")
+    p.add_argument("--corruption", default="gaussian_noise", help="the selection corruption (the protocol: the first)")
+    p.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2,...",
+                   help="one dimension of the grid, e.g. --grid lr=0.01,0.05,0.1 (repeat for more)")
+    p.add_argument("--preset", default=None, help="a named grid (see --list-presets)")
+    p.add_argument("--list-presets", action="store_true", help="list the presets and exit")
+    p.add_argument("--criterion", default="h", help="the metric to select by: h, acc, auroc, fpr95 (lowest wins), ...")
+    p.add_argument("--setting", default="", help="hyperparameter setting (default: the data set's own)")
+    p.add_argument("--profile", default="quick", choices=["smoke", "quick", "full"])
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--data-root", default=None)
+    p.add_argument("--results", default=None, help="results folder (default: results/)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--out", default=None, help="folder of the table and heatmap files (default: figures/tune)")
+    p.add_argument("--executor", default=None, choices=["local", "submitit", "submitit-local"],
+                   help="compute the cells as `python -m stamplib grid` does (default: one after another here)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="with --executor: local worker processes or parallel submitit-local jobs (0: one per "
+                        "CPU core, or per GPU with --device cuda)")
+    p.add_argument("--partition", default=None, help="SLURM partition (--executor submitit)")
+    p.add_argument("--gpus-per-job", type=int, default=1, help="GPUs per job (with --device cuda)")
+    p.add_argument("--cpus-per-task", type=int, default=4, help="CPUs per job (its torch threads)")
+    p.add_argument("--time-min", type=int, default=240, help="job time limit in minutes")
+    p.add_argument("--mem-gb", type=float, default=None, help="memory per job")
+    p.add_argument("--array-parallelism", type=int, default=32, help="SLURM jobs of the array running at once")
+    p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("check-method", help="check the method contract on one method")
     p.add_argument("name", help="a registered name or package.module:Class")

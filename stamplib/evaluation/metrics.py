@@ -45,6 +45,8 @@ METRIC_LABELS: dict[str, str] = {
 }
 #: The paper's three; the default columns of every table.
 PAPER_METRICS = ("acc", "auroc", "h")
+#: The metrics for which a smaller value is better (every other one: larger is better).
+LOWER_IS_BETTER: set[str] = {"fpr95"}
 
 
 def accuracy(predictions: torch.Tensor, labels: torch.Tensor) -> float:
@@ -168,12 +170,26 @@ METRICS: dict[str, MetricFunction] = {
 }
 
 
-def register_metric(name: str, function: MetricFunction, label: str | None = None) -> None:
-    """Make ``name`` a metric of every table and of :func:`~stamplib.evaluation.outputs.rescore`."""
+def register_metric(name: str, function: MetricFunction, label: str | None = None,
+                    lower_is_better: bool = False) -> None:
+    """Make ``name`` a metric of every table and of :func:`~stamplib.evaluation.outputs.rescore`
+    (``lower_is_better``: a selection by this metric, e.g. ``python -m stamplib tune
+    --criterion``, takes the smallest value)."""
     if not name.isidentifier():
         raise ValueError(f"a metric name is a Python identifier (a column name), got {name!r}")
     METRICS[name] = function
     METRIC_LABELS.setdefault(name, label or name)
+    if lower_is_better:
+        LOWER_IS_BETTER.add(name)
+    else:
+        LOWER_IS_BETTER.discard(name)
+
+
+def higher_is_better(name: str) -> bool:
+    """Whether a larger value of metric ``name`` is better (False for FPR95 and any metric
+    registered with ``lower_is_better``); a clear error for an unknown name."""
+    check_metrics([name])
+    return name not in LOWER_IS_BETTER
 
 
 def check_metrics(names: Iterable[str]) -> tuple[str, ...]:
