@@ -11,7 +11,10 @@ optimiser the authors use (Adam for the CIFAR settings, SGD for ImageNet-C); Ten
 learning rate over STAMP's Tent grid {1e-4, 2.5e-4, 1e-3, 5e-3} (``test-time-val.sh``). Its
 ImageNet-C value is the COME authors' (SGD, 2.5e-4) and is not tuned.
 
-Every cell goes through the results store (``--results``), so a second call only prints.
+A thin call of ``stamplib.evaluation.tune`` (``python -m stamplib tune``): each method's preset
+grid under each optimiser's setting is one tuning job. Every cell goes through the results store
+(``--results``), so a second call only prints; the tables are also written under ``--out``
+(default ``figures/tune``).
 
 Usage (built-in benchmark, what the configs use):
     python benchmarks/tune_newer_methods.py --profile quick
@@ -22,31 +25,23 @@ On the real CIFAR-10 once its source model exists, e.g.:
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 import sys
 from collections.abc import Iterator
-from typing import Any
 
-ALPHAS = (1.0, 0.5, 0.2, 0.1)  # gaozhengqing/UniEnt run.sh
-TENT_LRS = (1e-4, 2.5e-4, 1e-3, 5e-3)  # STAMP test-time-val.sh, Tent (baselines.md §10)
 #: Which hyperparameter setting supplies the optimiser: Adam (CIFAR settings) or SGD (ImageNet-C).
 SETTING_OF_OPTIMISER = {"adam": "cifar10_c", "sgd": "imagenet_c"}
+#: The optimisers each method is tuned under (Tent+COME's ImageNet-C value is not tuned).
+OPTIMISERS = {"unient": ("adam", "sgd"), "unient_plus": ("adam", "sgd"), "ostta": ("adam", "sgd"),
+              "tent_come": ("adam",)}
 
 
-def grid(method: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(setting, overrides) of every cell of ``method``'s grid."""
-    if method in ("unient", "unient_plus"):
-        for optimiser, (a1, a2) in itertools.product(("adam", "sgd"), itertools.product(ALPHAS, ALPHAS)):
-            yield SETTING_OF_OPTIMISER[optimiser], {"alpha_marginal": a1, "alpha_ood": a2}
-    elif method == "ostta":
-        for optimiser, a1 in itertools.product(("adam", "sgd"), ALPHAS):
-            yield SETTING_OF_OPTIMISER[optimiser], {"alpha_marginal": a1}
-    elif method == "tent_come":
-        for lr in TENT_LRS:
-            yield "cifar10_c", {"lr": lr}
-    else:
-        raise ValueError(f"no grid for {method!r}")
+def settings(method: str) -> Iterator[str]:
+    """The hyperparameter settings ``method`` is tuned under, one tuning job each."""
+    if method not in OPTIMISERS:
+        raise ValueError(f"no grid for {method!r}; choose from {', '.join(OPTIMISERS)}")
+    for optimiser in OPTIMISERS[method]:
+        yield SETTING_OF_OPTIMISER[optimiser]
 
 
 def main() -> int:
@@ -60,36 +55,28 @@ def main() -> int:
     ap.add_argument("--results", default=None, help="results folder (default: the results store)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=None, help="folder of the tables (default: figures/tune)")
     args = ap.parse_args()
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     from stamplib import paths
-    from stamplib.evaluation.runner import run
-    from stamplib.evaluation.spec import RunSpec
+    from stamplib.evaluation import tune
     from stamplib.evaluation.store import ResultsStore
+    from stamplib.report import tuning
 
     paths.set_data_root(args.data_root or None)
     store = ResultsStore(args.results) if args.results else ResultsStore()
     print(f"tuning on {args.dataset} + {args.outliers}, {args.corruption}, profile {args.profile}, "
           f"seed {args.seed}; results in {store.root}")
     for method in args.methods.split(","):
-        rows: dict[str, list[tuple[dict[str, Any], dict[str, float]]]] = {}
-        for setting, overrides in grid(method):
-            spec = RunSpec.make(method, overrides=overrides, dataset=args.dataset, outliers=args.outliers,
-                                corruptions=(args.corruption,), profile=args.profile, seed=args.seed,
-                                setting=setting)
-            record = run(spec, store=store, device=args.device)
-            rows.setdefault(setting, []).append((overrides, record["mean"]))
-        for setting, cells in rows.items():
-            keys = list(cells[0][0])
-            best = max(range(len(cells)), key=lambda i: (cells[i][1]["h"], -i))  # ties: grid order
+        for setting in settings(method):
+            job = tune.TuneJob(method, dataset=args.dataset, outliers=args.outliers, corruption=args.corruption,
+                               profile=args.profile, seed=args.seed, setting=setting,
+                               grid=tuple(tune.preset_grid(method, method, setting).items()))
+            result = tune.tune(job, store, device=args.device)
             print(f"\n{method}, optimiser of setting {setting}:")
-            print("| " + " | ".join(keys) + " | ACC | AUROC | H |")
-            print("|" + " --- |" * (len(keys) + 3))
-            for i, (overrides, mean) in enumerate(cells):
-                mark = " **best**" if i == best else ""
-                values = " | ".join(f"{overrides[k]:g}" for k in keys)
-                print(f"| {values} | {mean['acc']:.1f} | {mean['auroc']:.1f} | {mean['h']:.1f}{mark} |")
+            print(tuning.format_result(result))
+            tuning.write_outputs(result, args.out)
     return 0
 
 
