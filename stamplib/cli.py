@@ -51,6 +51,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         continual=args.continual,
         dirichlet=args.dirichlet,
         outlier_burst=args.outlier_burst,
+        realistic=args.realistic or args.relative_speed > 0,
+        relative_speed=args.relative_speed,
     )
     try:
         record = run(spec, store=ResultsStore(args.results) if args.results else None,
@@ -70,6 +72,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         flag = "  COLLAPSED: " + m["collapse_reason"] if m["collapsed"] else ""
         print(f"{name:20s}" + "".join(f" {m[k]:8.1f}" for k in shown) + flag)
     print(f"{'mean':20s}" + "".join(f" {record['mean'][k]:8.1f}" for k in shown))
+    if "realistic" in record:
+        r = record["realistic"]
+        how = "measured" if r["measured"] else "fixed"
+        print(f"realistic protocol: C(g) = {r['relative_speed']} ({how}), adapted on {r['adapted_batches']} of "
+              f"{r['batches']} batches")
     if args.json:
         print(json.dumps(record, indent=1))
     return 0
@@ -393,6 +400,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="non-i.i.d. label order with Dirichlet concentration δ (e.g. 0.1; 0 = i.i.d.)")
     p.add_argument("--outlier-burst", type=int, default=0,
                    help="outliers arrive in runs of this length (0 = spread uniformly)")
+    p.add_argument("--realistic", action="store_true",
+                   help="the realistic online protocol (Alfarra et al. 2024): the stream does not wait, so the "
+                        "method adapts on every C(g)-th batch only; C(g) is measured in the run")
+    p.add_argument("--relative-speed", type=int, default=0, metavar="C",
+                   help="fix C(g) of the realistic protocol (implies --realistic), e.g. 17, so that the record "
+                        "does not depend on the machine")
     p.add_argument("--device", default="cpu")
     p.add_argument("--results", default=None, help="results folder (default: results/)")
     p.add_argument("--force", action="store_true", help="recompute even if stored")

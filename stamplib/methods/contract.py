@@ -143,6 +143,10 @@ def method_state(method: Any) -> dict[str, Any]:
     every optimiser's state, every generator's state and every memory's contents, found by
     walking the method's attributes. Two methods with equal states behave identically."""
     seen: set[int] = set()
+    # Every object whose id is in ``seen`` stays alive until the walk ends: the walk makes
+    # temporary dicts (state_dict copies), and a freed one's id may be given to a later object,
+    # which would then pass for already seen.
+    alive: list[Any] = []
 
     def walk(value: Any) -> Any:
         if isinstance(value, torch.Tensor):
@@ -154,6 +158,7 @@ def method_state(method: Any) -> dict[str, Any]:
         if id(value) in seen:
             return "<seen>"
         seen.add(id(value))
+        alive.append(value)
         if isinstance(value, torch.nn.Module):
             return walk(dict(value.state_dict()))
         if isinstance(value, torch.optim.Optimizer):

@@ -39,6 +39,12 @@ def test_cli_run_and_doctor(tmp_path):
     assert "digits" in doctor and "methods:" in doctor
 
 
+def test_cli_run_under_the_realistic_protocol(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["run", "--method", "tent", "--profile", "smoke", "--relative-speed", "2", "--results", str(tmp_path)]
+    assert main(argv) == 0
+    assert "realistic protocol: C(g) = 2 (fixed), adapted on 1 of 2 batches" in capsys.readouterr().out
+
+
 
 @pytest.mark.parametrize(
     ("argv", "match"),
@@ -51,6 +57,7 @@ def test_cli_run_and_doctor(tmp_path):
         (["--method", "tent", "--seed", "-1"], "seed must be a non-negative integer"),
         (["--method", "tent", "--set", "lr"], "expected NAME=VALUE, got 'lr'"),
         (["--method", "tent", "--set", "learning_rate=0.1"], "unknown hyperparameter(s) ['learning_rate']"),
+        (["--method", "tent", "--relative-speed", "-3"], "relative_speed is C(g) of the realistic protocol"),
     ],
 )
 def test_cli_run_bad_input_is_one_line_and_exit_2(
