@@ -129,7 +129,9 @@ def test_newer_methods_script_keeps_its_cells(tmp_path: Path) -> None:
         assert new == old, method
 
 
-def test_newer_methods_script_runs_its_command_line(tmp_path: Path) -> None:
+def test_newer_methods_script_runs_its_command_line(tmp_path: Path, digits_model: object) -> None:
+    # digits_model: the built-in source model is trained (once, minutes on a fresh clone) and
+    # cached before the script starts, so that the script's timeout covers the tuning alone.
     done = subprocess.run(
         [sys.executable, "benchmarks/tune_newer_methods.py", "--methods", "tent_come", "--profile", "smoke",
          "--results", str(tmp_path / "results"), "--out", str(tmp_path / "out")],
