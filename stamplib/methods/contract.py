@@ -43,6 +43,7 @@ from stamplib.methods.base import (
     SETTINGS,
     SourceData,
     TTAMethod,
+    TTAOutput,
     create,
     method_class,
     resolve_config,
@@ -189,18 +190,21 @@ def _refused(call: Callable[[], Any], pattern: str) -> None:
 
 
 # -- the properties ------------------------------------------------------------------------------
+def _assert_output(out: TTAOutput, n: int, num_classes: int, who: str) -> None:
+    """``out`` holds probabilities [n, num_classes] and a score [n], all finite."""
+    assert out.probs.shape == (n, num_classes) and out.ood_score.shape == (n,), (
+        f"{who}: probs {tuple(out.probs.shape)} and score {tuple(out.ood_score.shape)} for a batch "
+        f"of {n}, expected ({n}, {num_classes}) and ({n},)")
+    assert torch.isfinite(out.probs).all() and torch.isfinite(out.ood_score).all(), f"{who}: non-finite output"
+    assert (out.probs >= 0).all() and torch.allclose(out.probs.sum(1), torch.ones(n), atol=1e-5), (
+        f"{who}: probs are not probabilities (negative, or rows not summing to 1)")
+
+
 def check_step_outputs(name: str, probe: Probe) -> None:
     """step returns probabilities [B, C] and a score [B], all finite; adapted tensors are Parameters."""
     method = probe.create(name)
     for x in probe.batches():
-        out = method.step(x)
-        n = x.shape[0]
-        assert out.probs.shape == (n, probe.num_classes) and out.ood_score.shape == (n,), (
-            f"{name}: probs {tuple(out.probs.shape)} and score {tuple(out.ood_score.shape)} for a batch "
-            f"of {n}, expected ({n}, {probe.num_classes}) and ({n},)")
-        assert torch.isfinite(out.probs).all() and torch.isfinite(out.ood_score).all(), f"{name}: non-finite output"
-        assert (out.probs >= 0).all() and torch.allclose(out.probs.sum(1), torch.ones(n), atol=1e-5), (
-            f"{name}: probs are not probabilities (negative, or rows not summing to 1)")
+        _assert_output(method.step(x), x.shape[0], probe.num_classes, name)
     assert all(isinstance(p, nn.Parameter) for p in method.adapted_parameters()), (
         f"{name}: adapted_parameters() must list nn.Parameter objects")
 
@@ -258,13 +262,7 @@ def check_predict_changes_nothing(name: str, probe: Probe) -> None:
         method.step(x)
     before = method_state(method)
     x = probe.batches(1, seed=30)[0]
-    out = method.predict(x)
-    n = x.shape[0]
-    assert out.probs.shape == (n, probe.num_classes) and out.ood_score.shape == (n,), (
-        f"{name}: predict gave probs {tuple(out.probs.shape)} and score {tuple(out.ood_score.shape)} for a "
-        f"batch of {n}")
-    assert torch.isfinite(out.probs).all() and torch.isfinite(out.ood_score).all(), f"{name}: predict is non-finite"
-    assert torch.allclose(out.probs.sum(1), torch.ones(n), atol=1e-5), f"{name}: predict's probs are no probabilities"
+    _assert_output(method.predict(x), x.shape[0], probe.num_classes, f"{name}.predict")
     assert_same(method_state(method), before, f"{name} (after predict())")
 
 
