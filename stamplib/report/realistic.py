@@ -112,6 +112,18 @@ def ranking_changes(table: pd.DataFrame) -> str:
     return "\n\n".join(paragraphs) if paragraphs else "No method has records under both protocols yet."
 
 
+def _dodged_labels(rows: pd.DataFrame, gap: float = 2.0) -> list[tuple[float, float, str]]:
+    """(x, y, method) of each method's label beside its realistic H, moved down where methods of
+    the same C(g) would overlap (at least ``gap`` H points apart)."""
+    placed = []
+    for x, group in rows.groupby(rows["C(g)"].astype(float), sort=False):
+        below = float("inf")
+        for _, r in group.sort_values("H (realistic)", ascending=False).iterrows():
+            below = min(float(r["H (realistic)"]), below - gap)
+            placed.append((float(x), below, r["method"]))
+    return placed
+
+
 def plot_h_against_speed(table: pd.DataFrame, title: str = "H-score against the relative cost C(g)") -> plt.Figure:
     """One panel per (data set, outlier set): each method at its C(g) (log axis), an open marker at
     its H under the paper's protocol and a filled one, joined by an arrow, under the realistic one."""
@@ -125,12 +137,13 @@ def plot_h_against_speed(table: pd.DataFrame, title: str = "H-score against the 
     for ax, ((dataset, outliers), rows) in zip(axes[0], groups):
         colours = plt.get_cmap("tab20")(np.linspace(0, 1, max(len(rows), 2)))
         for colour, (_, r) in zip(colours, rows.iterrows()):
-            x = r["C(g)"]
+            x = float(r["C(g)"])
             ax.scatter([x], [r["H (paper)"]], facecolors="none", edgecolors=[colour], s=50)
             ax.scatter([x], [r["H (realistic)"]], color=colour, s=50, label=r["method"])
             ax.annotate("", xy=(x, r["H (realistic)"]), xytext=(x, r["H (paper)"]),
                         arrowprops={"arrowstyle": "->", "color": colour, "lw": 1})
-            ax.annotate(r["method"], (x, r["H (realistic)"]), textcoords="offset points", xytext=(5, -3), fontsize=8)
+        for x, y, label in _dodged_labels(rows):
+            ax.annotate(label, (x, y), textcoords="offset points", xytext=(6, 0), fontsize=8, va="center")
         ax.set_xscale("log")
         ax.set_xlabel("C(g): the step's cost in source forwards (log scale)")
         ax.set_ylabel("H-score (open: paper protocol, filled: realistic)")
