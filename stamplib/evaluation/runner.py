@@ -100,7 +100,7 @@ SPEED_TOLERANCE = 0.1
 @dataclass(frozen=True)
 class RelativeSpeed:
     """C(g) of the realistic protocol: how many batches pass while the method adapts on one.
-    Measured (with the two median times it came from) or fixed by the spec (times None)."""
+    Measured (with the two least timings it came from) or fixed by the spec (times None)."""
 
     value: int
     step_seconds: float | None = None  # the method's step on one batch (least of several timings)
