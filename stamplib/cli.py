@@ -331,8 +331,10 @@ def cmd_reference(args: argparse.Namespace) -> int:
         print("STAMP seed spread (setting a): " + ("not yet measured" if spread is None else f"{spread:.2f} pt"))
         return 0
     if args.action == "compute":
-        todo = cells + (reference.extra_specs(data_root) if args.extras else [])
-        report = run_grid(todo, "local", store=store, jobs=args.jobs, keep_order=True)
+        which = "all" if args.extras and args.cells == "core" else args.cells
+        todo = ((cells if which in ("core", "all") else [])
+                + (reference.extra_specs(data_root) if which in ("extras", "all") else []))
+        report = run_grid(todo, "local", store=store, device=args.device, jobs=args.jobs, keep_order=True)
         print(f"reference store {store.root}: {len(report.done)} done, {len(report.missing)} missing, "
               f"{len(report.failed)} failed jobs")
         return 0 if report.ok else 1
@@ -340,12 +342,13 @@ def cmd_reference(args: argparse.Namespace) -> int:
 
     chosen = reference.select_methods(store.status(cells).done, args.methods)
     scratch = ResultsStore(args.scratch)
-    run_grid(chosen, "local", store=scratch, jobs=args.jobs, keep_order=True)
+    run_grid(chosen, "local", store=scratch, device=args.device, jobs=args.jobs, keep_order=True)
     result = reference.compare_stores(store, scratch, chosen)
     spread = "not yet measured" if result.spread is None else f"{result.spread:.2f} pt"
     print(f"compared {result.compared} records (tolerance {reference.DETERMINISTIC_TOLERANCE} pt for "
           f"{', '.join(sorted(reference.DETERMINISTIC))}; STAMP's seed spread {spread} for the others); "
-          f"{len(result.unchecked)} unchecked; machine: {platform.machine()} {platform.processor() or ''}".rstrip())
+          f"{len(result.unchecked)} unchecked; machine: {platform.machine()} {platform.processor() or ''}".rstrip()
+          + f"; device: {args.device}")
     if result.largest is not None:
         moved = result.largest
         print(f"largest difference: {abs(moved.recomputed - moved.reference):.4f} pt ({moved.key} "
@@ -546,7 +549,12 @@ when the grid has two dimensions; <out> defaults to figures/tune.""")
     p.add_argument("--write", action="store_true", help="readme: write README.md and the headline figure")
     p.add_argument("--extras", action="store_true",
                    help="compute: after the 44 cells, the optional ones (15 corruptions for Source, BN Stats, "
-                        "Tent and STAMP in (a); STAMP with K = 1; the ablation rows)")
+                        "Tent and STAMP in (a); STAMP with K = 1; the ablation rows; the realistic protocol); "
+                        "the same as --cells all")
+    p.add_argument("--cells", choices=["core", "extras", "all"], default="core",
+                   help="compute: the 44 cells (core), the optional ones only (extras), or both in that order (all)")
+    p.add_argument("--device", default="cpu",
+                   help="compute/recompute: cpu, cuda or cuda:N (each record names the device it ran on)")
     p.add_argument("--data-root", default=None, help="default: shared/data beside the checkout")
     p.add_argument("--results", default=None, help="reference store (default: results/reference)")
     p.add_argument("--scratch", default="results/recompute", help="recompute: where the new records go")

@@ -149,3 +149,29 @@ def test_the_optional_cells_follow_the_issue_and_repeat_no_reference_cell() -> N
     assert len(extra) == 4 + 1 + 6 + 14  # Table 5's last row is STAMP's default, a reference cell
     assert [s.method for s in extra if s.realistic] == list(methods.TABLE_ORDER)
     assert all(s.relative_speed == 0 and len(s.corruptions) == 3 for s in extra if s.realistic)
+
+
+@pytest.mark.parametrize(("flags", "want_core", "want_extras"), [
+    ([], True, False), (["--extras"], True, True), (["--cells", "extras"], False, True), (["--cells", "all"], True, True),
+])
+def test_reference_compute_takes_the_cells_asked_for_on_the_device_asked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flags: list[str], want_core: bool, want_extras: bool
+) -> None:
+    """``--cells extras --device cuda`` sends the optional cells alone to a GPU (the 44 stay on
+    the machine that computed the others); nothing is computed here, run_grid is a stand-in."""
+    from stamplib import cli
+    from stamplib.evaluation import grid
+
+    calls = []
+
+    def fake_run_grid(specs, executor, *, store, device, jobs, keep_order):
+        calls.append((list(specs), device))
+        return grid.GridReport(done=list(specs))
+
+    monkeypatch.setattr(grid, "run_grid", fake_run_grid)
+    argv = ["reference", "compute", "--results", str(tmp_path), "--data-root", str(tmp_path), "--device", "cuda"]
+    assert cli.main(argv + flags) == 0
+    [(specs, device)] = calls
+    core, extras = reference.specs(tmp_path), reference.extra_specs(tmp_path)
+    assert device == "cuda"
+    assert specs == (core if want_core else []) + (extras if want_extras else [])
