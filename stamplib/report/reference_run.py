@@ -209,6 +209,18 @@ def _hours(store: ResultsStore) -> dict[str, float]:
     return by_notebook
 
 
+def machines_line(records: list[dict[str, Any]]) -> str:
+    """Where a group of records was computed: each device and torch version with its number of
+    cells and hours (the records' own ``device``, ``versions`` and ``seconds``)."""
+    groups: dict[tuple[str, str], list[float]] = {}
+    for record in records:
+        where = (str(record.get("device", "?")), str(record.get("versions", {}).get("torch", "?")))
+        groups.setdefault(where, []).append(float(record.get("seconds", 0.0)))
+    parts = [f"{device} with torch {torch} ({len(s)} cell{'s' if len(s) != 1 else ''}, {sum(s) / 3600:.2f} h)"
+             for (device, torch), s in sorted(groups.items())]
+    return "Computed on " + "; ".join(parts) + "."
+
+
 def _stamp_seeds(store: ResultsStore) -> list[dict[str, float]]:
     specs = plans.cells(SETTINGS["a"], profile=reference.PROFILE, data_root="reference",
                         methods=reference.SPREAD_METHOD, seeds=",".join(map(str, reference.SPREAD_SEEDS)))
@@ -326,6 +338,10 @@ def details_page(store: ResultsStore | None = None) -> str:
     hours = _hours(store)
     lines += ["Compute, summed over the records (one CPU core each): "
               + ", ".join(f"({k}) {v:.1f} h" for k, v in hours.items()) + ".", ""]
+    records = _records(store)
+    core = [records[s.key()] for s in reference.specs("reference") if s.key() in records]
+    if core:
+        lines += [machines_line(core), ""]
     lines += _optional_sections(store)
     return "\n".join(lines)
 
@@ -338,6 +354,7 @@ def _optional_sections(store: ResultsStore) -> list[str]:
     lines = [f"## Optional cells (`reference compute --extras`): {done} of {len(extra)} stored", ""]
     if not done:
         return lines
+    lines += [machines_line([records[s.key()] for s in extra if s.key() in records]), ""]
     full = plans.plan(SETTINGS["a"], profile=reference.PROFILE, data_root="reference",
                       methods=reference.EXTRA_METHODS_ALL_CORRUPTIONS, corruptions="all")
     table = paper_table(full, records)

@@ -146,3 +146,11 @@ def test_a_complete_store_renders_every_setting_the_seeds_and_the_optional_cells
     assert "| Source | 62.3 | 64.6 | +2.3 | 60.0 | 64.7 | +4.7 | 39.1 | 70.3 | +31.2 |" in block  # (c): the paper's
     # mean over our three corruptions (28.7, 57.3, 31.4), not its 15-corruption average (57.3)
     assert "(a) 0.8 h, (b) 0.7 h, (c) 0.7 h" in details  # 16 and 14 cells × 3 corruptions × 60 s
+
+
+def test_the_machines_line_names_each_device_and_torch_with_its_cells_and_hours() -> None:
+    records = [{"device": "cpu", "versions": {"torch": "2.14.1"}, "seconds": 3600.0},
+               {"device": "cpu", "versions": {"torch": "2.14.1"}, "seconds": 1800.0},
+               {"device": "cuda:0", "versions": {"torch": "2.11.0"}, "seconds": 36.0}]
+    assert reference_run.machines_line(records) == (
+        "Computed on cpu with torch 2.14.1 (2 cells, 1.50 h); cuda:0 with torch 2.11.0 (1 cell, 0.01 h).")
