@@ -340,7 +340,8 @@ def cmd_reference(args: argparse.Namespace) -> int:
         return 0 if report.ok else 1
     import platform
 
-    chosen = reference.select_methods(store.status(cells).done, args.methods)
+    chosen = reference.select_settings(reference.select_methods(store.status(cells).done, args.methods),
+                                       args.settings)
     scratch = ResultsStore(args.scratch)
     run_grid(chosen, "local", store=scratch, device=args.device, jobs=args.jobs, keep_order=True)
     result = reference.compare_stores(store, scratch, chosen)
@@ -561,6 +562,8 @@ when the grid has two dimensions; <out> defaults to figures/tune.""")
     p.add_argument("--jobs", type=int, default=1, help="compute/recompute: worker processes")
     p.add_argument("--methods", default="", help="recompute: only these methods' committed cells (comma-separated; "
                                                  "'deterministic' = those without test-time randomness)")
+    p.add_argument("--settings", default="", help="recompute: only these settings (comma-separated: a = Noise "
+                                                  "outliers, b = the 8:2 split, c = the closed set)")
     p.set_defaults(func=cmd_reference)
 
     args = parser.parse_args(argv)

@@ -195,3 +195,23 @@ def select_methods(cells: Sequence[RunSpec], methods: str) -> list[RunSpec]:
         raise ValueError(f"no reference cell of {sorted(unknown)}; methods: {sorted({c.method for c in cells})} "
                          "or 'deterministic'")
     return [c for c in cells if c.method in names]
+
+
+#: The settings' letters, as the README and docs/reference_run.md name them.
+SETTING_NOTEBOOKS = dict(zip("abc", NOTEBOOKS))
+
+
+def select_settings(cells: Sequence[RunSpec], settings: str) -> list[RunSpec]:
+    """``cells`` of the named settings (comma-separated letters: a = Noise outliers, b = the 8:2
+    split, c = the closed set); empty: all. A machine with one of the two source models can
+    then recompute the settings that model serves."""
+    if not settings:
+        return list(cells)
+    letters = [s.strip() for s in settings.split(",") if s.strip()]
+    unknown = sorted(set(letters) - set(SETTING_NOTEBOOKS))
+    if unknown:
+        raise ValueError(f"unknown setting {unknown}: name a (Noise outliers), b (8:2 split) or c (closed set)")
+    keys = {s.key() for letter in letters
+            for s in plans.cells(SETTING_NOTEBOOKS[letter], profile=PROFILE, data_root="reference",
+                                 seeds=",".join(map(str, SPREAD_SEEDS)))}
+    return [c for c in cells if c.key() in keys]

@@ -175,3 +175,17 @@ def test_reference_compute_takes_the_cells_asked_for_on_the_device_asked_for(
     core, extras = reference.specs(tmp_path), reference.extra_specs(tmp_path)
     assert device == "cuda"
     assert specs == (core if want_core else []) + (extras if want_extras else [])
+
+
+def test_recompute_can_take_one_setting_so_one_source_model_is_enough() -> None:
+    cells = reference.specs("reference")
+    a, c = reference.select_settings(cells, "a"), reference.select_settings(cells, "c")
+    assert {s.outliers for s in a} == {"noise"} and {s.dataset for s in a} == {"cifar10_jpeg"}
+    assert {s.outliers for s in c} == {"none"} and {s.dataset for s in c} == {"cifar10_jpeg"}
+    assert len(a) == 14 + 2  # the fourteen methods and STAMP's seeds 1 and 2
+    b = reference.select_settings(cells, "b")
+    assert {s.dataset for s in b} == {"cifar10_jpeg_8_2"}
+    assert sorted(s.key() for s in a + b + c) == sorted(s.key() for s in cells)
+    assert reference.select_settings(cells, "") == cells
+    with pytest.raises(ValueError, match="unknown setting"):
+        reference.select_settings(cells, "d")
