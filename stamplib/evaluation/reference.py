@@ -18,6 +18,7 @@ archive SHA-256, versions, git commit, command).
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -128,13 +129,17 @@ def compare_records(
     reference: dict[str, Any], recomputed: dict[str, Any], tolerance: float
 ) -> list[Difference]:
     """The per-corruption ACC/AUROC of two records of one spec that differ by more than
-    ``tolerance`` points (a corruption missing on one side counts as a difference)."""
+    ``tolerance`` points (a corruption missing on one side counts as a difference, and so does
+    NaN on one side; NaN on both is the same answer: a closed-set cell has no outliers to rank,
+    so no AUROC)."""
     out = []
     for corruption, ref in reference["per_corruption"].items():
         new = recomputed["per_corruption"].get(corruption)
         for metric in METRICS:
             value = float("nan") if new is None else float(new[metric])
-            if not abs(value - float(ref[metric])) <= tolerance:  # NaN counts as a difference
+            if new is not None and math.isnan(value) and math.isnan(float(ref[metric])):
+                continue
+            if not abs(value - float(ref[metric])) <= tolerance:  # NaN on one side counts as a difference
                 out.append(Difference(reference["key"], corruption, metric, float(ref[metric]), value, tolerance))
     return out
 

@@ -98,6 +98,16 @@ def test_a_missing_or_nan_metric_counts_as_a_difference() -> None:
     assert found == {("gaussian_noise", "acc"), ("gaussian_noise", "auroc"), ("contrast", "auroc")}
 
 
+def test_a_closed_set_record_without_auroc_equals_its_recomputation() -> None:
+    """No outliers, no AUROC: NaN on both sides is agreement (it once flagged every closed-set
+    cell of a recomputation as different)."""
+    spec = RunSpec(method="source", outliers="none", corruptions=("gaussian_noise",))
+    ref, new = _record(spec, 50.0, float("nan")), _record(spec, 50.04, float("nan"))
+    assert reference.compare_records(ref, new, 0.1) == []
+    new["per_corruption"]["gaussian_noise"]["acc"] = 51.0
+    assert [(d.corruption, d.metric) for d in reference.compare_records(ref, new, 0.1)] == [("gaussian_noise", "acc")]
+
+
 def test_the_reference_data_root_is_named_relative_to_the_checkout(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("STAMPLIB_DATA_ROOT", raising=False)
     root = reference.default_data_root()
