@@ -154,3 +154,20 @@ def test_the_machines_line_names_each_device_and_torch_with_its_cells_and_hours(
                {"device": "cuda:0", "versions": {"torch": "2.11.0"}, "seconds": 36.0}]
     assert reference_run.machines_line(records) == (
         "Computed on cpu with torch 2.14.1 (2 cells, 1.50 h); cuda:0 with torch 2.11.0 (1 cell, 0.01 h).")
+
+
+def test_no_committed_record_was_made_under_other_hyperparameters() -> None:
+    """A changed config default makes a record stale (the store then treats it as absent); the
+    stale file must go, so that `reference compute` writes its replacement and nothing in
+    results/reference shows numbers the code no longer gives."""
+    import json
+
+    from stamplib.evaluation.spec import RunSpec
+    from stamplib.evaluation.store import current_config
+
+    stale = []
+    for path in sorted((REPO / "results" / "reference").glob("*.json")):
+        record = json.loads(path.read_text())
+        if "spec" in record and record.get("config") != current_config(RunSpec.from_dict(record["spec"])):
+            stale.append(path.name)
+    assert not stale, f"stale records (recompute them with `python -m stamplib reference compute`): {stale}"
