@@ -210,11 +210,13 @@ def _hours(store: ResultsStore) -> dict[str, float]:
 
 
 def machines_line(records: list[dict[str, Any]]) -> str:
-    """Where a group of records was computed: each device and torch version with its number of
-    cells and hours (the records' own ``device``, ``versions`` and ``seconds``)."""
+    """Where a group of records was computed: each kind of device (``cuda:1`` counts as
+    ``cuda``: a worker's index is not a machine) and torch version with its number of cells and
+    hours (the records' own ``device``, ``versions`` and ``seconds``)."""
     groups: dict[tuple[str, str], list[float]] = {}
     for record in records:
-        where = (str(record.get("device", "?")), str(record.get("versions", {}).get("torch", "?")))
+        device = str(record.get("device", "?")).split(":")[0]
+        where = (device, str(record.get("versions", {}).get("torch", "?")))
         groups.setdefault(where, []).append(float(record.get("seconds", 0.0)))
     parts = [f"{device} with torch {torch} ({len(s)} cell{'s' if len(s) != 1 else ''}, {sum(s) / 3600:.2f} h)"
              for (device, torch), s in sorted(groups.items())]

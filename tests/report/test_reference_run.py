@@ -153,7 +153,9 @@ def test_the_machines_line_names_each_device_and_torch_with_its_cells_and_hours(
                {"device": "cpu", "versions": {"torch": "2.14.1"}, "seconds": 1800.0},
                {"device": "cuda:0", "versions": {"torch": "2.11.0"}, "seconds": 36.0}]
     assert reference_run.machines_line(records) == (
-        "Computed on cpu with torch 2.14.1 (2 cells, 1.50 h); cuda:0 with torch 2.11.0 (1 cell, 0.01 h).")
+        "Computed on cpu with torch 2.14.1 (2 cells, 1.50 h); cuda with torch 2.11.0 (1 cell, 0.01 h).")
+    records.append({"device": "cuda", "versions": {"torch": "2.11.0"}, "seconds": 36.0})
+    assert reference_run.machines_line(records).endswith("cuda with torch 2.11.0 (2 cells, 0.02 h).")
 
 
 def test_no_committed_record_was_made_under_other_hyperparameters() -> None:
