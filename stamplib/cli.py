@@ -384,6 +384,21 @@ def cmd_check_method(args: argparse.Namespace) -> int:
     return 1 if counts["failed"] else 0
 
 
+def _add_executor_options(parser: argparse.ArgumentParser, *, executor_default: str | None,
+                          executor_help: str | None, jobs_help: str) -> None:
+    """Where grid cells run (here, local processes, SLURM through submitit): shared by ``grid``
+    and ``tune`` so that the two commands keep the same names, defaults and help."""
+    parser.add_argument("--executor", default=executor_default, choices=["local", "submitit", "submitit-local"],
+                        help=executor_help)
+    parser.add_argument("--jobs", type=int, default=1, help=jobs_help)
+    parser.add_argument("--partition", default=None, help="SLURM partition (--executor submitit)")
+    parser.add_argument("--gpus-per-job", type=int, default=1, help="GPUs per job (with --device cuda)")
+    parser.add_argument("--cpus-per-task", type=int, default=4, help="CPUs per job (its torch threads)")
+    parser.add_argument("--time-min", type=int, default=240, help="job time limit in minutes (requeued past it)")
+    parser.add_argument("--mem-gb", type=float, default=None, help="memory per job")
+    parser.add_argument("--array-parallelism", type=int, default=32, help="SLURM jobs of the array running at once")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="stamplib", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -461,16 +476,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="a notebook parameter, e.g. methods=source,stamp or seeds=0,1,2")
     p.add_argument("--results", default=None, help="results folder (default: results/)")
-    p.add_argument("--executor", default="local", choices=["local", "submitit", "submitit-local"])
-    p.add_argument("--jobs", type=int, default=1,
-                   help="local: worker processes (with --device cuda, worker i uses cuda:(i mod GPUs)); "
-                        "submitit-local: parallel jobs; 0: one per GPU with --device cuda, else one per CPU core")
-    p.add_argument("--partition", default=None, help="SLURM partition")
-    p.add_argument("--gpus-per-job", type=int, default=1, help="GPUs per job (with --device cuda)")
-    p.add_argument("--cpus-per-task", type=int, default=4, help="CPUs per job (its torch threads)")
-    p.add_argument("--time-min", type=int, default=240, help="job time limit in minutes (requeued past it)")
-    p.add_argument("--mem-gb", type=float, default=None, help="memory per job")
-    p.add_argument("--array-parallelism", type=int, default=32, help="SLURM jobs of the array running at once")
+    _add_executor_options(p, executor_default="local", executor_help=None,
+                          jobs_help="local: worker processes (with --device cuda, worker i uses cuda:(i mod GPUs)); "
+                                    "submitit-local: parallel jobs; 0: one per GPU with --device cuda, else one per "
+                                    "CPU core")
     p.add_argument("--cells-per-job", type=int, default=0, help="cells per job (0: sized from the profile)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--dry-run", action="store_true", help="print cell counts and status, submit nothing")
@@ -513,17 +522,11 @@ when the grid has two dimensions; <out> defaults to figures/tune.""")
     p.add_argument("--results", default=None, help="results folder (default: results/)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--out", default=None, help="folder of the table and heatmap files (default: figures/tune)")
-    p.add_argument("--executor", default=None, choices=["local", "submitit", "submitit-local"],
-                   help="compute the cells as `python -m stamplib grid` does (default: one after another here)")
-    p.add_argument("--jobs", type=int, default=1,
-                   help="with --executor: local worker processes or parallel submitit-local jobs (0: one per "
-                        "CPU core, or per GPU with --device cuda)")
-    p.add_argument("--partition", default=None, help="SLURM partition (--executor submitit)")
-    p.add_argument("--gpus-per-job", type=int, default=1, help="GPUs per job (with --device cuda)")
-    p.add_argument("--cpus-per-task", type=int, default=4, help="CPUs per job (its torch threads)")
-    p.add_argument("--time-min", type=int, default=240, help="job time limit in minutes")
-    p.add_argument("--mem-gb", type=float, default=None, help="memory per job")
-    p.add_argument("--array-parallelism", type=int, default=32, help="SLURM jobs of the array running at once")
+    _add_executor_options(p, executor_default=None,
+                          executor_help="compute the cells as `python -m stamplib grid` does (default: one after "
+                                        "another here)",
+                          jobs_help="with --executor: local worker processes or parallel submitit-local jobs (0: one "
+                                    "per CPU core, or per GPU with --device cuda)")
     p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("check-method", help="check the method contract on one method")

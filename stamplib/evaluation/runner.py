@@ -238,24 +238,20 @@ def run(
         kept = store.partial(spec, corruption, checkpoint_sha) if resumable else None
         if kept is not None:
             per_corruption[corruption], outputs[corruption], trace = kept
-            if spec.realistic and speed is None:  # a resumed cell keeps the C(g) it ran with
-                speed = RelativeSpeed.from_metrics(per_corruption[corruption])
             kept_seconds += float(per_corruption[corruption].get("seconds", 0.0))
-            if trace:
-                traces[corruption] = trace
-            continue
-        if not spec.continual or not per_corruption:  # continual: one reset, before the first
-            method.reset()
-        seen = sum(m["n_id"] + m["n_outliers"] for m in per_corruption.values()) if spec.continual else 0
-        per_corruption[corruption], outputs[corruption], trace = run_corruption(
-            method, spec, corruption, device, seen, speed)
-        if spec.realistic and speed is None:
+        else:
+            if not spec.continual or not per_corruption:  # continual: one reset, before the first
+                method.reset()
+            seen = sum(m["n_id"] + m["n_outliers"] for m in per_corruption.values()) if spec.continual else 0
+            per_corruption[corruption], outputs[corruption], trace = run_corruption(
+                method, spec, corruption, device, seen, speed)
+            if resumable:
+                store.put_partial(spec, corruption, per_corruption[corruption], outputs[corruption], trace or None,
+                                  checkpoint_sha)
+        if spec.realistic and speed is None:  # the first corruption's C(g); a resumed cell keeps it
             speed = RelativeSpeed.from_metrics(per_corruption[corruption])
         if trace:
             traces[corruption] = trace
-        if resumable:
-            store.put_partial(spec, corruption, per_corruption[corruption], outputs[corruption],
-                              traces.get(corruption), checkpoint_sha)
     record = {
         "key": spec.key(),
         "spec": spec.to_dict(),
