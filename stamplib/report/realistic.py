@@ -44,7 +44,8 @@ def _speeds(plan: Plan, records: Mapping[str, Mapping[str, Any]]) -> pd.DataFram
 def protocol_table(plan: Plan, records: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
     """One row per (data set, outlier set, method) in the plan's order: ACC, AUROC and H under the
     paper's protocol and the realistic one (mean over seeds and corruptions), ΔH = realistic −
-    paper, C(g), the share of batches adapted on, and each protocol's rank by H (1 = best)."""
+    paper, C(g), the share of batches adapted on, and each protocol's rank by H (1 = best) among
+    the methods with records under both protocols (none for the others)."""
     frame = plan_frame(plan, records)
     keys = ["dataset", "outliers", "method"]
     columns = [*keys, *(f"{label} ({p})" for p in ("paper", "realistic") for _, label in _METRICS),
@@ -60,8 +61,12 @@ def protocol_table(plan: Plan, records: Mapping[str, Mapping[str, Any]]) -> pd.D
     table = sides[0].join(sides[1], how="outer").reset_index()
     table = table.merge(_speeds(plan, records), on=keys, how="left")
     table["ΔH"] = table["H (realistic)"] - table["H (paper)"]
+    # Both ranks over the same methods, those with a record under each protocol: a method still
+    # missing on one side would otherwise shift every rank below it on the other and read as a change.
+    both = table[["H (paper)", "H (realistic)"]].notna().all(axis=1)
     for suffix in ("paper", "realistic"):
-        table[f"rank ({suffix})"] = (table.groupby(["dataset", "outliers"], sort=False)[f"H ({suffix})"]
+        table[f"rank ({suffix})"] = (table[f"H ({suffix})"].where(both)
+                                     .groupby([table["dataset"], table["outliers"]], sort=False)
                                      .rank(ascending=False, method="min"))
     table[["rank (paper)", "rank (realistic)"]] = table[["rank (paper)", "rank (realistic)"]].astype("Int64")
     if table["C(g)"].dropna().mod(1).eq(0).all():

@@ -45,6 +45,17 @@ def test_the_ranking_text_names_the_methods_that_move_with_their_numbers() -> No
     assert "Source" not in text.split("change rank")[1]
 
 
+def test_a_method_missing_under_one_protocol_is_left_out_of_both_rankings() -> None:
+    plan, records = _records()
+    stamp_realistic = next(c.spec.key() for c in plan.cells
+                           if c.spec.method == "stamp" and c.variant == plans.REALISTIC_PROTOCOL)
+    del records[stamp_realistic]
+    table = realistic.protocol_table(plan, records).set_index("method")
+    assert table["rank (paper)"].isna()["STAMP"] and table["rank (realistic)"].isna()["STAMP"]
+    assert list(table["rank (paper)"].dropna()) == [2, 1] and list(table["rank (realistic)"].dropna()) == [2, 1]
+    assert "No method changes rank" in realistic.ranking_changes(table.reset_index())
+
+
 def test_no_records_give_a_table_without_rows_and_a_figure_that_says_so() -> None:
     plan, _ = _records()
     table = realistic.protocol_table(plan, {})
