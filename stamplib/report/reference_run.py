@@ -381,9 +381,16 @@ def _optional_sections(store: ResultsStore) -> list[str]:
     if any(c.spec.key() in records for c in both.cells if c.variant == plans.REALISTIC_PROTOCOL):
         table = realistic.protocol_table(both, records)
         lines += ["*The realistic online protocol in (a) (notebook 12; C(g) measured in each run on the machine "
-                  "of its record's provenance):*", "", to_markdown(table.drop(columns=["dataset", "outliers"])), "",
+                  "of its record's provenance; — where a realistic record is missing):*", "",
+                  to_markdown(_dashed(table.drop(columns=["dataset", "outliers"]))), "",
                   realistic.ranking_changes(table), ""]
     return lines
+
+
+def _dashed(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with every missing value shown as — (a method without one of its records)."""
+    shown = table.astype(object)
+    return shown.where(table.notna(), "—")
 
 
 def _format_variants(table: pd.DataFrame) -> pd.DataFrame:
