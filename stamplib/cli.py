@@ -346,9 +346,9 @@ def cmd_reference(args: argparse.Namespace) -> int:
     run_grid(chosen, "local", store=scratch, device=args.device, jobs=args.jobs, keep_order=True)
     result = reference.compare_stores(store, scratch, chosen)
     spread = "not yet measured" if result.spread is None else f"{result.spread:.2f} pt"
-    tight = sorted(reference.DETERMINISTIC - reference.ROUNDING_SENSITIVE)
     print(f"compared {result.compared} records (tolerance {reference.DETERMINISTIC_TOLERANCE} pt for "
-          f"{', '.join(tight)}; STAMP's seed spread {spread} for the others); "
+          f"{', '.join(sorted(reference.WITHIN_DETERMINISTIC_TOLERANCE))}; STAMP's seed spread {spread} for the "
+          f"others); "
           f"{len(result.unchecked)} unchecked; machine: {platform.machine()} {platform.processor() or ''}".rstrip()
           + f"; device: {args.device}")
     if result.largest is not None:
