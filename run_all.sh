@@ -10,7 +10,8 @@
 # notebooks then only read the results store. Grid options, passed through: --partition P,
 # --gpus-per-job N, --cpus-per-task N, --time-min M, --mem-gb G, --array-parallelism N,
 # --cells-per-job N (see python -m stamplib grid --help).
-# Then the reference run on real images is rendered from its committed records
+# A quick run on the built-in benchmark then draws figures/builtin_benchmark.png (the README's
+# first figure). Then the reference run on real images is rendered from its committed records
 # (results/reference: figures/*_real.*, no data or checkpoint needed). --recompute instead
 # recomputes those records (needs shared/data and both JPEG source models) and reports every
 # record that differs from the committed one and the largest difference; --recompute METHODS
@@ -38,7 +39,7 @@ while [[ $# -gt 0 ]]; do
             if [[ $# -gt 0 && "$1" != --* ]]; then recompute_methods="$1"; shift; fi ;;
         --no-reference) reference=""; shift ;;
         --site) site=1; shift ;;
-        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
         *) echo "run_all.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -73,6 +74,11 @@ if [[ -n "$executor" || -n "$jobs" || ${#grid_opts[@]} -gt 0 ]]; then
 fi
 [[ ${#only[@]} -gt 0 ]] && args+=(--only "${only[@]}")
 python -m stamplib notebooks "${args[@]}"
+if [[ "$profile" == quick && ${#only[@]} -eq 0 && -z "$data_root" ]]; then
+    # The README's first figure: the quick run on the built-in CIFAR-10 photographs beside the
+    # paper and the ResNet-18 reference run (docs/builtin_benchmark.md).
+    python -m stamplib benchmark render
+fi
 if [[ "$reference" == render && ${#only[@]} -eq 0 && -z "$data_root" ]]; then
     python -m stamplib reference render
 elif [[ "$reference" == recompute ]]; then

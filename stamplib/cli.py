@@ -1,4 +1,4 @@
-"""Command line: ``python -m stamplib {run,doctor,notebooks,methods,train-source,grid,tune}``.
+"""Command line: ``python -m stamplib {run,doctor,notebooks,methods,train-source,benchmark,grid,tune,…}``.
 
 A face: each command parses its flags, calls into the layers and prints; the work lives in
 ``stamplib.evaluation`` (runs, plans, grids), ``stamplib.data`` and ``stamplib.models``."""
@@ -232,7 +232,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             print(f"{name:12s} method {preset.method:12s} settings {', '.join(preset.grids)}  ({preset.source})")
         return 0
     if not args.method:
-        raise ValueError("name the METHOD to tune, e.g. python -m stamplib tune stamp --dataset digits --outliers noise")
+        raise ValueError("name the METHOD to tune, e.g. python -m stamplib tune stamp --dataset cifar10_builtin --outliers noise")
     job = tune.make_job(args.method, grid_items=args.grid, preset=args.preset, dataset=args.dataset,
                         outliers=args.outliers, corruption=args.corruption, profile=args.profile, seed=args.seed,
                         setting=args.setting, criterion=args.criterion)
@@ -271,6 +271,32 @@ def cmd_train_source(args: argparse.Namespace) -> int:
     side = result.sidecar
     print(f"{side['name']} (recipe {side['recipe_name']}): {side['epochs']} epochs, best epoch {side['best_epoch']}, "
           f"clean test accuracy {100 * side['clean_test_accuracy']:.2f}%, {side['seconds']:.0f} s -> {result.checkpoint}")
+    return 0
+
+
+def cmd_benchmark(args: argparse.Namespace) -> int:
+    """The built-in CIFAR-10 benchmark: rebuild its package data, or render the quick run's
+    headline figure and docs page from the results store."""
+    from stamplib import paths
+    from stamplib.data import builtin_cifar10
+    from stamplib.evaluation.store import ResultsStore
+    from stamplib.report import builtin_benchmark
+
+    if args.action == "build":
+        from stamplib.data.catalog import cifar10_jpeg_folder
+
+        photographs = cifar10_jpeg_folder(paths.data_root(args.data_root), "test").parent
+        out = Path(args.out) if args.out else builtin_cifar10.FOLDER
+        checkpoint_dir = Path(args.checkpoints) if args.checkpoints else paths.checkpoints_dir()
+        for path in builtin_cifar10.build(photographs, checkpoint_dir, out=out):
+            print(f"{path.stat().st_size:>10,} B  {path}")
+        return 0
+    from stamplib.models import source_model_card
+
+    store = ResultsStore(Path(args.results) if args.results else paths.results_dir())
+    cards = [source_model_card(name) for name in ("cifar10_builtin", "cifar10_builtin_8_2")] if args.page else ()
+    for path in builtin_benchmark.render(store, page=Path(args.page) if args.page else None, model_cards=cards):
+        print(f"wrote {path}")
     return 0
 
 
@@ -406,7 +432,8 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("run", help="compute one RunSpec and store its record")
     p.add_argument("--method", required=True)
-    p.add_argument("--dataset", default="digits")
+    p.add_argument("--dataset", default="cifar10_builtin",
+                   help="ID data set (default: the built-in CIFAR-10 photographs; digits is the smoke one)")
     p.add_argument("--outliers", default="noise", help="outlier set, or 'none' for closed-set")
     p.add_argument("--corruptions", default="gaussian_noise", help="comma-separated names")
     p.add_argument("--severity", type=int, default=5)
@@ -454,9 +481,10 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("train-source", help="train the source network of an ID dataset (resumable)")
     p.add_argument("--dataset", required=True, help="e.g. cifar10_jpeg, cifar10_jpeg_8_2, cifar10_c")
-    p.add_argument("--recipe", default=None, choices=["paper", "fast"],
+    p.add_argument("--recipe", default=None, choices=["paper", "fast", "compact"],
                    help="paper: protocol.md §4.2 (200 epochs); fast: our 10-epoch CPU recipe "
-                        "(default: the checkpoint's own, fast for the cifar10_jpeg models)")
+                        "(default: the checkpoint's own, fast for the cifar10_jpeg models); compact: "
+                        "the built-in benchmark's compact ResNet (30 epochs, written as ResNetTiny_*_jpeg)")
     p.add_argument("--epochs", type=int, default=0, help="shorten the recipe (0: its full length)")
     p.add_argument("--bf16", action="store_true",
                    help="bfloat16 autocast (faster only on CPUs with native bf16, e.g. AVX512-BF16/AMX; "
@@ -467,6 +495,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--data-root", default=None)
     p.set_defaults(func=cmd_train_source)
+
+    p = sub.add_parser("benchmark", help="the built-in CIFAR-10 benchmark: rebuild its package data (build) or "
+                                          "draw the quick run's headline figure and docs page (render)")
+    p.add_argument("action", choices=["build", "render"])
+    p.add_argument("--data-root", default=None, help="build: folder holding cifar10-jpeg.tar.gz or cifar10-jpeg/")
+    p.add_argument("--checkpoints", default=None,
+                   help="build: folder of ResNetTiny_{10,8}_jpeg.pt and .json (default: where train-source writes)")
+    p.add_argument("--out", default=None, help="build: default the package's data/builtin_cifar10 folder")
+    p.add_argument("--results", default=None, help="render: results folder of the quick run (default: results/)")
+    p.add_argument("--page", default=None, help="render: also rewrite this page's generated block "
+                                                "(docs/builtin_benchmark.md)")
+    p.set_defaults(func=cmd_benchmark)
 
     p = sub.add_parser("grid", help="compute every cell of notebooks: here, in local processes, or on SLURM")
     which = p.add_mutually_exclusive_group(required=True)
@@ -498,7 +538,7 @@ def main(argv: list[str] | None = None) -> int:
   --grid NAME=V1,V2,...   one hyperparameter of the method's config and its values, comma-separated;
                           repeat --grid for each dimension (the first varies slowest). Values are typed
                           as the config field expects: numbers, true/false, a choice's name, none.
-  e.g. python -m stamplib tune stamp --dataset digits --outliers noise --grid lr=0.01,0.05,0.1 --grid alpha=0.25,0.3,0.4
+  e.g. python -m stamplib tune stamp --dataset cifar10_builtin --outliers noise --grid lr=0.01,0.05,0.1 --grid alpha=0.25,0.3,0.4
 
 presets (--preset NAME; --list-presets names them): the authors' grids of test-time-val.sh for STAMP and
 the paper's baselines, per hyperparameter setting, and the newer methods' grids. Without --grid or
@@ -508,7 +548,7 @@ outputs: the table is printed (the chosen row and the config's current values ma
 <out>/tune__<method>__<dataset>__<outliers>__<setting>__<profile>.csv and .md, and .png (a heatmap)
 when the grid has two dimensions; <out> defaults to figures/tune.""")
     p.add_argument("method", nargs="?", default=None, help="a registered method name, e.g. stamp")
-    p.add_argument("--dataset", default="digits")
+    p.add_argument("--dataset", default="cifar10_builtin")
     p.add_argument("--outliers", default="noise", help="outlier set (the protocol uses noise)")
     p.add_argument("--corruption", default="gaussian_noise", help="the selection corruption (the protocol: the first)")
     p.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2,...",
@@ -535,7 +575,7 @@ when the grid has two dimensions; <out> defaults to figures/tune.""")
     p.set_defaults(func=cmd_check_method)
 
     p = sub.add_parser("methods", help="list methods and their hyperparameters")
-    p.add_argument("--dataset", default="digits")
+    p.add_argument("--dataset", default="cifar10_builtin")
     p.set_defaults(func=cmd_methods)
 
     p = sub.add_parser("site", help="build the executed notebooks (./run_all.sh) into a website, build/site")

@@ -22,7 +22,7 @@ import io
 import math
 import os
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -31,6 +31,7 @@ import torch
 
 from stamplib.evaluation.assembly import build_method, build_stream, stand_in_overrides
 from stamplib.evaluation.metrics import accuracy, auroc, h_score
+from stamplib.evaluation.profiles import get_profile
 from stamplib.evaluation.runner import run_stream
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.traces import StreamTracer
@@ -53,6 +54,10 @@ class StreamExplorer:
     memory_counts: list[list[int] | None]  # per batch: memory histogram after it
     lrs: list[float]  # per batch: step size used (NaN: not reported)
     running: dict[str, np.ndarray]  # acc / auroc / h after each batch (percent)
+    # The tracer's columns (evaluation/traces.py) and the method as it ended the stream, so a
+    # notebook can plot the traces or read the adapted model without running the stream again.
+    trace: dict[str, list] = field(default_factory=dict)
+    method: Any = None
 
     @property
     def num_batches(self) -> int:
@@ -207,7 +212,7 @@ def _running_metrics(predictions: np.ndarray, scores: np.ndarray, labels: np.nda
 
 def explore(
     method: str = "stamp",
-    dataset: str = "digits",
+    dataset: str = "",
     corruption: str = "gaussian_noise",
     severity: int = 5,
     outliers: str = "noise",
@@ -221,8 +226,11 @@ def explore(
 ) -> StreamExplorer:
     """Run ``method`` once over one corruption's stream and return a :class:`StreamExplorer`
     (``explorer.widget()`` in JupyterLab; :func:`show` picks the widget or the static summary).
-    ``max_id`` known-class samples (default: as many as ``profile`` uses); ``hyperparameters``
-    override the method's setting (e.g. ``alpha=0.4`` for STAMP)."""
+    ``dataset``: the known-class data set (default: the profile's built-in benchmark, the
+    CIFAR-10 photographs in the quick profile); ``max_id`` known-class samples (default: as
+    many as ``profile`` uses); ``hyperparameters`` override the method's setting (e.g.
+    ``alpha=0.4`` for STAMP)."""
+    dataset = dataset or get_profile(profile).builtin
     spec = RunSpec.make(
         method, overrides={**stand_in_overrides(method, dataset, setting), **hyperparameters}, dataset=dataset,
         outliers=outliers, corruptions=(corruption,), severity=severity, outlier_ratio=outlier_ratio, seed=seed,
@@ -248,6 +256,8 @@ def explore(
         memory_counts=trace["memory_counts"],
         lrs=[math.nan if s is None else s for s in trace["step_size"]],
         running=_running_metrics(predictions, scores, labels, stream.batch_size),
+        trace=trace,
+        method=tta,
     )
 
 

@@ -10,9 +10,10 @@ computed once.
 
 Scales (chosen by the profile and ``data_root``):
 
-* ``builtin`` — ``smoke``/``quick`` without ``data_root``: the built-in digits benchmark, which
-  stands in for the paper's data sets (digits 8–9 stand in for the held-out classes, the Noise
-  set for every outlier set);
+* ``builtin`` — ``smoke``/``quick`` without ``data_root``: the profile's built-in benchmark
+  (quick: 2,000 CIFAR-10 photographs and compact source networks shipped with the package;
+  smoke: the digits, where digits 8–9 are the held-out classes), which stands in for the
+  paper's data sets (the Noise set for every outlier set);
 * ``real`` — ``smoke``/``quick`` with ``data_root``: the JPEG CIFAR-10 of shared/data (Noise
   outliers, and the 8:2 class split), at reduced size;
 * ``paper`` — ``full``: the paper's data sets, 15 corruptions, every sample.
@@ -119,47 +120,47 @@ DEFAULTS: dict[str, dict[str, list[Setup]]] = {
     "02_table1_cifar_outlier_aware": {
         "paper": [Setup.same("cifar10_c", _CIFAR_SETS), Setup.same("cifar100_c", _CIFAR_SETS)],
         "real": [_stand_in("cifar10_jpeg", ("noise",), "cifar10_c", ("noise",))],
-        "builtin": [_stand_in("digits", ("noise",), "cifar10_c", ("noise",))],
+        "builtin": [_stand_in("cifar10_builtin", ("noise",), "cifar10_c", ("noise",))],
     },
     "03_table2_imagenet_outlier_aware": {
         "paper": [Setup.same("imagenet_c", ("places365", "textures"))],
         # No ImageNet here: the ImageNet hyperparameters (crop+flip views, no consistency
         # filter, T = 750, …) run on the small data set instead, so the code path is exercised.
         "real": [_stand_in("cifar10_jpeg", ("noise",), "imagenet_c", ("places365",), "imagenet_c")],
-        "builtin": [_stand_in("digits", ("noise",), "imagenet_c", ("places365",), "imagenet_c")],
+        "builtin": [_stand_in("cifar10_builtin", ("noise",), "imagenet_c", ("places365",), "imagenet_c")],
     },
     "04_table3_class_split": {
         "paper": [Setup.same("cifar10_c_8_2", (data.HELDOUT,)), Setup.same("cifar100_c_80_20", (data.HELDOUT,))],
         "real": [_stand_in("cifar10_jpeg_8_2", (data.HELDOUT,), "cifar10_c_8_2", (data.HELDOUT,))],
-        "builtin": [_stand_in("digits", ("digits_heldout",), "cifar10_c_8_2", (data.HELDOUT,))],
+        "builtin": [_stand_in("cifar10_builtin_8_2", (data.HELDOUT,), "cifar10_c_8_2", (data.HELDOUT,))],
     },
     "05_table4_closed_set": {
         "paper": [Setup.same("cifar10_c", ("none",)), Setup.same("cifar100_c", ("none",))],
         "real": [_stand_in("cifar10_jpeg", ("none",), "cifar10_c", ("none",))],
-        "builtin": [_stand_in("digits", ("none",), "cifar10_c", ("none",))],
+        "builtin": [_stand_in("cifar10_builtin", ("none",), "cifar10_c", ("none",))],
     },
     **{
         nb: {
             "paper": [Setup.same("cifar100_c", ("svhn",))],
             "real": [_stand_in("cifar10_jpeg", ("noise",), "cifar100_c", ("svhn",))],
-            "builtin": [_stand_in("digits", ("noise",), "cifar100_c", ("svhn",))],
+            "builtin": [_stand_in("cifar10_builtin", ("noise",), "cifar100_c", ("svhn",))],
         }
         for nb in ("06_table5_ablation", "07_fig_weight_strategies")
     },
     "08_table6_outlier_ratio": {
         "paper": [Setup.same("cifar100_c", ("svhn", "lsun", "tiny"))],
         "real": [_stand_in("cifar10_jpeg", ("noise",), "cifar100_c", ("svhn",))],
-        "builtin": [_stand_in("digits", ("noise",), "cifar100_c", ("svhn",))],
+        "builtin": [_stand_in("cifar10_builtin", ("noise",), "cifar100_c", ("svhn",))],
     },
     "09_fig_augmentation_averaging": {
         "paper": [Setup.same("cifar10_c", _CIFAR_SETS)],
         "real": [_stand_in("cifar10_jpeg", ("noise",), "cifar10_c", ("noise",))],
-        "builtin": [_stand_in("digits", ("noise",), "cifar10_c", ("noise",))],
+        "builtin": [_stand_in("cifar10_builtin", ("noise",), "cifar10_c", ("noise",))],
     },
     "10_inside_the_stream": {
         "paper": [Setup.same("cifar10_c", ("noise",))],
         "real": [_stand_in("cifar10_jpeg", ("noise",), "cifar10_c", ("noise",))],
-        "builtin": [_stand_in("digits", ("noise",), "cifar10_c", ("noise",))],
+        "builtin": [_stand_in("cifar10_builtin", ("noise",), "cifar10_c", ("noise",))],
     },
 }
 
@@ -178,12 +179,37 @@ _PAPER_TABLES = {
 }
 
 
+#: What the smoke profile's digits put in the built-in CIFAR-10's places (data set, outlier set).
+DIGITS_IN_PLACE_OF = {"cifar10_builtin": "digits", "cifar10_builtin_8_2": "digits", data.HELDOUT: "digits_heldout"}
+
+
+def builtin_setup(setup: Setup, benchmark: str) -> Setup:
+    """``setup`` of the built-in CIFAR-10 on the profile's built-in ``benchmark``."""
+    if benchmark == "cifar10_builtin":
+        return setup
+    assert benchmark == "digits", f"no stand-ins for the built-in benchmark {benchmark!r}"
+    swap = DIGITS_IN_PLACE_OF
+    return dataclasses.replace(setup, dataset=swap.get(setup.dataset, setup.dataset),
+                               outliers=tuple(swap.get(o, o) for o in setup.outliers))
+
+
+def _scale_setups(notebook: str, params: NotebookParameters, scale: str) -> list[Setup]:
+    setups = DEFAULTS[notebook][scale]
+    if scale == "builtin":
+        benchmark = get_profile(params.profile).builtin
+        setups = [builtin_setup(s, benchmark) for s in setups]
+    return list(setups)
+
+
 def _setups(notebook: str, params: NotebookParameters) -> list[Setup]:
     """The notebook's (data set, outlier sets) for this scale, narrowed or replaced by the
-    ``datasets``/``outlier_sets`` parameters."""
-    defaults = DEFAULTS[notebook][params.scale]
+    ``datasets``/``outlier_sets`` parameters (a data set of another scale, such as ``digits``
+    in the quick profile, keeps its own outlier sets)."""
+    defaults = _scale_setups(notebook, params, params.scale)
     if params.datasets:
-        known = {s.dataset: s for s in DEFAULTS[notebook]["paper"] + defaults}
+        others = [s for scale in DEFAULTS[notebook] for s in DEFAULTS[notebook][scale]]
+        digits = [builtin_setup(s, "digits") for s in DEFAULTS[notebook].get("builtin", [])]
+        known = {s.dataset: s for s in [*others, *digits, *defaults]}
         first = defaults[0]
         setups = [known.get(ds, Setup(ds, first.outliers, "", ("",) * len(first.outliers), first.setting))
                   for ds in params.datasets]
@@ -354,15 +380,15 @@ def plan_realistic_stream(notebook: str, params: NotebookParameters, relative_sp
 
 def plan_walkthrough(notebook: str, params: NotebookParameters, methods_to_compare: str = "source,bn_stats,tent,stamp",
                      corruption: str = "gaussian_noise", outliers: str = "noise", seed: int | str = 0) -> Plan:
-    """The walkthrough's small comparison: each method on the digits benchmark, on the
-    profile's corruptions and the one studied in detail (first, if the profile lacks it).
+    """The walkthrough's small comparison: each method on the profile's built-in benchmark, on
+    the profile's corruptions and the one studied in detail (first, if the profile lacks it).
     ``corruption``, ``outliers`` and ``seed`` go into each RunSpec as they are: it checks them."""
     prof = get_profile(params.profile)
     corruptions = prof.corruptions if corruption in prof.corruptions else (corruption, *prof.corruptions)
     chosen = parse_methods(methods_to_compare)
     if not chosen:
         raise ValueError(f"methods_to_compare: name at least one method; valid: {', '.join(methods.available())}")
-    specs = [RunSpec(method=m, dataset="digits", outliers=outliers, corruptions=corruptions, seed=number(seed, int),
+    specs = [RunSpec(method=m, dataset=prof.builtin, outliers=outliers, corruptions=corruptions, seed=number(seed, int),
                      profile=params.profile) for m in chosen]
     return Plan(notebook, "builtin", tuple(Cell(s) for s in specs), _PAPER_TABLES[notebook])
 

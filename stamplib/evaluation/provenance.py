@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from stamplib import data, paths
-from stamplib.data import downloads
+from stamplib.data import builtin_cifar10, downloads
 from stamplib.evaluation.precision import tf32_state
 from stamplib.models import checkpoints
 
@@ -38,10 +38,7 @@ def file_sha256(path: Path) -> str:
 def checkpoint_provenance(dataset: str) -> dict[str, Any]:
     """The source model of ``dataset``: checkpoint name, the SHA-256 its sidecar vouches for
     (verified on load) and the clean accuracy the trainer measured (None when unknown)."""
-    from stamplib.models.builtin import DIGITS_CHECKPOINT
-
-    entry = data.dataset(dataset)
-    name = DIGITS_CHECKPOINT if entry.builtin else entry.checkpoint
+    name = data.dataset(dataset).checkpoint
     path = Path(name) if name.endswith(".pt") else checkpoints.checkpoint_path(name)
     side = checkpoints.read_sidecar(path) if path.is_file() else None
     return {
@@ -55,6 +52,10 @@ def data_provenance(dataset: str, data_root: str | os.PathLike | None = None) ->
     """The data behind ``dataset``: the built-in benchmark, or its archive's SHA-256 (computed
     from the file when it lies in the data root, else None) beside the one the registry expects."""
     entry = data.dataset(dataset)
+    if entry.builtin and entry.checkpoint in builtin_cifar10.CHECKPOINTS:
+        images = builtin_cifar10.FOLDER / builtin_cifar10.IMAGES_FILE
+        return {"name": entry.name, "builtin": True, "file": images.name,
+                "sha256": builtin_cifar10.recorded_sums().get(images.name)}
     if entry.builtin:
         return {"name": entry.name, "builtin": True}
     if not entry.archive:

@@ -14,6 +14,7 @@ from torch import nn
 
 from stamplib import data
 from stamplib.blocks.normalization import IMAGENET_MEAN, IMAGENET_STD, InputNormalization
+from stamplib.models import checkpoints
 from stamplib.models.builtin import DIGITS_CHECKPOINT, digits_source_model
 from stamplib.models.checkpoints import (
     REGISTRY,
@@ -24,6 +25,28 @@ from stamplib.models.checkpoints import (
 from stamplib.models.networks import ARCHITECTURES, create
 from stamplib.models.recipes import RECIPES, TrainSourceResult, train_source, train_source_for
 from stamplib.models.resnet_cifar import CifarResNet, resnet18_cifar, resnet_cifar_tiny
+
+
+def source_model_card(dataset: str) -> dict[str, object]:
+    """What the sidecar of ``dataset``'s source network says (building the digits model first
+    if needed): architecture, classes, clean test accuracy and on how many images, epochs,
+    training seconds and SHA-256."""
+    entry = data.dataset(dataset)
+    if entry.checkpoint == DIGITS_CHECKPOINT:
+        digits_source_model()
+    side = checkpoints.read_sidecar(checkpoints.checkpoint_path(entry.checkpoint)) or {}
+    log = side.get("train_log", {})  # the digits model's sidecar keeps its training log apart
+    return {
+        "checkpoint": entry.checkpoint,
+        "architecture": side.get("architecture", entry.architecture),
+        "parameters": sum(p.numel() for p in ARCHITECTURES[entry.architecture](entry.known).parameters()),
+        "classes": side.get("num_classes", entry.known),
+        "clean test accuracy (%)": round(100 * side["clean_test_accuracy"], 2) if "clean_test_accuracy" in side else None,
+        "test images": side.get("n_test"),
+        "epochs": side.get("epochs", side.get("recipe", {}).get("epochs")),
+        "training seconds": round(side.get("seconds", log.get("seconds", float("nan"))), 1),
+        "sha256": (side.get("sha256") or "")[:16] + "…",
+    }
 
 
 def source_model(dataset: str, progress: bool = True) -> nn.Module:
@@ -54,6 +77,7 @@ __all__ = [
     "resnet18_cifar",
     "resnet_cifar_tiny",
     "source_model",
+    "source_model_card",
     "train_source",
     "train_source_for",
 ]

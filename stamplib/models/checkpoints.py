@@ -60,6 +60,16 @@ REGISTRY: dict[str, CheckpointEntry] = {
             "(python -m stamplib train-source --dataset cifar10_jpeg_8_2 --recipe fast)",
         ),
         CheckpointEntry(
+            "ResNetTiny_10_jpeg", "resnet_cifar_tiny", 10, "cifar10_compact",
+            "compact source model of the built-in CIFAR-10 benchmark, shipped as package data "
+            "(python -m stamplib train-source --dataset cifar10_jpeg --recipe compact)",
+        ),
+        CheckpointEntry(
+            "ResNetTiny_8_jpeg", "resnet_cifar_tiny", 8, "cifar10_8_compact",
+            "compact source model of the built-in benchmark's class split, classes 0–7, shipped as "
+            "package data (python -m stamplib train-source --dataset cifar10_jpeg_8_2 --recipe compact)",
+        ),
+        CheckpointEntry(
             "digits_resnet_cifar_tiny", "resnet_cifar_tiny", 8, None,
             "built-in digits benchmark source model (stamplib.models.builtin)",
         ),
@@ -81,7 +91,13 @@ class CheckpointMismatchError(ValueError):
 
 def checkpoint_path(name: str) -> Path:
     """The file of checkpoint ``name``: the first one on the search path, else where it would be
-    written (``<checkpoints_dir>/<name>.pt``)."""
+    written (``<checkpoints_dir>/<name>.pt``). The built-in benchmark's networks are package
+    data and come from the package, whatever the search path holds (:func:`load` checks them
+    against the package's ``SHA256SUMS``)."""
+    from stamplib.data import builtin_cifar10
+
+    if name in builtin_cifar10.CHECKPOINTS:
+        return builtin_cifar10.FOLDER / f"{name}.pt"
     for folder in paths.checkpoint_search_path():
         candidate = folder / f"{name}.pt"
         if candidate.is_file():
@@ -198,8 +214,12 @@ def _verify(path: Path, payload: bytes, meta: dict[str, Any]) -> None:
 
 def load(name: str) -> dict[str, torch.Tensor]:
     """The verified state_dict of registered checkpoint ``name``."""
+    from stamplib.data import builtin_cifar10
+
     if name not in REGISTRY:
         raise KeyError(f"unknown checkpoint {name!r}; registered: {', '.join(REGISTRY)}")
+    if name in builtin_cifar10.CHECKPOINTS:
+        builtin_cifar10.checkpoint_file(name)  # package data: the file and its sidecar as shipped
     path = checkpoint_path(name)
     if not path.is_file():
         searched = ", ".join(str(p) for p in paths.checkpoint_search_path())

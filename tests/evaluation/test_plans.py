@@ -32,7 +32,29 @@ def test_every_notebook_passes_its_parameters_cell_to_its_plan(nb):
     params = {k: eval(v["default"]) for k, v in notebook_parameters(notebooks_dir() / f"{nb}.ipynb").items()}
     plan = E.plan(nb, **params)  # the walkthrough's are not the plan's names: ignored there
     assert plan.scale == "builtin" and plan.cells
-    assert all(c.spec.profile == "quick" and c.spec.dataset == "digits" for c in plan.cells)
+    # The quick profile runs on the built-in CIFAR-10 photographs (the class split in Table 3).
+    assert all(c.spec.profile == "quick" and c.spec.dataset.startswith("cifar10_builtin") for c in plan.cells)
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS)
+def test_the_smoke_profile_keeps_the_digits_and_they_stay_selectable_by_name(nb):
+    smoke = E.plan(nb, profile="smoke")
+    assert smoke.cells and {c.spec.dataset for c in smoke.cells} == {"digits"}
+    assert {c.spec.outliers for c in smoke.cells} <= {"noise", "none", "digits_heldout"}
+    if nb == "00_walkthrough":
+        return  # the walkthrough takes the profile's benchmark, no datasets parameter
+    quick = E.plan(nb, profile="quick")
+    by_name = E.plan(nb, profile="quick", datasets="digits")
+    assert {c.spec.dataset for c in by_name.cells} == {"digits"}
+    # Same outlier sets as the smoke profile's digits (digits 8–9 stand in for the held-out classes).
+    assert {c.spec.outliers for c in by_name.cells} == {c.spec.outliers for c in smoke.cells}
+    assert [c.paper_dataset for c in by_name.cells] == [c.paper_dataset for c in quick.cells]
+
+
+def test_the_class_split_runs_on_the_built_in_ship_and_truck():
+    quick = E.plan("04_table3_class_split", methods="stamp")
+    assert [(c.spec.dataset, c.spec.outliers, c.paper_dataset) for c in quick.cells] == [
+        ("cifar10_builtin_8_2", "heldout_classes", "cifar10_c_8_2")]
 
 
 def test_full_profile_cell_counts_follow_the_paper():

@@ -35,7 +35,7 @@ def test_paper_table_puts_ours_next_to_the_cell_it_stands_for(tmp_path):
     table = reproduce.paper_table(plan, records)
     assert list(table["method"]) == ["tent", "stamp"]  # the paper's row order
     stamp = table[table["method"] == "stamp"].iloc[0]
-    assert stamp["dataset"] == "cifar10_c" and stamp["ours on"] == "digits / noise"
+    assert stamp["dataset"] == "cifar10_c" and stamp["ours on"] == "cifar10_builtin / noise"
     assert stamp["ACC paper"] == 77.9 and stamp["ACC ours"] == 80.0
     # Another benchmark's number is a reference, not something to subtract.
     assert not [c for c in table.columns if "Δ" in c] and reproduce.paper_is_reference(table)
@@ -50,6 +50,22 @@ def test_paper_table_puts_ours_next_to_the_cell_it_stands_for(tmp_path):
     ranking = pd.read_csv(files[3])
     assert ranking.loc[0, "kendall_tau"] == 1.0 and ranking.loc[0, "ours_ranking"] == "STAMP > Tent"
     assert "STAMP > Tent" in files[4].read_text()
+    # STAMP's place among the paper's methods is said under the table, for ours and the paper.
+    assert "STAMP ranks 1st of the paper's 2 methods by H (74.7; best other: Tent 70.0); in the paper it ranks 1st" in md
+    assert "a compact ResNet (0.3 M parameters" in md and "subset of the CIFAR-10 test photographs" in md
+
+
+def test_standing_says_where_stamp_stands_among_the_papers_methods():
+    table = _ranked([80.1, 67.3, 59.7, 50.0], [70.0, 72.0, 70.04, 10.0])
+    table["method"] = ["stamp", "cotta", "tent", "source"]
+    table.loc[len(table)] = ["cifar10_c", "noise", "unient", float("nan"), 99.0]  # no paper number: not ranked
+    got = reproduce.standing(table).iloc[0]
+    # Ours: CoTTA 72.0 above; Tent's 70.04 prints as 70.0, a tie that shares STAMP's place.
+    assert (got["ours_rank"], got["paper_rank"], got["n_methods"]) == (2, 1, 4)
+    assert got["ours_best_other"] == "CoTTA 72.0" and got["paper_best_other"] == "CoTTA 67.3"
+    text = reproduce.standing_text(reproduce.standing(table))
+    assert text.startswith("CIFAR10-C + Noise: STAMP ranks 2nd of the paper's 4 methods by H (70.0")
+    assert reproduce.standing(table, method="unient").empty
 
 
 def test_real_data_table_keeps_the_delta_columns(tmp_path):
@@ -123,7 +139,7 @@ def test_builtin_figure_compares_ranks_not_values(tmp_path):
     assert not ax.patches  # no bars
     assert "= −1.00 over 3 methods" in ax.get_title()
     assert [t.get_text() for t in ax.get_xticklabels()] == ["paper's rank", "our rank"]
-    assert "digits benchmark" in fig.texts[0].get_text()
+    assert "built-in CIFAR-10 benchmark" in fig.texts[0].get_text()
     first = [p.read_bytes() for p in save_figure(fig, "a", tmp_path)]
     again = [p.read_bytes() for p in save_figure(reproduce.plot_method_bars(table, "H-score per method: paper vs ours"),
                                                  "a", tmp_path / "again")]
