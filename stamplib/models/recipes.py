@@ -144,7 +144,7 @@ def profile_plan(profile: str, epochs: int = 0) -> ProfilePlan:
 def trainable_datasets() -> list[str]:
     """The data sets whose source model a recipe can train."""
     return [n for n, d in data.DATASETS.items() if d.checkpoint in checkpoints.REGISTRY
-            and checkpoints.REGISTRY[d.checkpoint].recipe]
+            and checkpoints.REGISTRY[d.checkpoint].recipe and not d.builtin]
 
 
 def train_source_for(
@@ -169,6 +169,13 @@ def train_source_for(
     registry name, shorter runs write ``<name>.<profile>``. ``epochs > 0`` shortens the run.
     """
     entry = data.dataset(dataset)
+    if entry.builtin and entry.checkpoint in checkpoints.REGISTRY:
+        base = "cifar10_jpeg_8_2" if entry.known == 8 else "cifar10_jpeg"
+        raise ValueError(
+            f"{dataset}'s source network {entry.checkpoint} ships with the package and trains on the 50,000 JPEG "
+            f"training photographs, not on the built-in 2,000: run `python -m stamplib train-source --dataset {base} "
+            "--recipe compact --bf16 --data-root DIR`, then `python -m stamplib benchmark build --data-root DIR`"
+        )
     registered = checkpoints.REGISTRY.get(entry.checkpoint)
     if registered is None or registered.recipe is None:
         raise ValueError(

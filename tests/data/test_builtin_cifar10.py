@@ -37,7 +37,7 @@ def test_a_changed_byte_is_refused_with_the_way_to_restore_it(tmp_path: Path, na
     payload = bytearray((copy / name).read_bytes())
     payload[len(payload) // 2] ^= 0x01
     (copy / name).write_bytes(bytes(payload))
-    with pytest.raises(PackageDataError, match=rf"{name} has SHA-256 .* git checkout"):
+    with pytest.raises(PackageDataError, match=rf"{name} has SHA-256 .*`git checkout"):
         builtin_cifar10.verify(copy)
     others = tuple(n for n in SHIPPED if n != name)
     builtin_cifar10.verify(copy, others)  # the untouched files still pass
@@ -147,3 +147,11 @@ def test_build_names_what_is_missing(tmp_path: Path) -> None:
         builtin_cifar10.build(tmp_path / "data" / "cifar10-jpeg", tmp_path, out=tmp_path / "built", per_class=2)
     with pytest.raises(FileNotFoundError, match="fewer than 5"):
         builtin_cifar10.build(tmp_path / "data" / "cifar10-jpeg", tmp_path, out=tmp_path / "built", per_class=5)
+
+
+def test_the_shipped_networks_are_retrained_from_the_full_training_split_only() -> None:
+    from stamplib.models import recipes
+
+    assert "cifar10_builtin" not in recipes.trainable_datasets()
+    with pytest.raises(ValueError, match="--dataset cifar10_jpeg_8_2 --recipe compact"):
+        recipes.train_source_for("cifar10_builtin_8_2")
