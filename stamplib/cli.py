@@ -295,7 +295,8 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
 
     store = ResultsStore(Path(args.results) if args.results else paths.results_dir())
     cards = [source_model_card(name) for name in ("cifar10_builtin", "cifar10_builtin_8_2")] if args.page else ()
-    for path in builtin_benchmark.render(store, page=Path(args.page) if args.page else None, model_cards=cards):
+    for path in builtin_benchmark.render(store, page=Path(args.page) if args.page else None, model_cards=cards,
+                                         readme=Path(args.readme) if args.readme else None):
         print(f"wrote {path}")
     return 0
 
@@ -506,6 +507,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--results", default=None, help="render: results folder of the quick run (default: results/)")
     p.add_argument("--page", default=None, help="render: also rewrite this page's generated block "
                                                 "(docs/builtin_benchmark.md)")
+    p.add_argument("--readme", default=None, help="render: also rewrite this README's summary sentence (README.md)")
     p.set_defaults(func=cmd_benchmark)
 
     p = sub.add_parser("grid", help="compute every cell of notebooks: here, in local processes, or on SLURM")

@@ -104,11 +104,13 @@ def _locate_builtin_cifar10(root: Path) -> tuple[bool, str]:
     return True, f"built-in ({builtin_cifar10.FOLDER}, no download needed)"
 
 
+CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+
 # Compared with the paper's CIFAR10-C (Table 1) and 8:2 split (Table 3) by rank, not by value.
 _BUILTIN_CIFAR10 = register_dataset(Dataset(
     "cifar10_builtin", classes=10, setting="cifar10_c", test=_builtin_cifar10_test, train=_builtin_cifar10_train,
     architecture="resnet_cifar_tiny", checkpoint="ResNetTiny_10_jpeg", paper_name="cifar10_c", builtin=True,
-    locate=_locate_builtin_cifar10,
+    locate=_locate_builtin_cifar10, class_names=CIFAR10_CLASSES,
 ))
 register_dataset(class_split(
     _BUILTIN_CIFAR10, 8, "cifar10_builtin_8_2", setting="cifar10_c_8_2", checkpoint="ResNetTiny_8_jpeg",
@@ -298,6 +300,7 @@ def _locate_jpeg(root: Path) -> tuple[bool, str]:
 _JPEG = register_dataset(Dataset(
     "cifar10_jpeg", classes=10, setting="cifar10_c", test=_jpeg_test, train=_jpeg_train,
     architecture="resnet18_cifar", checkpoint="ResNet18_10_jpeg", locate=_locate_jpeg, archive="cifar10_jpeg",
+    class_names=CIFAR10_CLASSES,
 ))
 register_dataset(class_split(_JPEG, 8, "cifar10_jpeg_8_2", setting="cifar10_c_8_2", checkpoint="ResNet18_8_jpeg"))
 

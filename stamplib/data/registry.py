@@ -86,6 +86,7 @@ class Dataset:
     paper_name: str = ""  # the paper's data set whose numbers this one's are compared with
     archive: str = ""  # the download (data/downloads.py) whose checksum identifies the files
     builtin: bool = False  # ships with the package (profiles size its streams differently)
+    class_names: tuple[str, ...] = ()  # by label, for figures; () = show the label numbers
     locate: Locate = built_in
     missing: Missing = nothing_missing
 

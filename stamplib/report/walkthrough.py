@@ -13,8 +13,10 @@ import torch
 from stamplib.data.streams import Stream
 
 
-def plot_stream_examples(stream: Stream, count: int = 24, per_row: int = 12) -> plt.Figure:
-    """The first ``count`` images of a stream, outliers framed in red, labels as titles."""
+def plot_stream_examples(stream: Stream, count: int = 24, per_row: int = 12,
+                         class_names: Sequence[str] = ()) -> plt.Figure:
+    """The first ``count`` images of a stream, outliers framed in red, labels (``class_names``
+    where given, e.g. a data set's ``class_names``) as titles."""
     rows = -(-count // per_row)
     fig, axes = plt.subplots(rows, per_row, figsize=(per_row, 1.15 * rows), squeeze=False)
     for ax, img, label in zip(axes.flat, stream.images[:count], stream.labels[:count]):
@@ -24,7 +26,8 @@ def plot_stream_examples(stream: Stream, count: int = 24, per_row: int = 12) -> 
         for spine in ax.spines.values():
             spine.set_edgecolor("red" if label < 0 else "white")
             spine.set_linewidth(3)
-        ax.set_title("outlier" if label < 0 else f"{int(label)}", fontsize=8)
+        name = class_names[int(label)] if 0 <= label < len(class_names) else f"{int(label)}"
+        ax.set_title("outlier" if label < 0 else name, fontsize=8)
     return fig
 
 

@@ -137,7 +137,7 @@ def test_build_writes_a_verified_folder_from_an_image_folder(tmp_path: Path) -> 
     assert photos.test_images.shape == (20, 32, 32, 3) and photos.test_labels[:10].tolist() == list(range(10))
     source = tmp_path / "data" / "cifar10-jpeg" / "test" / "airplane" / "0001.jpg"
     with Image.open(source) as im:  # decoded exactly as the ImageFolder loader decodes the file
-        assert torch.equal(photos.test_images[10], torch.from_numpy(np.asarray(im.convert("RGB"))))
+        assert torch.equal(photos.test_images[10], torch.from_numpy(np.array(im.convert("RGB"))))
     assert json.loads((out / "ResNetTiny_8_jpeg.json").read_text())["num_classes"] == 8
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from stamplib.data import builtin_cifar10
 from stamplib.evaluation import plans
 from stamplib.evaluation.store import ResultsStore
 from stamplib.report import builtin_benchmark as B
@@ -66,3 +67,39 @@ def test_the_block_replaces_only_its_part_of_the_page(tmp_path: Path) -> None:
     assert "τ_b vs reference run" in text  # the committed ResNet-18 records take part
     with pytest.raises(ValueError, match="no generated block"):
         B.replace_block("no markers", "x")
+
+
+COMMITTED = ResultsStore(REPO / "results" / "builtin_benchmark")
+
+
+def test_the_page_shows_exactly_what_the_committed_quick_records_give() -> None:
+    from stamplib.models import source_model_card
+
+    cards = [source_model_card(name) for name in ("cifar10_builtin", "cifar10_builtin_8_2")]
+    expected = B.block(COMMITTED, REFERENCE, cards)
+    assert expected in (REPO / B.PAGE).read_text(), (
+        "docs/builtin_benchmark.md is stale: run `python -m stamplib benchmark render --results "
+        "results/builtin_benchmark --page docs/builtin_benchmark.md`")
+
+
+def test_the_committed_quick_records_are_every_cell_and_current() -> None:
+    from stamplib.evaluation.spec import RunSpec
+    from stamplib.evaluation.store import current_config
+
+    wanted = {s.key() for nb in ("02_table1_cifar_outlier_aware", "04_table3_class_split", "05_table4_closed_set")
+              for s in plans.plan(nb, profile="quick").specs}
+    records = COMMITTED.records()
+    assert {r["key"] for r in records} == wanted
+    stale = [r["key"] for r in records if r.get("config") != current_config(RunSpec.from_dict(r["spec"]))]
+    assert not stale, f"stale records (recompute them with ./run_all.sh and copy them over): {stale}"
+    shipped = {r["provenance"]["checkpoint"]["sha256"] for r in records}
+    sums = builtin_cifar10.recorded_sums()
+    assert shipped == {sums["ResNetTiny_10_jpeg.pt"], sums["ResNetTiny_8_jpeg.pt"]}  # made with the shipped networks
+
+
+def test_the_readme_says_where_stamp_stands_as_the_committed_records_give() -> None:
+    expected = B.summary(B.tables(COMMITTED))
+    assert expected in (REPO / "README.md").read_text(), (
+        "README's summary is stale: run `python -m stamplib benchmark render --results results/builtin_benchmark "
+        "--page docs/builtin_benchmark.md --readme README.md`")
+    assert "Among the paper's ten methods, STAMP ranks" in expected
