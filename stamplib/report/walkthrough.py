@@ -31,14 +31,16 @@ def plot_stream_examples(stream: Stream, count: int = 24, per_row: int = 12,
     return fig
 
 
-def plot_stamp_traces(traces: Mapping[str, Mapping[str, Sequence]], num_classes: int) -> plt.Figure:
+def plot_stamp_traces(traces: Mapping[str, Mapping[str, Sequence]], num_classes: int,
+                      class_names: Sequence[str] = ()) -> plt.Figure:
     """Per traced STAMP run (a :class:`~stamplib.evaluation.traces.StreamTracer`'s columns by
-    label): memory content by class, the step size used, and the reliable samples per batch,
-    one row per run."""
+    label): memory content by (pseudo-)class, the step size used, and the reliable samples per
+    batch, one row per run."""
     fig, axes = plt.subplots(len(traces), 3, figsize=(14, 3.2 * len(traces)), sharex=True, squeeze=False)
     for row, (label, columns) in zip(axes, traces.items()):
         counts = torch.tensor(columns["memory_counts"])
-        row[0].stackplot(range(len(counts)), counts.T.numpy(), labels=[str(c) for c in range(num_classes)])
+        names = [class_names[c] if c < len(class_names) else str(c) for c in range(num_classes)]
+        row[0].stackplot(range(len(counts)), counts.T.numpy(), labels=names)
         row[0].set(title=f"memory content by class, {label} views", ylabel="samples in memory")
         row[1].plot(columns["step_size"])
         row[1].set(title="step size used", ylabel="learning rate")
@@ -47,6 +49,7 @@ def plot_stamp_traces(traces: Mapping[str, Mapping[str, Sequence]], num_classes:
     axes[0][0].legend(ncol=4, fontsize=7, title="class", title_fontsize=7)
     for ax in axes[-1]:
         ax.set_xlabel("batch")
+    fig.tight_layout()
     return fig
 
 
