@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -353,8 +354,47 @@ def check_setting(setting: str) -> str:
     return setting
 
 
+def _as_field_type(method: str, field: str, kind: Any, value: Any) -> Any:
+    """``value`` as hyperparameter ``field``'s type ``kind`` (text such as ``"0.1"`` from the
+    command line is read as a number), or one ValueError naming the field, its type and the value."""
+    def refuse(expected: str) -> ValueError:
+        return ValueError(f"hyperparameter {field!r} of {method!r} takes {expected}, got {value!r}")
+
+    args = typing.get_args(kind)
+    if typing.get_origin(kind) is typing.Literal:
+        if value in args:
+            return value
+        raise refuse("one of " + ", ".join(map(repr, args)))
+    if type(None) in args:  # ``float | None``
+        return None if value is None else _as_field_type(method, field, next(a for a in args if a is not type(None)), value)
+    if typing.get_origin(kind) is tuple:
+        if isinstance(value, (list, tuple)):
+            return tuple(_as_field_type(method, field, args[0], v) for v in value)
+        raise refuse(f"a tuple of {args[0].__name__} values such as (1.0, 2.0)")
+    if isinstance(value, str) and kind in (int, float):
+        try:
+            value = int(value) if kind is int else float(value)
+        except ValueError:
+            raise refuse("an integer" if kind is int else "a number") from None
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        raise refuse("True or False")
+    if kind is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise refuse("an integer")
+    if kind is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return value
+        raise refuse("a number")
+    return value
+
+
 def resolve_config(name: str, setting: str, **overrides: Any) -> Any:
-    """The method's typed hyperparameters for ``setting`` with ``overrides`` applied."""
+    """The method's typed hyperparameters for ``setting`` with ``overrides`` applied: each value
+    is checked against (and text converted to) its field's type, then the config's own checks
+    run; either failure is one ValueError that names the hyperparameter."""
     cls = method_class(name)
     base = cls.configs[check_setting(setting)]
     fields = {f.name for f in dataclasses.fields(base)}
@@ -363,7 +403,14 @@ def resolve_config(name: str, setting: str, **overrides: Any) -> Any:
         raise ValueError(
             f"unknown hyperparameter(s) {unknown} for method {name!r}; valid: {', '.join(sorted(fields))}"
         )
-    return dataclasses.replace(base, **overrides)
+    hints = typing.get_type_hints(type(base))
+    typed = {field: _as_field_type(name, field, hints[field], value) for field, value in overrides.items()}
+    try:
+        return dataclasses.replace(base, **typed)
+    except AssertionError as err:
+        given = ", ".join(f"{k}={v!r}" for k, v in typed.items())
+        reason = str(err) or f"{type(base).__name__} refuses them"
+        raise ValueError(f"hyperparameter(s) {given} out of range for {name!r}: {reason}") from None
 
 
 def create(

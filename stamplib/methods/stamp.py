@@ -72,7 +72,8 @@ class StampConfig:
 
     def __post_init__(self) -> None:
         assert self.lr > 0 and self.alpha > 0, "lr and alpha must be positive"
-        assert self.num_views >= 1 and self.capacity >= 1 and self.period >= 1
+        assert self.num_views >= 1 and self.capacity >= 1 and self.period >= 1, (
+            "num_views, capacity and period must be at least 1")
         assert self.view_chunk >= 0, "view_chunk counts views per forward (0 = auto)"
         assert self.weighting in ("adaptive", "static", "eata", "none"), self.weighting
 
