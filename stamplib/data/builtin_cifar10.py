@@ -37,8 +37,9 @@ PER_CLASS = 200  # test and training photographs of each class
 MAX_BYTES = 8_000_000
 
 
-class PackageDataError(RuntimeError):
-    """A file of the built-in benchmark is missing or differs from its recorded SHA-256."""
+class PackageDataError(ValueError):
+    """A file of the built-in benchmark is missing or differs from its recorded SHA-256 (a
+    ValueError, so the command line reports it in one line with the fix)."""
 
 
 def _sha256(path: Path) -> str:
