@@ -19,7 +19,6 @@ CIFAR-10 and the two trained checkpoints (``train-source --recipe compact``).
 
 from __future__ import annotations
 
-import hashlib
 import io
 from dataclasses import dataclass
 from functools import lru_cache
@@ -42,10 +41,6 @@ class PackageDataError(ValueError):
     ValueError, so the command line reports it in one line with the fix)."""
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def recorded_sums(folder: Path | None = None) -> dict[str, str]:
     """File name → SHA-256, as ``SHA256SUMS`` (``sha256sum`` format) records them."""
     folder = folder or FOLDER
@@ -59,6 +54,8 @@ def recorded_sums(folder: Path | None = None) -> dict[str, str]:
 def verify(folder: Path | None = None, names: tuple[str, ...] | None = None) -> None:
     """Check the SHA-256 of ``names`` (default: every recorded file) in ``folder`` (default: the
     package's) against its ``SHA256SUMS``."""
+    from stamplib.data.downloads import file_digest
+
     folder = folder or FOLDER
     sums = recorded_sums(folder)
     for name in names or tuple(sums):
@@ -67,7 +64,7 @@ def verify(folder: Path | None = None, names: tuple[str, ...] | None = None) -> 
         path = folder / name
         if not path.is_file():
             raise PackageDataError(f"{path} is missing: reinstall stamplib (or `git checkout -- {path}`)")
-        if (found := _sha256(path)) != sums[name]:
+        if (found := file_digest(path, "sha256")) != sums[name]:
             raise PackageDataError(
                 f"{path} has SHA-256 {found[:16]}…, {SUMS_FILE} records {sums[name][:16]}…: the file was "
                 f"changed; restore it with `git checkout -- {path}` (or reinstall stamplib)"
@@ -156,6 +153,7 @@ def build(photographs: Path, checkpoint_dir: Path, out: Path | None = None, per_
     checkpoints with their sidecars from ``checkpoint_dir`` (where ``train-source`` wrote them),
     and ``SHA256SUMS``. Refuses a folder over :data:`MAX_BYTES`. Returns the files written."""
     from stamplib import paths
+    from stamplib.data.downloads import file_digest
 
     out = out or FOLDER
     arrays = {f"{split}_{key}": value
@@ -179,6 +177,6 @@ def build(photographs: Path, checkpoint_dir: Path, out: Path | None = None, per_
         if source.resolve() != (out / source.name).resolve():
             paths.atomic_write_bytes(out / source.name, source.read_bytes())
         written.append(out / source.name)
-    paths.atomic_write_bytes(out / SUMS_FILE, "".join(f"{_sha256(p)}  {p.name}\n" for p in written).encode())
+    paths.atomic_write_bytes(out / SUMS_FILE, "".join(f"{file_digest(p, 'sha256')}  {p.name}\n" for p in written).encode())
     load.cache_clear()
     return [*written, out / SUMS_FILE]

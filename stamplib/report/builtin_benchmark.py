@@ -26,9 +26,10 @@ from stamplib.evaluation.assembly import build_stream
 from stamplib.evaluation.store import ResultsStore
 from stamplib.report import reference_run
 from stamplib.report.paper import method_label
-from stamplib.report.reference_run import METHOD_ORDER, PAPER_METHODS
-from stamplib.report.reproduce import paper_table, rank_agreement, standing
+from stamplib.report.reference_run import METHOD_ORDER, PAPER_METHODS, closed_set
+from stamplib.report.reproduce import ordinal, paper_table, rank_agreement, standing
 from stamplib.report.tables import to_markdown
+from stamplib.report.walkthrough import draw_stream_image
 
 SETTINGS = {"a": ("02_table1_cifar_outlier_aware", "H"), "b": ("04_table3_class_split", "H"),
             "c": ("05_table4_closed_set", "ACC")}
@@ -52,8 +53,8 @@ def tables(store: ResultsStore, profile: str = "quick") -> dict[str, pd.DataFram
         plan = plans.plan(notebook, profile=profile)
         if letter == "c":
             per = paper_table(plan, records, per_corruption=True, metrics=("acc",))
-            rows = per[per["corruption"] != "mean"] if not per.empty else per
-            table = rows.groupby("method", sort=False)[["ACC ours", "ACC paper"]].mean().reset_index()
+            # Another benchmark: the paper's mean is a reference, no difference is shown.
+            table = closed_set(per).drop(columns="ACC Δ")
         else:
             table = paper_table(plan, records)
             keep = ["method"] + [f"{m} {k}" for m in ("ACC", "AUROC", "H") for k in ("ours", "paper")]
@@ -76,15 +77,13 @@ def _tau(ours: pd.DataFrame, other: pd.DataFrame, metric: str) -> tuple[float, i
     return float(rank_agreement(frame, metric)["kendall_tau"].iloc[0]), len(both)
 
 
-def _place(table: pd.DataFrame, metric: str, column: str) -> int | None:
-    """STAMP's rank (1 = best, ties share the better place) among the paper's methods by
-    ``column`` at the printed precision."""
-    rows = table[table["method"].isin(PAPER_METHODS)].dropna(subset=[column])
-    if "stamp" not in set(rows["method"]):
+def _stamp_standing(table: pd.DataFrame, metric: str) -> Any:
+    """:func:`~stamplib.report.reproduce.standing` of STAMP in one setting's table (one panel),
+    or None when the table has no STAMP row with both numbers."""
+    if table.empty:
         return None
-    values = np.round(rows[column].to_numpy(float), 1)
-    own = values[(rows["method"] == "stamp").to_numpy()][0]
-    return int((values > own).sum()) + 1
+    places = standing(table.assign(dataset="", outliers=""), metric)
+    return None if places.empty else places.iloc[0]
 
 
 def agreement(ours: Mapping[str, pd.DataFrame], reference_tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
@@ -98,12 +97,13 @@ def agreement(ours: Mapping[str, pd.DataFrame], reference_tables: Mapping[str, p
         paper_view = table[["method", f"{metric} paper"]].rename(columns={f"{metric} paper": f"{metric} ours"})
         tau_paper, n_paper = _tau(table, paper_view, metric)
         tau_ref, n_ref = _tau(table, ref, metric)
+        own, theirs = _stamp_standing(table, metric), _stamp_standing(ref, metric)
         rows.append({
             "setting": TITLES[letter], "metric": metric, "methods": n_paper,
             "τ_b vs paper": tau_paper, "τ_b vs reference run": tau_ref, "methods (reference)": n_ref,
-            "STAMP: ours": _place(table, metric, f"{metric} ours"),
-            "STAMP: paper": _place(table, metric, f"{metric} paper"),
-            "STAMP: reference run": _place(ref, metric, f"{metric} ours") if not ref.empty else None,
+            "STAMP: ours": None if own is None else own.ours_rank,
+            "STAMP: paper": None if own is None else own.paper_rank,
+            "STAMP: reference run": None if theirs is None else theirs.ours_rank,
         })
     return pd.DataFrame(rows)
 
@@ -137,14 +137,13 @@ def stamp_lead(ours: Mapping[str, pd.DataFrame]) -> list[str]:
     lines = []
     for letter in ("a", "b"):
         table = ours[letter]
-        place = standing(table.assign(dataset=letter, outliers=letter, variant=""), "H") if not table.empty else None
-        if place is None or place.empty:
+        place = _stamp_standing(table, "H")
+        if place is None:
             continue
-        p = place.iloc[0]
-        rows = table[table["method"].isin(PAPER_METHODS)].set_index("method")
-        best = rows.drop(index="stamp")["H ours"].idxmax()
+        rows = table.set_index("method")
+        best = place.ours_best
         s, b = rows.loc["stamp"], rows.loc[best]
-        verdict = "leads" if int(p["ours_rank"]) == 1 else f"does not lead (rank {int(p['ours_rank'])})"
+        verdict = "leads" if place.ours_rank == 1 else f"does not lead (rank {place.ours_rank})"
         lines.append(
             f"- {TITLES[letter]}: STAMP {verdict} among the paper's ten by H: STAMP {s['H ours']:.1f} "
             f"(ACC {s['ACC ours']:.1f}, AUROC {s['AUROC ours']:.1f}) against {method_label(best)} "
@@ -192,16 +191,11 @@ def summary(ours: Mapping[str, pd.DataFrame]) -> str:
     """The README's sentence on STAMP's place among the paper's ten in (a), (b) and (c)."""
     parts = []
     for letter, (_, metric) in SETTINGS.items():
-        table = ours[letter]
-        rows = table[table["method"].isin(PAPER_METHODS)].dropna(subset=[f"{metric} ours"]) if not table.empty else table
-        if "stamp" not in set(rows["method"]):
+        place = _stamp_standing(ours[letter], metric)
+        if place is None:
             continue
-        values = rows.set_index("method")[f"{metric} ours"]
-        best = values.drop(index="stamp").idxmax()
-        place = _place(table, metric, f"{metric} ours")
         what = {"a": "by H with Noise outliers", "b": "by H in the class split", "c": "by closed-set accuracy"}[letter]
-        ordinal = {1: "1st", 2: "2nd", 3: "3rd"}.get(place, f"{place}th")
-        parts.append(f"{ordinal} {what} ({values['stamp']:.1f}; best other {method_label(best)} {values[best]:.1f})")
+        parts.append(f"{ordinal(place.ours_rank)} {what} ({place.ours_value:.1f}; best other {place.ours_best_other})")
     if not parts:
         return SUMMARY_BEGIN + "\nNo quick-run records yet.\n" + SUMMARY_END
     listed = ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1]
@@ -239,7 +233,7 @@ def headline_figure(ours: Mapping[str, pd.DataFrame], ref: Mapping[str, pd.DataF
     grid = fig.add_gridspec(2 if strip else 1, 2, height_ratios=(1.0, 3.4) if strip else None)
     if strip:
         groups = grid[0, :].subgridspec(1, len(examples), wspace=0.12)
-        names = dict(enumerate(data.dataset("cifar10_builtin").class_names))
+        names = data.dataset("cifar10_builtin").class_names
         for g, (corruption, images, labels) in enumerate(examples):
             holder = fig.add_subplot(groups[0, g])
             holder.axis("off")
@@ -247,13 +241,7 @@ def headline_figure(ours: Mapping[str, pd.DataFrame], ref: Mapping[str, pd.DataF
             cells = groups[0, g].subgridspec(1, len(images), wspace=0.06)
             for k, (image, label) in enumerate(zip(images, labels)):
                 ax = fig.add_subplot(cells[0, k])
-                ax.imshow(image.numpy())
-                ax.set_xticks([])
-                ax.set_yticks([])
-                for spine in ax.spines.values():
-                    spine.set_edgecolor("red" if label < 0 else "white")
-                    spine.set_linewidth(2.5)
-                ax.set_xlabel("outlier" if label < 0 else names.get(int(label), str(int(label))), fontsize=8)
+                ax.set_xlabel(draw_stream_image(ax, image, label, names, frame_width=2.5), fontsize=8)
     axes = [fig.add_subplot(grid[-1, i]) for i in range(2)]
     axes[1].sharey(axes[0])
     for ax, letter in zip(axes, ("a", "b")):

@@ -57,7 +57,7 @@ def tables(store: ResultsStore) -> dict[str, pd.DataFrame]:
     for letter, notebook in SETTINGS.items():
         plan = plans.plan(notebook, profile=reference.PROFILE, data_root="reference")
         if letter == "c":
-            out[letter] = _closed_set(paper_table(plan, records, per_corruption=True))
+            out[letter] = closed_set(paper_table(plan, records, per_corruption=True))
         else:
             table = paper_table(plan, records)
             out[letter] = table[["method"] + [f"{m} {k}" for m in ("ACC", "AUROC", "H")
@@ -65,7 +65,7 @@ def tables(store: ResultsStore) -> dict[str, pd.DataFrame]:
     return out
 
 
-def _closed_set(per_corruption: pd.DataFrame) -> pd.DataFrame:
+def closed_set(per_corruption: pd.DataFrame) -> pd.DataFrame:
     """Mean ACC over our corruptions, and the paper's mean over the same corruptions."""
     rows = per_corruption[per_corruption["corruption"] != "mean"]
     if rows.empty:

@@ -41,14 +41,17 @@ from stamplib.report.paper import (
 )
 from stamplib.report.tables import to_markdown
 
+#: What the built-in CIFAR-10 benchmark is, for the notebooks' description and the tables' footers.
+_BUILTIN_CIFAR10 = (
+    "the built-in CIFAR-10 benchmark, a compact ResNet (0.3 M parameters, trained on the 50,000 JPEG training "
+    "photographs) on a subset of the CIFAR-10 test photographs (1,024 known-class ones per corruption in the "
+    "quick profile, from 2,000 shipped), not the paper's ResNet-18 (~94 %) on 10,000 images"
+)
 _REFERENCE_ONLY = ("the paper column is the cell it stands in for, for reference only (no Δ: the numbers of "
                    "two benchmarks do not compare), and the methods' ranking is compared instead (Kendall's τ_b)")
 _SCALE_NOTE = {
     "builtin": f"ours: the built-in digits benchmark (teaching scale), not the paper's data; {_REFERENCE_ONLY}",
-    "builtin_cifar10": "ours: the built-in CIFAR-10 benchmark, real photographs at teaching scale: 2,000 CIFAR-10 "
-    "test photographs (the JPEG copy; 1,024 known-class ones per corruption here) and a compact ResNet of 0.3 M "
-    "parameters trained on the 50,000 JPEG training photographs, instead of the paper's 10,000 images and "
-    f"~94 % ResNet-18; {_REFERENCE_ONLY}",
+    "builtin_cifar10": f"ours: {_BUILTIN_CIFAR10}; {_REFERENCE_ONLY}",
     "real": "ours: JPEG re-encoded CIFAR-10 (shared/data), a short CPU-trained source model and a "
     "subset of the test set; Δ mixes the data, model and size differences",
     "paper": "ours: the paper's protocol (15 corruptions, every sample)",
@@ -56,11 +59,7 @@ _SCALE_NOTE = {
 
 
 #: Under every table of the built-in CIFAR-10 benchmark: what ran, in plain words.
-BUILTIN_CIFAR10_NOTE = (
-    "Ours: the built-in CIFAR-10 benchmark, a compact ResNet (0.3 M parameters, trained on the 50,000 JPEG "
-    "training photographs) on a subset of the CIFAR-10 test photographs (1,024 known-class ones per corruption "
-    "in the quick profile, from 2,000 shipped), not the paper's ResNet-18 (~94 %) on 10,000 images."
-)
+BUILTIN_CIFAR10_NOTE = f"Ours: {_BUILTIN_CIFAR10}."
 
 
 def describe(plan: Plan, records: dict[str, Any] | None = None) -> str:
@@ -288,7 +287,8 @@ def rank_agreement(table: pd.DataFrame, metric: str = "H", digits: int = 1) -> p
     return pd.DataFrame(rows, columns=columns)
 
 
-def _ordinal(n: int) -> str:
+def ordinal(n: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``4th``, … ``11th``, ``21st``."""
     return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
@@ -296,8 +296,9 @@ def standing(table: pd.DataFrame, metric: str | None = None, method: str = "stam
     """Where ``method`` stands among the methods the paper has numbers for, per (data set,
     outlier set): its rank by ``metric`` (default: H where the table has it, else its first
     metric with both numbers, ACC in Table 4) in the paper and in ours (1 = best; a tie at the
-    printed precision shares the better place), the best other method of each, and how many
-    methods took part. Empty when ``method`` has no row with both numbers."""
+    printed precision shares the better place), the best other method of each (``<src>_best``:
+    its registry name; ``<src>_best_other``: its label and value), and how many methods took
+    part. Empty when ``method`` has no row with both numbers."""
     metric = metric or _ranking_metric(table)
     rows = []
     for (ds, o), part in table.groupby(["dataset", "outliers"], sort=False) if metric else ():
@@ -314,10 +315,11 @@ def standing(table: pd.DataFrame, metric: str | None = None, method: str = "stam
             best = int(np.argmax(np.where(others, values, -np.inf)))
             row[f"{src}_rank"] = int((values > own).sum()) + 1
             row[f"{src}_value"] = float(own)
+            row[f"{src}_best"] = ranked["method"].iloc[best]
             row[f"{src}_best_other"] = f"{method_label(ranked['method'].iloc[best])} {values[best]:.{digits}f}"
         rows.append(row)
-    columns = ["dataset", "outliers", "metric", "n_methods", "paper_rank", "paper_value", "paper_best_other",
-               "ours_rank", "ours_value", "ours_best_other"]
+    columns = ["dataset", "outliers", "metric", "n_methods", "paper_rank", "paper_value", "paper_best",
+               "paper_best_other", "ours_rank", "ours_value", "ours_best", "ours_best_other"]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -326,9 +328,9 @@ def standing_text(places: pd.DataFrame, method: str = "stamp") -> str:
     methods by H (71.3; best other: CoTTA 72.0); in the paper it ranks 1st (80.1; …)``."""
     name = method_label(method)
     return " ".join(
-        f"{dataset_label(r.dataset)} + {outlier_label(r.outliers)}: {name} ranks {_ordinal(r.ours_rank)} of the "
+        f"{dataset_label(r.dataset)} + {outlier_label(r.outliers)}: {name} ranks {ordinal(r.ours_rank)} of the "
         f"paper's {r.n_methods} methods by {r.metric} ({r.ours_value:.1f}; best other: {r.ours_best_other}); in "
-        f"the paper it ranks {_ordinal(r.paper_rank)} ({r.paper_value:.1f}; best other: {r.paper_best_other})."
+        f"the paper it ranks {ordinal(r.paper_rank)} ({r.paper_value:.1f}; best other: {r.paper_best_other})."
         for r in places.itertuples())
 
 

@@ -13,6 +13,21 @@ import torch
 from stamplib.data.streams import Stream
 
 
+def draw_stream_image(ax: plt.Axes, image: torch.Tensor, label: int | torch.Tensor,
+                      class_names: Sequence[str] = (), frame_width: float = 3.0) -> str:
+    """One uint8 H×W×3 stream image on ``ax`` without ticks, framed red if it is an outlier
+    (``label`` < 0); returns its name (``class_names[label]`` where given, else the number)."""
+    ax.imshow(image.numpy())
+    ax.set_xticks([])
+    ax.set_yticks([])
+    for spine in ax.spines.values():
+        spine.set_edgecolor("red" if label < 0 else "white")
+        spine.set_linewidth(frame_width)
+    if label < 0:
+        return "outlier"
+    return class_names[int(label)] if int(label) < len(class_names) else f"{int(label)}"
+
+
 def plot_stream_examples(stream: Stream, count: int = 24, per_row: int = 12,
                          class_names: Sequence[str] = ()) -> plt.Figure:
     """The first ``count`` images of a stream, outliers framed in red, labels (``class_names``
@@ -20,14 +35,7 @@ def plot_stream_examples(stream: Stream, count: int = 24, per_row: int = 12,
     rows = -(-count // per_row)
     fig, axes = plt.subplots(rows, per_row, figsize=(per_row, 1.15 * rows), squeeze=False)
     for ax, img, label in zip(axes.flat, stream.images[:count], stream.labels[:count]):
-        ax.imshow(img.numpy())
-        ax.set_xticks([])
-        ax.set_yticks([])
-        for spine in ax.spines.values():
-            spine.set_edgecolor("red" if label < 0 else "white")
-            spine.set_linewidth(3)
-        name = class_names[int(label)] if 0 <= label < len(class_names) else f"{int(label)}"
-        ax.set_title("outlier" if label < 0 else name, fontsize=8)
+        ax.set_title(draw_stream_image(ax, img, label, class_names), fontsize=8)
     return fig
 
 
