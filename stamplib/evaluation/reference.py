@@ -82,6 +82,21 @@ EXTRA_METHODS_ALL_CORRUPTIONS = "source,bn_stats,tent,stamp"
 EXTRA_NOTEBOOKS = ("09_fig_augmentation_averaging", "06_table5_ablation", "12_realistic_stream")
 
 
+#: Issue 35, after those: Fig. 3's static and EATA weights, then Table 6's outlier proportions for
+#: the cheap baselines (the paper prints STAMP alone; a hidden row of its LaTeX has Source), then
+#: STAMP's proportions, the extremes first: a CPU computes them in this order until it stops.
+RATIO_BASELINES = "source,bn_stats,tent,eata"
+STAMP_RATIOS = "0.5,0.05,0.1,1/3"
+
+
+def ratio_specs(root: str) -> list[RunSpec]:
+    """Fig. 3's and Table 6's cells on real images, in the order they are computed."""
+    cells = plans.cells("07_fig_weight_strategies", profile=PROFILE, data_root=root)
+    cells += plans.cells("08_table6_outlier_ratio", profile=PROFILE, data_root=root, methods=RATIO_BASELINES)
+    cells += plans.cells("08_table6_outlier_ratio", profile=PROFILE, data_root=root, ratios=STAMP_RATIOS)
+    return cells
+
+
 def extra_specs(data_root: str | os.PathLike | None = None) -> list[RunSpec]:
     """The optional cells, without those that are already reference cells."""
     root = str(data_root or default_data_root())
@@ -89,6 +104,7 @@ def extra_specs(data_root: str | os.PathLike | None = None) -> list[RunSpec]:
                         corruptions="all")
     for notebook in EXTRA_NOTEBOOKS:
         cells += plans.cells(notebook, profile=PROFILE, data_root=root)
+    cells += ratio_specs(root)
     core = {s.key() for s in specs(root)}
     return [s for s in plans.distinct(cells) if s.key() not in core]
 

@@ -168,7 +168,10 @@ def test_the_optional_cells_follow_the_issue_and_repeat_no_reference_cell() -> N
     assert [s.method for s in full] == ["source", "bn_stats", "tent", "stamp"]
     assert all(s.dataset == "cifar10_jpeg" and s.outliers == "noise" for s in extra)
     assert dict(extra[4].overrides) == {"num_views": 1}
-    assert len(extra) == 4 + 1 + 6 + 14  # Table 5's last row is STAMP's default, a reference cell
+    assert len(extra) == 4 + 1 + 6 + 14 + 2 + 16 + 4  # Table 5's last row is STAMP's default, a reference cell
+    issue35 = extra[25:]  # Fig. 3's two other weights, then Table 6's proportions, STAMP's last
+    assert [dict(s.overrides).get("weighting") for s in issue35[:2]] == ["static", "eata"]
+    assert [s.outlier_ratio for s in issue35 if s.method == "stamp"][2:] == [0.5, 0.05, 0.1, 1 / 3]
     assert [s.method for s in extra if s.realistic] == list(methods.TABLE_ORDER)
     assert all(s.relative_speed == 0 and len(s.corruptions) == 3 for s in extra if s.realistic)
 
