@@ -360,7 +360,8 @@ def cmd_reference(args: argparse.Namespace) -> int:
     if args.action == "compute":
         which = "all" if args.extras and args.cells == "core" else args.cells
         todo = ((cells if which in ("core", "all") else [])
-                + (reference.extra_specs(data_root) if which in ("extras", "all") else []))
+                + (reference.extra_specs(data_root) if which in ("extras", "all") else [])
+                + (reference.stress_specs(data_root) if which == "stress" else []))
         report = run_grid(todo, "local", store=store, device=args.device, jobs=args.jobs, keep_order=True)
         print(f"reference store {store.root}: {len(report.done)} done, {len(report.missing)} missing, "
               f"{len(report.failed)} failed jobs")
@@ -598,8 +599,11 @@ when the grid has two dimensions; <out> defaults to figures/tune.""")
                    help="compute: after the 44 cells, the optional ones (15 corruptions for Source, BN Stats, "
                         "Tent and STAMP in (a); STAMP with K = 1; the ablation rows; the realistic protocol); "
                         "the same as --cells all")
-    p.add_argument("--cells", choices=["core", "extras", "all"], default="core",
-                   help="compute: the 44 cells (core), the optional ones only (extras), or both in that order (all)")
+    p.add_argument("--cells", choices=["core", "extras", "all", "stress"], default="core",
+                   help="compute: the 44 cells (core), the optional ones only (extras), or both in that order "
+                        "(all); stress: of the optional ones, only Fig. 3's weights, Table 6's outlier "
+                        "proportions and notebook 13's streams (a CPU's share: the realistic protocol's "
+                        "cells belong on a GPU)")
     p.add_argument("--device", default="cpu",
                    help="compute/recompute: cpu, cuda or cuda:N (each record names the device it ran on)")
     p.add_argument("--data-root", default=None, help="default: shared/data beside the checkout")

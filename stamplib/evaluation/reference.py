@@ -89,12 +89,15 @@ RATIO_BASELINES = "source,bn_stats,tent,eata"
 STAMP_RATIOS = "0.5,0.05,0.1,1/3"
 
 
-def ratio_specs(root: str) -> list[RunSpec]:
-    """Fig. 3's and Table 6's cells on real images, in the order they are computed."""
+def stress_specs(data_root: str | os.PathLike | None = None) -> list[RunSpec]:
+    """Issue 35's optional cells (``reference compute --cells stress``): Fig. 3's and Table 6's
+    on real images, in the order they are computed, without the reference cells among them."""
+    root = str(data_root or default_data_root())
     cells = plans.cells("07_fig_weight_strategies", profile=PROFILE, data_root=root)
     cells += plans.cells("08_table6_outlier_ratio", profile=PROFILE, data_root=root, methods=RATIO_BASELINES)
     cells += plans.cells("08_table6_outlier_ratio", profile=PROFILE, data_root=root, ratios=STAMP_RATIOS)
-    return cells
+    core = {s.key() for s in specs(root)}
+    return [s for s in plans.distinct(cells) if s.key() not in core]
 
 
 def extra_specs(data_root: str | os.PathLike | None = None) -> list[RunSpec]:
@@ -104,7 +107,7 @@ def extra_specs(data_root: str | os.PathLike | None = None) -> list[RunSpec]:
                         corruptions="all")
     for notebook in EXTRA_NOTEBOOKS:
         cells += plans.cells(notebook, profile=PROFILE, data_root=root)
-    cells += ratio_specs(root)
+    cells += stress_specs(root)
     core = {s.key() for s in specs(root)}
     return [s for s in plans.distinct(cells) if s.key() not in core]
 

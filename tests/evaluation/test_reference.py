@@ -169,7 +169,8 @@ def test_the_optional_cells_follow_the_issue_and_repeat_no_reference_cell() -> N
     assert all(s.dataset == "cifar10_jpeg" and s.outliers == "noise" for s in extra)
     assert dict(extra[4].overrides) == {"num_views": 1}
     assert len(extra) == 4 + 1 + 6 + 14 + 2 + 16 + 4  # Table 5's last row is STAMP's default, a reference cell
-    issue35 = extra[25:]  # Fig. 3's two other weights, then Table 6's proportions, STAMP's last
+    issue35 = reference.stress_specs("/nowhere")  # Fig. 3's two other weights, then Table 6's proportions, STAMP's last
+    assert issue35 == extra[25:]
     assert [dict(s.overrides).get("weighting") for s in issue35[:2]] == ["static", "eata"]
     assert [s.outlier_ratio for s in issue35 if s.method == "stamp"][2:] == [0.5, 0.05, 0.1, 1 / 3]
     assert [s.method for s in extra if s.realistic] == list(methods.TABLE_ORDER)
@@ -178,6 +179,7 @@ def test_the_optional_cells_follow_the_issue_and_repeat_no_reference_cell() -> N
 
 @pytest.mark.parametrize(("flags", "want_core", "want_extras"), [
     ([], True, False), (["--extras"], True, True), (["--cells", "extras"], False, True), (["--cells", "all"], True, True),
+    (["--cells", "stress"], False, False),
 ])
 def test_reference_compute_takes_the_cells_asked_for_on_the_device_asked_for(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flags: list[str], want_core: bool, want_extras: bool
@@ -199,7 +201,8 @@ def test_reference_compute_takes_the_cells_asked_for_on_the_device_asked_for(
     [(specs, device)] = calls
     core, extras = reference.specs(tmp_path), reference.extra_specs(tmp_path)
     assert device == "cuda"
-    assert specs == (core if want_core else []) + (extras if want_extras else [])
+    stress = reference.stress_specs(tmp_path) if flags == ["--cells", "stress"] else []
+    assert specs == (core if want_core else []) + (extras if want_extras else []) + stress
 
 
 def test_recompute_can_take_one_setting_so_one_source_model_is_enough() -> None:
