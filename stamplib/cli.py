@@ -37,6 +37,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         from stamplib.determinism import set_deterministic
 
         set_deterministic()
+    if args.data_root:
+        from stamplib import paths
+
+        paths.set_data_root(args.data_root)  # where the data set's files are read
 
     spec = RunSpec.make(
         args.method,
@@ -53,6 +57,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         outlier_burst=args.outlier_burst,
         realistic=args.realistic or args.relative_speed > 0,
         relative_speed=args.relative_speed,
+        batch_size=args.batch_size,
+        label_shift=args.label_shift,
+        mixed_domains=args.mixed_domains,
+        gradual=args.gradual,
     )
     try:
         record = run(spec, store=ResultsStore(args.results) if args.results else None,
@@ -449,6 +457,16 @@ def main(argv: list[str] | None = None) -> int:
                    help="non-i.i.d. label order with Dirichlet concentration δ (e.g. 0.1; 0 = i.i.d.)")
     p.add_argument("--outlier-burst", type=int, default=0,
                    help="outliers arrive in runs of this length (0 = spread uniformly)")
+    p.add_argument("--batch-size", type=int, default=64,
+                   help="samples per batch (the paper's 64; down to 1, where the method supports it)")
+    p.add_argument("--label-shift", default="", metavar="SHIFT",
+                   help="'imbalance:R' long-tailed known classes (largest class over the smallest = R), 'sorted' "
+                        "class-by-class order, or 'imbalance:R+sorted'")
+    p.add_argument("--mixed-domains", action="store_true",
+                   help="all corruptions in one shuffled stream, no reset (metrics per corruption and in all)")
+    p.add_argument("--gradual", action="store_true",
+                   help="CoTTA's gradual setting: per corruption, severity 1 up to --severity and back to 1, "
+                        "no reset")
     p.add_argument("--realistic", action="store_true",
                    help="the realistic online protocol (Alfarra et al. 2024): the stream does not wait, so the "
                         "method adapts on every C(g)-th batch only; C(g) is measured in the run")
@@ -456,6 +474,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="fix C(g) of the realistic protocol (implies --realistic), e.g. 17, so that the record "
                         "does not depend on the machine")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--data-root", default=None,
+                   help="folder with the data sets (default: $STAMPLIB_DATA_ROOT, else the user data folder)")
     p.add_argument("--results", default=None, help="results folder (default: results/)")
     p.add_argument("--force", action="store_true", help="recompute even if stored")
     p.add_argument("--json", action="store_true", help="also print the whole record")

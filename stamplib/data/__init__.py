@@ -40,10 +40,13 @@ from stamplib.data.registry import (
 )
 from stamplib.data.streams import (
     Batch,
+    LabelShift,
     Stream,
     apply_corruption,
     build_stream,
     check_stream_args,
+    gradual_severities,
+    interleave,
     mix,
     outliers_for_ratio,
     set_stream_cache_budget,
@@ -53,6 +56,7 @@ from stamplib.data.streams import (
 __all__ = [
     "Batch",
     "CLOSED_SET",
+    "LabelShift",
     "DATASETS",
     "Dataset",
     "HELDOUT",
@@ -69,6 +73,8 @@ __all__ = [
     "class_split_names",
     "dataset",
     "dataset_status",
+    "gradual_severities",
+    "interleave",
     "interleave_classes",
     "mix",
     "num_classes",

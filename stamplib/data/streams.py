@@ -26,10 +26,24 @@ Two harder orders (beyond the paper; :func:`stream_order`), both off by default:
   positions, so the outlier share per batch stays what it was.
 * ``outlier_burst=L > 0`` — outliers arrive in runs of L consecutive samples (the last run may
   be shorter), the runs at distinct random positions between ID samples (so never merged).
+
+Label shift (:class:`LabelShift`, beyond the paper; off by default):
+
+* ``imbalance=ρ > 1`` — long-tailed known classes, as CIFAR-10-LT (Cao et al., NeurIPS 2019):
+  class c (in index order) keeps the first n_max·ρ^(−c/(C−1)) of its samples, so the largest
+  class over the smallest is ρ. The outliers follow the smaller ID count, so the outlier share
+  stays the spec's.
+* ``sorted`` — a temporally correlated order: the ID samples come class by class (ascending
+  class index, each class shuffled), the outliers at uniform positions between them. It is the
+  limit δ → 0 of the Dirichlet order, with the class order fixed.
+
+:func:`interleave` makes one stream of several (mixed domains: every corruption of a cell in one
+shuffled stream), keeping which stream each sample came from.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import threading
@@ -149,17 +163,96 @@ def burst_positions(num_id: int, num_outliers: int, length: int, generator: torc
     return mask
 
 
+@dataclass(frozen=True)
+class LabelShift:
+    """Class-imbalanced known classes and/or a class-sorted order (module docstring). Written as
+    text in a RunSpec: ``""`` (off), ``"imbalance:10"``, ``"sorted"`` or ``"imbalance:10+sorted"``."""
+
+    imbalance: float = 1.0  # largest class over the smallest; 1 = the classes as the data set has them
+    sorted: bool = False  # ID samples class by class
+
+    def __post_init__(self) -> None:
+        if isinstance(self.imbalance, bool) or not isinstance(self.imbalance, (int, float)) or not (
+            math.isfinite(float(self.imbalance)) and float(self.imbalance) >= 1.0
+        ):
+            raise ValueError(f"the imbalance ratio is the largest class over the smallest, a number ≥ 1 (1 = "
+                             f"off; long-tailed CIFAR uses 10 to 100), got {self.imbalance!r}")
+        object.__setattr__(self, "imbalance", float(self.imbalance))
+
+    @classmethod
+    def parse(cls, text: str | LabelShift) -> LabelShift:
+        if isinstance(text, LabelShift):
+            return text
+        if not isinstance(text, str):
+            raise ValueError(f"label_shift is text such as 'imbalance:10', 'sorted' or 'imbalance:10+sorted' "
+                             f"('' = off), got {text!r}")
+        imbalance, is_sorted = 1.0, False
+        for part in (p.strip() for p in text.replace(",", "+").split("+") if p.strip()):
+            name, _, value = part.replace("=", ":").partition(":")
+            if name == "sorted" and not value:
+                is_sorted = True
+            elif name == "imbalance" and value:
+                try:
+                    imbalance = float(value)
+                except ValueError:
+                    raise ValueError(f"label_shift {text!r}: the imbalance ratio must be a number ≥ 1, "
+                                     f"got {value!r}") from None
+            else:
+                raise ValueError(f"label_shift {text!r}: unknown part {part!r}; give 'imbalance:ρ' (ρ ≥ 1, the "
+                                 "largest class over the smallest), 'sorted' (class by class), or both "
+                                 "joined by '+'")
+        return cls(imbalance, is_sorted)
+
+    def __str__(self) -> str:
+        parts = [f"imbalance:{self.imbalance:g}"] if self.imbalance > 1.0 else []
+        return "+".join(parts + (["sorted"] if self.sorted else []))
+
+    def __bool__(self) -> bool:
+        return self.imbalance > 1.0 or self.sorted
+
+
+def long_tail_counts(num_classes: int, largest: int, imbalance: float) -> list[int]:
+    """Samples kept per class (index order) for a long tail with ``imbalance`` = first/last:
+    largest·ρ^(−c/(C−1)), at least 1."""
+    if num_classes < 2:
+        return [largest]
+    return [max(1, round(largest * imbalance ** (-c / (num_classes - 1)))) for c in range(num_classes)]
+
+
+def long_tail_subset(labels: torch.Tensor, imbalance: float) -> torch.Tensor:
+    """Indices (ascending) of the first :func:`long_tail_counts` samples of every class of
+    ``labels``, the largest class's count the most frequent class's."""
+    classes, counts = labels.unique(return_counts=True)
+    keep = long_tail_counts(classes.numel(), int(counts.max()), imbalance)
+    chosen = [torch.nonzero(labels == c).flatten()[:n] for c, n in zip(classes.tolist(), keep)]
+    return torch.cat(chosen).sort().values
+
+
+def class_sorted_order(labels: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """A permutation of ``labels``' indices class by class (ascending), each class shuffled."""
+    shuffled = torch.randperm(labels.numel(), generator=generator)
+    return shuffled[torch.sort(labels[shuffled], stable=True).indices]
+
+
 def stream_order(
     id_labels: torch.Tensor, num_outliers: int, seed: int, dirichlet: float = 0.0, outlier_burst: int = 0,
+    sort_by_class: bool = False,
 ) -> torch.Tensor:
     """The order of a stream made of ``id_labels`` followed by ``num_outliers`` outliers: a
-    permutation of their indices. Both options off: one uniform shuffle (today's order, bit for
+    permutation of their indices. Every option off: one uniform shuffle (today's order, bit for
     bit); otherwise ID order and outlier positions as the module docstring describes."""
+    if dirichlet and sort_by_class:
+        raise ValueError("a stream has one label order: give dirichlet or a sorted label_shift, not both")
     n_id = id_labels.numel()
     g = torch.Generator().manual_seed(seed)
-    if not dirichlet and not outlier_burst:
+    if not dirichlet and not outlier_burst and not sort_by_class:
         return torch.randperm(n_id + num_outliers, generator=g)
-    id_order = dirichlet_order(id_labels, dirichlet, g) if dirichlet else torch.randperm(n_id, generator=g)
+    if dirichlet:
+        id_order = dirichlet_order(id_labels, dirichlet, g)
+    elif sort_by_class:
+        id_order = class_sorted_order(id_labels, g)
+    else:
+        id_order = torch.randperm(n_id, generator=g)
     outlier_order = n_id + torch.randperm(num_outliers, generator=g)
     if outlier_burst:
         is_outlier = burst_positions(n_id, num_outliers, outlier_burst, g)
@@ -181,9 +274,11 @@ def mix(
     batch_size: int = 64,
     dirichlet: float = 0.0,
     outlier_burst: int = 0,
+    sort_by_class: bool = False,
 ) -> Stream:
     """Concatenate ID images with the first ``num_outliers`` outliers and order them with
-    ``seed`` (:func:`stream_order`: a uniform shuffle unless ``dirichlet``/``outlier_burst``)."""
+    ``seed`` (:func:`stream_order`: a uniform shuffle unless ``dirichlet``/``outlier_burst``/
+    ``sort_by_class``)."""
     if num_outliers < 0:
         raise ValueError(f"num_outliers must be ≥ 0, got {num_outliers}; outliers_for_ratio(n_id, ratio) gives it")
     if num_outliers > 0:
@@ -200,8 +295,32 @@ def mix(
     else:
         parts, labels = [id_images], id_labels.long()
     order = stream_order(id_labels, num_outliers, seed, validation.check_dirichlet(dirichlet),
-                         validation.check_outlier_burst(outlier_burst))
+                         validation.check_outlier_burst(outlier_burst), sort_by_class)
     return Stream(gather_rows(parts, order), labels[order], batch_size)
+
+
+def gradual_severities(peak: int) -> tuple[int, ...]:
+    """CoTTA's gradual setting for one corruption: severity 1 up to ``peak`` and back to 1
+    (peak 5: 1, 2, 3, 4, 5, 4, 3, 2, 1)."""
+    peak = validation.check_severity(peak)
+    return (*range(1, peak + 1), *range(peak - 1, 0, -1))
+
+
+#: Offset of the seed that shuffles a mixed-domain stream, so it does not replay a part's order.
+_INTERLEAVE_SEED = 104729
+
+
+def interleave(streams: list[Stream], seed: int) -> tuple[Stream, torch.Tensor]:
+    """One stream of all of ``streams``' samples, shuffled uniformly with ``seed`` (mixed
+    domains), and for each of its samples the index of the stream it came from (long [N])."""
+    if not streams:
+        raise ValueError("interleave needs at least one stream")
+    g = torch.Generator().manual_seed(seed + _INTERLEAVE_SEED)
+    source = torch.cat([torch.full((s.labels.numel(),), i, dtype=torch.long) for i, s in enumerate(streams)])
+    order = torch.randperm(source.numel(), generator=g)
+    images = gather_rows([s.images for s in streams], order)
+    labels = torch.cat([s.labels for s in streams])[order]
+    return Stream(images, labels, streams[0].batch_size), source[order]
 
 
 #: Rows copied per step of :func:`gather_rows`: about 150 MB of 224-px images.
@@ -233,10 +352,13 @@ def apply_corruption(images: torch.Tensor, corruption: str, severity: int, seed:
 def check_stream_args(
     dataset: str, outliers: str, corruption: str, severity: int, outlier_ratio: float, seed: int,
     max_id: int | None, batch_size: int, dirichlet: float = 0.0, outlier_burst: int = 0,
+    label_shift: str | LabelShift = "",
 ) -> None:
     """Everything :func:`build_stream` can refuse without reading a file, checked up front."""
     validation.check_dirichlet(dirichlet)
     validation.check_outlier_burst(outlier_burst)
+    if LabelShift.parse(label_shift).sorted and dirichlet:
+        raise ValueError("a stream has one label order: give dirichlet or a sorted label_shift, not both")
     check_names(dataset, outliers, (corruption,))
     validation.check_severity(severity)
     validation.check_outlier_ratio(outlier_ratio)
@@ -259,6 +381,7 @@ def build_stream(
     data_root: str | os.PathLike | None = None,
     dirichlet: float = 0.0,
     outlier_burst: int = 0,
+    label_shift: str | LabelShift = "",
 ) -> Stream:
     """The test stream of one corruption (kept in memory within the stream cache's budget,
     module docstring: every method of a table reuses it).
@@ -266,19 +389,21 @@ def build_stream(
     ID images: the released corrupted set when the data set has one, else the clean test set
     corrupted with ``seed``. Outliers: the *first* N of the pool (N from ``outlier_ratio``,
     protocol.md §1.1/§3.2), corrupted like the ID images except Noise, resized to the ID size.
-    ``dirichlet``/``outlier_burst``: the harder orders of the module docstring (0: off).
-    Names and numbers are checked before any image is read.
+    ``dirichlet``/``outlier_burst``: the harder orders of the module docstring (0: off);
+    ``label_shift``: a :class:`LabelShift` or its text (``""``: off). Names and numbers are
+    checked before any image is read.
     """
     check_stream_args(dataset, outliers, corruption, severity, outlier_ratio, seed, max_id, batch_size,
-                      dirichlet, outlier_burst)
+                      dirichlet, outlier_burst, label_shift)
     key = (dataset, outliers, corruption, severity, outlier_ratio, seed, max_id, batch_size,
-           str(paths.data_root(data_root)), float(dirichlet), int(outlier_burst))
+           str(paths.data_root(data_root)), float(dirichlet), int(outlier_burst), str(LabelShift.parse(label_shift)))
     return _CACHE.get(key, lambda: _build_stream(*key))
 
 
 def _build_stream(
     dataset_name: str, outliers: str, corruption: str, severity: int, outlier_ratio: float, seed: int,
     max_id: int | None, batch_size: int, root_str: str, dirichlet: float = 0.0, outlier_burst: int = 0,
+    label_shift: str = "",
 ) -> Stream:
     root = Path(root_str)
     data = dataset(dataset_name)
@@ -291,6 +416,10 @@ def _build_stream(
         if max_id is not None:
             id_images, id_labels = id_images[:max_id], id_labels[:max_id]
         id_images = apply_corruption(id_images, corruption, severity, seed)
+    shift = LabelShift.parse(label_shift)
+    if shift.imbalance > 1.0:
+        kept = long_tail_subset(id_labels, shift.imbalance)
+        id_images, id_labels = id_images[kept], id_labels[kept]
     pool = None
     n_out = 0
     if outliers != CLOSED_SET:
@@ -311,7 +440,7 @@ def _build_stream(
                 raise ValueError(f"cannot resize outliers to non-square ID images {tuple(id_images.shape[1:3])}")
             pool = resize_images(pool, int(id_images.shape[1]))
     return mix(id_images, id_labels, pool, n_out, seed=seed, batch_size=batch_size, dirichlet=dirichlet,
-               outlier_burst=outlier_burst)
+               outlier_burst=outlier_burst, sort_by_class=shift.sorted)
 
 
 # --------------------------------------------------------------------------- the stream cache

@@ -57,12 +57,13 @@ def build_method(
     )
 
 
-def build_stream(spec: RunSpec, corruption: str | None = None, max_id: int | None = None) -> data.Stream:
-    """The stream of one of the spec's corruptions (default: its first), with ``max_id``
-    known-class samples (default: as many as the spec's profile takes)."""
+def build_stream(spec: RunSpec, corruption: str | None = None, max_id: int | None = None,
+                 severity: int | None = None) -> data.Stream:
+    """The stream of one of the spec's corruptions (default: its first) at ``severity`` (default:
+    the spec's), with ``max_id`` known-class samples (default: as many as the profile takes)."""
     if max_id is None:
         max_id = get_profile(spec.profile).id_limit(data.dataset(spec.dataset))
     return data.build_stream(
-        spec.dataset, spec.outliers, corruption or spec.corruptions[0], spec.severity, spec.outlier_ratio,
-        spec.seed, max_id, **spec.stream_options,
+        spec.dataset, spec.outliers, corruption or spec.corruptions[0], spec.severity if severity is None else severity,
+        spec.outlier_ratio, spec.seed, max_id, **spec.stream_options,
     )

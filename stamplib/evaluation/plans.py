@@ -157,6 +157,11 @@ DEFAULTS: dict[str, dict[str, list[Setup]]] = {
         "real": [_stand_in("cifar10_jpeg", ("noise",), "cifar10_c", ("noise",))],
         "builtin": [_stand_in("cifar10_builtin", ("noise",), "cifar10_c", ("noise",))],
     },
+    "13_stress_streams": {
+        "paper": [Setup.same("cifar10_c", ("noise",))],
+        "real": [_stand_in("cifar10_jpeg", ("noise",), "cifar10_c", ("noise",))],
+        "builtin": [_stand_in("cifar10_builtin", ("noise",), "cifar10_c", ("noise",))],
+    },
     "10_inside_the_stream": {
         "paper": [Setup.same("cifar10_c", ("noise",))],
         "real": [_stand_in("cifar10_jpeg", ("noise",), "cifar10_c", ("noise",))],
@@ -176,6 +181,7 @@ _PAPER_TABLES = {
     "09_fig_augmentation_averaging": (),
     "10_inside_the_stream": (),
     "12_realistic_stream": (),
+    "13_stress_streams": (),
 }
 
 
@@ -378,6 +384,50 @@ def plan_realistic_stream(notebook: str, params: NotebookParameters, relative_sp
     return Plan(notebook, params.scale, tuple(cells), _PAPER_TABLES[notebook])
 
 
+#: Notebook 13's three axes, as the first part of its variants ("batch size=4").
+BATCH_AXIS, LABEL_AXIS, DOMAIN_AXIS = "batch size", "label shift", "domains"
+#: The paper's stream on each axis: batch 64, i.i.d. labels, one corruption at a time.
+PAPER_STREAM = {BATCH_AXIS: "64", LABEL_AXIS: "none", DOMAIN_AXIS: "separate"}
+DOMAINS = ("separate", "mixed")
+
+
+def stress_variant(axis: str, value: object) -> str:
+    return f"{axis}={value}"
+
+
+def plan_stress_streams(notebook: str, params: NotebookParameters, batch_sizes: str = "1,4,16,64",
+                        label_shifts: str = "imbalance:10,sorted", domains: str = ",".join(DOMAINS)) -> Plan:
+    """Notebook 13 (beyond the paper): every method on the paper's stream and on harder ones
+    along three axes — batch size, label shift (``imbalance:ρ``, ``sorted``; see
+    :class:`stamplib.data.LabelShift`), and all corruptions mixed in one stream against one at
+    a time. Each cell's variant is ``axis=value``; the paper's stream (batch 64, no label
+    shift, separate domains) is notebook 02's cell, shared by all three axes. A batch smaller
+    than a method supports and a mixed stream of one corruption are left out, with a note."""
+    sizes = tuple(validation.check_positive_int("batch_sizes", number(b, int), "e.g. '1,4,16,64'")
+                  for b in names(batch_sizes, "batch_sizes"))
+    shifts = tuple(str(data.LabelShift.parse(t)) for t in names(label_shifts, "label_shifts"))
+    wanted_domains = names(domains, "domains", DOMAINS)
+    cells, notes = [], []
+    for cell in _cells(notebook, params, params.methods or methods.TABLE_ORDER, ONE_ROW):
+        spec, smallest = cell.spec, methods.method_class(cell.spec.method).min_batch_size
+        for size in sizes:
+            if size < smallest:
+                notes.append(f"{spec.method}: no batch of {size} (it adapts on batches of {smallest} or more)")
+                continue
+            cells.append(dataclasses.replace(cell, spec=spec.with_(batch_size=size),
+                                             variant=stress_variant(BATCH_AXIS, size)))
+        for shift in ("", *shifts):
+            cells.append(dataclasses.replace(cell, spec=spec.with_(label_shift=shift),
+                                             variant=stress_variant(LABEL_AXIS, shift or "none")))
+        for domain in wanted_domains:
+            if domain == "mixed" and len(spec.corruptions) < 2:
+                notes.append("no mixed-domain stream: it needs two or more corruptions")
+                continue
+            cells.append(dataclasses.replace(cell, spec=spec.with_(mixed_domains=domain == "mixed"),
+                                             variant=stress_variant(DOMAIN_AXIS, domain)))
+    return Plan(notebook, params.scale, tuple(cells), _PAPER_TABLES[notebook], tuple(dict.fromkeys(notes)))
+
+
 def plan_walkthrough(notebook: str, params: NotebookParameters, methods_to_compare: str = "source,bn_stats,tent,stamp",
                      corruption: str = "gaussian_noise", outliers: str = "noise", seed: int | str = 0) -> Plan:
     """The walkthrough's small comparison: each method on the profile's built-in benchmark, on
@@ -426,6 +476,7 @@ EXPERIMENTS: dict[str, Planner] = {
     "09_fig_augmentation_averaging": Planner(plan_augmentation_averaging, _FIXED_ROWS),
     "10_inside_the_stream": Planner(plan_inside_the_stream),
     "12_realistic_stream": Planner(plan_realistic_stream),
+    "13_stress_streams": Planner(plan_stress_streams),
 }
 _FIELDS = {f.name for f in dataclasses.fields(NotebookParameters)}
 

@@ -40,6 +40,13 @@ from stamplib.evaluation.store import ResultsStore
 from stamplib.evaluation.traces import StreamTracer, synchronize
 from stamplib.version import __version__
 
+#: The stream fields of issue 35 (batch size, label shift, mixed domains, gradual severities).
+NEW_STREAM_FIELDS = ("batch_size", "label_shift", "mixed_domains", "gradual")
+
+
+def spec_has_new_stream_fields(spec: RunSpec) -> bool:
+    return any(getattr(spec, name) != RunSpec.__dataclass_fields__[name].default for name in NEW_STREAM_FIELDS)
+
 
 @dataclass
 class StreamResult:
@@ -181,6 +188,28 @@ def _versions() -> dict[str, str]:
     }
 
 
+def result_metrics(result: StreamResult) -> dict[str, Any]:
+    """A stream's metrics, sample counts, time and collapse flag, as a record's row."""
+    reason = collapse_reason(result)
+    return {
+        **stream_metrics(result.probs, result.ood_score, result.labels),
+        "n_id": int((result.labels >= 0).sum()),
+        "n_outliers": int(result.is_outlier.sum()),
+        "seconds": round(result.seconds, 3),
+        "collapsed": reason is not None,
+        "collapse_reason": reason,
+    }
+
+
+def concatenate(results: list[StreamResult]) -> StreamResult:
+    """Several streams' results as one, in the order they ran."""
+    if len(results) == 1:
+        return results[0]
+    return StreamResult(torch.cat([r.probs for r in results]), torch.cat([r.ood_score for r in results]),
+                        torch.cat([r.labels for r in results]), sum(r.seconds for r in results),
+                        sum(r.adapted_batches for r in results), sum(r.batches for r in results))
+
+
 def run_corruption(
     method: methods.TTAMethod, spec: RunSpec, corruption: str, device: str = "cpu", first_position: int = 0,
     speed: RelativeSpeed | None = None,
@@ -190,25 +219,52 @@ def run_corruption(
     stream cache is released before the next corruption's is built. ``first_position``: where
     the stream starts among all the samples the method has seen since its reset (traces).
     ``speed``: C(g) of a realistic spec; None fixes it from the spec or measures it on this
-    stream (the metrics then carry it)."""
-    stream = build_stream(spec, corruption)
-    if spec.realistic and speed is None:
-        speed = RelativeSpeed(spec.relative_speed) if spec.relative_speed else measure_relative_speed(spec, stream, device)
-    tracer = StreamTracer(stream, method.num_classes, device, first_position)
-    result = run_stream(method, stream, device, tracer=tracer, adapt_every=speed.value if speed else 1)
-    reason = collapse_reason(result)
-    metrics = {
-        **stream_metrics(result.probs, result.ood_score, result.labels),
-        "n_id": int((result.labels >= 0).sum()),
-        "n_outliers": int(result.is_outlier.sum()),
-        "seconds": round(result.seconds, 3),
-        "collapsed": reason is not None,
-        "collapse_reason": reason,
-    }
+    stream (the metrics then carry it). A ``gradual`` spec runs one stream per severity
+    (:func:`stamplib.data.gradual_severities`) and pools them; its row lists each level's
+    metrics under ``severities``."""
+    levels = data.gradual_severities(spec.severity) if spec.gradual else (spec.severity,)
+    results, rows, trace = [], [], {}
+    for severity in levels:
+        stream = build_stream(spec, corruption, severity=severity)
+        if spec.realistic and speed is None:
+            speed = (RelativeSpeed(spec.relative_speed) if spec.relative_speed
+                     else measure_relative_speed(spec, stream, device))
+        tracer = StreamTracer(stream, method.num_classes, device, first_position)
+        results.append(run_stream(method, stream, device, tracer=tracer, adapt_every=speed.value if speed else 1))
+        first_position += stream.labels.numel()
+        for name, column in (tracer.trace() if tracer.reported else {}).items():
+            trace.setdefault(name, []).extend(column)
+        if spec.gradual:
+            rows.append({"severity": severity, **stream_metrics(results[-1].probs, results[-1].ood_score,
+                                                                results[-1].labels)})
+    result = concatenate(results)
+    metrics = result_metrics(result)
     if spec.realistic:
         metrics.update(speed.as_metrics(), adapted_batches=result.adapted_batches, batches=result.batches)
+    if rows:
+        metrics["severities"] = rows
     outputs = StreamOutputs.from_tensors(result.probs, result.ood_score, result.labels)
-    return metrics, outputs, tracer.trace() if tracer.reported else None
+    return metrics, outputs, trace or None
+
+
+def run_mixed_domains(
+    method: methods.TTAMethod, spec: RunSpec, device: str = "cpu",
+) -> tuple[dict[str, dict[str, Any]], dict[str, StreamOutputs], dict[str, Any]]:
+    """Every corruption's stream in one shuffled stream (:func:`stamplib.data.interleave`), fed
+    through ``method`` without a reset (none here: the caller resets once). Returns each
+    corruption's metrics and outputs (its samples, in the order they came) and the metrics of
+    the whole stream. A corruption's ``seconds`` is the whole run's time times its share of the
+    samples. No trace: a trace follows one corruption's stream."""
+    stream, source = data.interleave([build_stream(spec, c) for c in spec.corruptions], spec.seed)
+    whole = run_stream(method, stream, device)
+    per_corruption, outputs = {}, {}
+    for index, corruption in enumerate(spec.corruptions):
+        mine = source == index
+        part = StreamResult(whole.probs[mine], whole.ood_score[mine], whole.labels[mine],
+                            whole.seconds * float(mine.float().mean()))
+        per_corruption[corruption] = result_metrics(part)
+        outputs[corruption] = StreamOutputs.from_tensors(part.probs, part.ood_score, part.labels)
+    return per_corruption, outputs, result_metrics(whole)
 
 
 def run(
@@ -231,18 +287,23 @@ def run(
     traces: dict[str, dict[str, list[Any]]] = {}
     record_provenance = provenance(spec.dataset)
     checkpoint_sha = record_provenance["checkpoint"]["sha256"]
-    resumable = not spec.continual and len(spec.corruptions) > 1
+    resumable = spec.resets_per_corruption and len(spec.corruptions) > 1
     started, kept_seconds = time.perf_counter(), 0.0
     speed: RelativeSpeed | None = None  # realistic: C(g), fixed or measured once per cell
-    for corruption in tqdm(spec.corruptions, desc=f"{spec.method}/{spec.outliers}", disable=not progress, leave=False):
+    whole_stream = None  # mixed domains: the metrics over the one stream
+    if spec.mixed_domains:
+        method.reset()
+        per_corruption, outputs, whole_stream = run_mixed_domains(method, spec, device)
+    for corruption in tqdm(() if spec.mixed_domains else spec.corruptions, desc=f"{spec.method}/{spec.outliers}",
+                           disable=not progress, leave=False):
         kept = store.partial(spec, corruption, checkpoint_sha) if resumable else None
         if kept is not None:
             per_corruption[corruption], outputs[corruption], trace = kept
             kept_seconds += float(per_corruption[corruption].get("seconds", 0.0))
         else:
-            if not spec.continual or not per_corruption:  # continual: one reset, before the first
+            if spec.resets_per_corruption or not per_corruption:  # else one reset, before the first
                 method.reset()
-            seen = sum(m["n_id"] + m["n_outliers"] for m in per_corruption.values()) if spec.continual else 0
+            seen = 0 if spec.resets_per_corruption else sum(m["n_id"] + m["n_outliers"] for m in per_corruption.values())
             per_corruption[corruption], outputs[corruption], trace = run_corruption(
                 method, spec, corruption, device, seen, speed)
             if resumable:
@@ -271,8 +332,13 @@ def run(
         record["realistic"] = {**speed.as_metrics(), "measured": not spec.relative_speed,
                                "adapted_batches": sum(m["adapted_batches"] for m in rows),
                                "batches": sum(m["batches"] for m in rows)}
-    if spec.continual or spec.dirichlet or spec.outlier_burst:
+    if spec.continual or spec.dirichlet or spec.outlier_burst or spec_has_new_stream_fields(spec):
         record["stream"] = {"continual": spec.continual, "order": list(spec.corruptions),
                             "dirichlet": spec.dirichlet, "outlier_burst": spec.outlier_burst}
+        # Issue 35's fields only where set, so that a record of the older fields stays as it was.
+        record["stream"].update({name: getattr(spec, name) for name in NEW_STREAM_FIELDS
+                                 if getattr(spec, name) != RunSpec.__dataclass_fields__[name].default})
+        if whole_stream is not None:
+            record["stream"]["whole"] = whole_stream
     store.put(record, outputs)
     return record

@@ -12,7 +12,8 @@ from stamplib.evaluation.profiles import get_profile
 
 #: Fields added after the first records were written, with the default that leaves them out.
 _LATER_FIELDS: dict[str, Any] = {"setting": "", "continual": False, "dirichlet": 0.0, "outlier_burst": 0,
-                                  "realistic": False, "relative_speed": 0}
+                                  "realistic": False, "relative_speed": 0, "batch_size": 64, "label_shift": "",
+                                  "mixed_domains": False, "gradual": False}
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,15 @@ class RunSpec:
     * ``continual`` — one stream through all ``corruptions`` in their order, with no reset
       between them (the metrics are still per corruption);
     * ``dirichlet`` — concentration δ of a non-i.i.d. label order (0: i.i.d.);
-    * ``outlier_burst`` — outliers arrive in runs of this length (0: spread uniformly).
+    * ``outlier_burst`` — outliers arrive in runs of this length (0: spread uniformly);
+    * ``batch_size`` — samples per batch (the paper's 64; down to 1, or the method's
+      ``min_batch_size``);
+    * ``label_shift`` — ``"imbalance:ρ"`` long-tailed known classes (largest over smallest = ρ),
+      ``"sorted"`` class-by-class order, or both joined by ``+`` (:class:`stamplib.data.LabelShift`);
+    * ``mixed_domains`` — every corruption's stream in one shuffled stream, adapted without a
+      reset (metrics per corruption, and over the whole stream);
+    * ``gradual`` — CoTTA's gradual setting: per corruption, in order, severity 1 up to
+      ``severity`` and back to 1, each level a whole stream, without a reset.
 
     The realistic online protocol (Alfarra et al., ICML 2024; off by default, same rule for the
     keys): with ``realistic`` the stream arrives at a constant speed, so a method whose step
@@ -53,6 +62,10 @@ class RunSpec:
     outlier_burst: int = 0
     realistic: bool = False
     relative_speed: int = 0  # C(g) of the realistic protocol; 0 = measured in the run
+    batch_size: int = 64
+    label_shift: str = ""  # "imbalance:ρ", "sorted" or "imbalance:ρ+sorted"; "" = off
+    mixed_domains: bool = False
+    gradual: bool = False
 
     def __post_init__(self) -> None:
         # Names first, before any file or model is touched; every check reads no file.
@@ -76,6 +89,23 @@ class RunSpec:
         object.__setattr__(self, "relative_speed", validation.check_relative_speed(self.relative_speed))
         if self.relative_speed and not self.realistic:
             raise ValueError("relative_speed fixes C(g) of the realistic protocol: give realistic=True with it")
+        object.__setattr__(self, "batch_size", methods.check_batch_size(self.method, self.batch_size))
+        object.__setattr__(self, "label_shift", str(data.LabelShift.parse(self.label_shift)))
+        if data.LabelShift.parse(self.label_shift).sorted and self.dirichlet:
+            raise ValueError("a stream has one label order: give dirichlet or label_shift='sorted', not both")
+        for name in ("mixed_domains", "gradual"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} is True or False, got {getattr(self, name)!r}")
+        runs_without_reset = [n for n in ("continual", "mixed_domains", "gradual") if getattr(self, n)]
+        if len(runs_without_reset) > 1:
+            raise ValueError(f"{' and '.join(runs_without_reset)} are different streams without a reset: give "
+                             "one of continual (corruptions in turn), mixed_domains (all in one shuffled "
+                             "stream) or gradual (severity 1→5→1 per corruption)")
+        if self.realistic and (self.mixed_domains or self.gradual):
+            raise ValueError("the realistic protocol runs on the paper's streams and the continual one; "
+                             "leave mixed_domains and gradual off with realistic=True")
+        if self.mixed_domains and len(self.corruptions) < 2:
+            raise ValueError("mixed_domains mixes the cell's corruptions in one stream: name two or more")
         if self.outliers == data.CLOSED_SET and self.outlier_ratio != 0.0:
             object.__setattr__(self, "outlier_ratio", 0.0)
         object.__setattr__(self, "overrides", tuple(sorted((str(k), v) for k, v in dict(self.overrides).items())))
@@ -83,9 +113,16 @@ class RunSpec:
 
     @property
     def stream_options(self) -> dict[str, Any]:
-        """The stream-order options of :func:`stamplib.data.build_stream` (``dirichlet``,
-        ``outlier_burst``)."""
-        return {"dirichlet": self.dirichlet, "outlier_burst": self.outlier_burst}
+        """The options of :func:`stamplib.data.build_stream` beyond the corruption's
+        (``batch_size``, ``dirichlet``, ``outlier_burst``, ``label_shift``)."""
+        return {"batch_size": self.batch_size, "dirichlet": self.dirichlet, "outlier_burst": self.outlier_burst,
+                "label_shift": self.label_shift}
+
+    @property
+    def resets_per_corruption(self) -> bool:
+        """True for the paper's protocol: the method is reset before each corruption (protocol.md
+        §1.2); the continual, mixed-domain and gradual streams reset once, before the first."""
+        return not (self.continual or self.mixed_domains or self.gradual)
 
     def hyperparameter_setting(self) -> str:
         """``setting`` if given, else the data set's own (from the data set registry)."""

@@ -126,6 +126,14 @@ class TTAMethod:
     #: True for methods that call :meth:`report` (their records carry a per-batch trace).
     reports_trace: ClassVar[bool] = False
 
+    #: The smallest batch the method can adapt on. Most adapt on one sample (BN then normalises
+    #: with that sample's own spatial statistics); a method whose authors' step needs several
+    #: samples (a mixture fitted to the batch) sets more, and a RunSpec with a smaller
+    #: ``batch_size`` is refused (:func:`check_batch_size`).
+    min_batch_size: ClassVar[int] = 1
+    #: Why, in a few words, for the error message (with the authors' file that shows it).
+    min_batch_reason: ClassVar[str] = ""
+
     #: Set by the runner while it traces a stream (a callable taking a
     #: :class:`stamplib.evaluation.traces.BatchReport`); None otherwise. See :meth:`report`.
     tracer: Callable[[BatchReport], None] | None = None
@@ -320,6 +328,20 @@ def available() -> list[str]:
     already used by an import path ``package.module:Class``."""
     _load_entry_points()
     return sorted(_REGISTRY)
+
+
+def check_batch_size(name: str, batch_size: object) -> int:
+    """``batch_size`` as an int, if method ``name`` can adapt on batches that small
+    (:attr:`TTAMethod.min_batch_size`); else one ValueError naming the smallest it supports."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size is the number of samples per batch, an integer ≥ 1 (the paper uses 64), "
+                         f"got {batch_size!r}")
+    smallest = method_class(name).min_batch_size
+    if batch_size < smallest:
+        why = method_class(name).min_batch_reason
+        raise ValueError(f"method {name!r} cannot adapt on a batch of {batch_size}: the smallest batch it supports "
+                         f"is {smallest}{f' ({why})' if why else ''}; give batch_size ≥ {smallest}")
+    return batch_size
 
 
 def method_class(name: str) -> type[TTAMethod]:

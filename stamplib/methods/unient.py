@@ -74,6 +74,12 @@ class UniEnt(TTAMethod):
 
     soft: ClassVar[bool] = False
     config_cls = UniEntConfig
+    # The authors min-max normalise the batch's scores and fit GaussianMixture(n_components=2) to
+    # them (cifar/tent.py, forward_and_adapt): one sample has no range, and scikit-learn refuses
+    # fewer samples than components. Our mixture would quietly call a lone sample pseudo-ID.
+    min_batch_size = 2
+    min_batch_reason = ("it splits each batch with a two-component Gaussian mixture fitted to the batch's "
+                        "scores, which the authors' cifar/tent.py cannot fit to one sample")
     score_basis = "energy"  # −logsumexp(logits), as the authors rank outliers
     # CIFAR-10: chosen on real images, H 85.4 against 84.9 for the digits' α₁ = α₂ = 1 (on a CPU
     # and again on a GPU). CIFAR-100 (Adam H 68.5) and ImageNet (SGD H 66.8): on digits.
