@@ -23,6 +23,7 @@ import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -82,20 +83,31 @@ EXTRA_METHODS_ALL_CORRUPTIONS = "source,bn_stats,tent,stamp"
 EXTRA_NOTEBOOKS = ("09_fig_augmentation_averaging", "06_table5_ablation", "12_realistic_stream")
 
 
-#: Issue 35, after those: Fig. 3's static and EATA weights, then Table 6's outlier proportions for
-#: the cheap baselines (the paper prints STAMP alone; a hidden row of its LaTeX has Source), then
-#: STAMP's proportions, the extremes first: a CPU computes them in this order until it stops.
+#: Issue 35, after those, in the order a CPU computes them until it stops: Fig. 3's static and
+#: EATA weights; Table 6's outlier proportions for the cheap baselines (the paper prints STAMP
+#: alone; a hidden row of its LaTeX has Source); STAMP at 5 %; notebook 13's harder streams for
+#: the cheap methods; STAMP's other proportions; notebook 13's streams for the other methods.
 RATIO_BASELINES = "source,bn_stats,tent,eata"
-STAMP_RATIOS = "0.5,0.05,0.1,1/3"
+STAMP_RATIOS = ("0.05", "0.1,1/3,0.5")
+#: Notebook 13 on real images: batches of 4 and 16, one label shift, mixed domains, for the
+#: paper's ten methods and UniEnt (the cheap ones first).
+STRESS_STREAMS = {"batch_sizes": "4,16", "label_shifts": "sorted", "domains": "mixed"}
+STRESS_CHEAP_METHODS = "source,bn_stats,tent,eata,sar"
+STRESS_OTHER_METHODS = "rotta,owttt,unient,sotta,stamp,cotta"
 
 
 def stress_specs(data_root: str | os.PathLike | None = None) -> list[RunSpec]:
-    """Issue 35's optional cells (``reference compute --cells stress``): Fig. 3's and Table 6's
-    on real images, in the order they are computed, without the reference cells among them."""
+    """Issue 35's optional cells (``reference compute --cells stress``): Fig. 3's, Table 6's and
+    notebook 13's on real images, in the order they are computed, without reference cells."""
     root = str(data_root or default_data_root())
+    ratio_cells = partial(plans.cells, "08_table6_outlier_ratio", profile=PROFILE, data_root=root)
+    stream_cells = partial(plans.cells, "13_stress_streams", profile=PROFILE, data_root=root, **STRESS_STREAMS)
     cells = plans.cells("07_fig_weight_strategies", profile=PROFILE, data_root=root)
-    cells += plans.cells("08_table6_outlier_ratio", profile=PROFILE, data_root=root, methods=RATIO_BASELINES)
-    cells += plans.cells("08_table6_outlier_ratio", profile=PROFILE, data_root=root, ratios=STAMP_RATIOS)
+    cells += ratio_cells(methods=RATIO_BASELINES)
+    cells += ratio_cells(ratios=STAMP_RATIOS[0])
+    cells += stream_cells(methods=STRESS_CHEAP_METHODS)
+    cells += ratio_cells(ratios=STAMP_RATIOS[1])
+    cells += stream_cells(methods=STRESS_OTHER_METHODS)
     core = {s.key() for s in specs(root)}
     return [s for s in plans.distinct(cells) if s.key() not in core]
 

@@ -193,6 +193,85 @@ def claims(tables: Mapping[str, pd.DataFrame]) -> list[Verdict]:
     return [check(tables) for check in CLAIMS]
 
 
+# Issue 35's claims read single records: STAMP's variants in (a), which the tables above do not hold.
+
+
+def _stamp_h(records: Mapping[str, Mapping[str, Any]], spec: Any) -> float | None:
+    record = records.get(spec.key())
+    return None if record is None else float(record["mean"]["h"])
+
+
+def _weight_specs() -> dict[str, Any]:
+    plan = plans.plan("07_fig_weight_strategies", profile=reference.PROFILE, data_root="reference")
+    return {c.variant.removeprefix("weighting="): c.spec for c in plan.cells}
+
+
+def _ratio_specs(methods: str) -> dict[str, dict[float, Any]]:
+    """Table 6's cells in (a) per method and outlier share."""
+    plan = plans.plan("08_table6_outlier_ratio", profile=reference.PROFILE, data_root="reference", methods=methods)
+    out: dict[str, dict[float, Any]] = {}
+    for cell in plan.cells:
+        out.setdefault(cell.spec.method, {})[cell.spec.outlier_ratio] = cell.spec
+    return out
+
+
+def _adaptive_weight_is_best(records: Mapping[str, Mapping[str, Any]]) -> Verdict:
+    h = {name: _stamp_h(records, spec) for name, spec in _weight_specs().items()}
+    ours = "—" if any(v is None for v in h.values()) else ", ".join(f"H {k} {v:.1f}" for k, v in h.items())
+    answer = "pending" if ours == "—" else _all([_above(h["adaptive"], h[k]) for k in ("static", "eata")])
+    return Verdict("STAMP's adaptive self-weight beats the static weight and EATA's weight", "Fig. 3", answer,
+                   "adaptive best (bar values not printed)", ours)
+
+
+def _share(ratio: float) -> str:
+    return f"{100 * ratio:.0f} %"
+
+
+def _stamp_steady_over_shares(records: Mapping[str, Mapping[str, Any]]) -> Verdict:
+    """§4.3: STAMP's H fluctuates within 3 points over outlier shares of 5 % to 50 %."""
+    h = {r: _stamp_h(records, spec) for r, spec in _ratio_specs("stamp")["stamp"].items()}
+    have = {r: v for r, v in sorted(h.items()) if v is not None}
+    ours = ", ".join(f"{_share(r)} {v:.1f}" for r, v in have.items()) or "—"
+    if len(have) < len(h):
+        answer = "pending"
+        ours += f" ({len(have)} of {len(h)} shares)"
+    else:
+        spread = max(have.values()) - min(have.values())
+        answer = "yes" if spread <= 3.0 else "no"
+        ours += f"; range {spread:.1f}"
+    return Verdict("STAMP's H-score stays within 3 points as the outlier share goes from 5 % to 50 %",
+                   "Table 6, §4.3", answer, "CIFAR100-C: range ≤ 2.5 per outlier set (67.8–71.9 over the three)", ours)
+
+
+def _stamp_degrades_least(records: Mapping[str, Mapping[str, Any]]) -> Verdict:
+    """STAMP loses less H than each baseline between the smallest and the largest outlier share
+    that both have records for (its drop must be below theirs by more than the margin)."""
+    cells = _ratio_specs(reference.RATIO_BASELINES + ",stamp")
+    low, high = min(cells["stamp"]), max(cells["stamp"])
+    drops = {}
+    for method, by_ratio in cells.items():
+        a, b = _stamp_h(records, by_ratio[low]), _stamp_h(records, by_ratio[high])
+        if a is not None and b is not None:
+            drops[method] = a - b
+    if "stamp" not in drops or len(drops) < 2:
+        return Verdict("STAMP's H-score drops least as the outlier share grows from 5 % to 50 %", "Table 6",
+                       "pending", "STAMP only (70.0 at 50 % vs 69.2 at 5 %, SVHN-C)",
+                       ", ".join(f"{method_label(m)} {d:+.1f}" for m, d in drops.items()) or "—")
+    answers = [_above(d, drops["stamp"]) for m, d in drops.items() if m != "stamp"]
+    ours = "H drop 5 % → 50 %: " + ", ".join(f"{method_label(m)} {d:.1f}" for m, d in drops.items())
+    return Verdict("STAMP's H-score drops least as the outlier share grows from 5 % to 50 %", "Table 6",
+                   _all(answers), "STAMP only (70.0 at 50 % vs 69.2 at 5 %, SVHN-C)", ours)
+
+
+#: Claims on STAMP's variants (issue 35), in the order the README lists them after the others.
+RECORD_CLAIMS: tuple[Callable[[Mapping[str, Mapping[str, Any]]], Verdict], ...] = (
+    _adaptive_weight_is_best, _stamp_steady_over_shares, _stamp_degrades_least)
+
+
+def record_claims(records: Mapping[str, Mapping[str, Any]]) -> list[Verdict]:
+    return [check(records) for check in RECORD_CLAIMS]
+
+
 # ------------------------------------------------------------------------------- the README block
 
 
@@ -317,7 +396,7 @@ def readme_block(store: ResultsStore | None = None) -> str:
     lines += _rank_line(found)
     lines += ["**The paper's claims, checked on real images** (among the paper's ten methods; *tie*: "
               f"within {MARGIN} pt):", ""]
-    verdicts = claims(found)
+    verdicts = claims(found) + record_claims(_records(store))
     rows = pd.DataFrame([{"claim": v.claim, "paper": v.where, "holds here": f"**{v.answer}**",
                           "paper's numbers": v.paper, "ours": v.ours} for v in verdicts])
     lines += [to_markdown(rows), ""]
@@ -377,6 +456,7 @@ def _optional_sections(store: ResultsStore) -> list[str]:
                               if f"{m} {k}" in rows.columns and (k == "ours" or rows[f"{m} {k}"].notna().any())]
         shown = rows[keep].rename(columns={"variant": "method"})
         lines += [title, "", to_markdown(_format_variants(shown)), ""]
+    lines += _issue35_sections(records)
     both = plans.plan("12_realistic_stream", profile=reference.PROFILE, data_root="reference")
     if any(c.spec.key() in records for c in both.cells if c.variant == plans.REALISTIC_PROTOCOL):
         table = realistic.protocol_table(both, records)
@@ -384,6 +464,36 @@ def _optional_sections(store: ResultsStore) -> list[str]:
                   "of its record's provenance; — where a realistic record is missing):*", "",
                   to_markdown(_dashed(table.drop(columns=["dataset", "outliers"]))), "",
                   realistic.ranking_changes(table), ""]
+    return lines
+
+
+def _issue35_sections(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Fig. 3's weights, Table 6's outlier shares and notebook 13's streams in (a), as stored."""
+    lines = []
+    weights = {name: records.get(spec.key()) for name, spec in _weight_specs().items()}
+    if any(r is not None and name != "adaptive" for name, r in weights.items()):
+        rows = [{"weight": name, **({m.upper() if m != "auroc" else "AUROC": r["mean"][m] for m in ("acc", "auroc", "h")}
+                                    if r is not None else {"ACC": math.nan, "AUROC": math.nan, "H": math.nan})}
+                for name, r in weights.items()]
+        lines += ["*STAMP's weights (Fig. 3; the paper prints no values) in (a):*", "",
+                  to_markdown(_dashed(pd.DataFrame(rows).round(1))), ""]
+    cells = _ratio_specs(reference.RATIO_BASELINES + ",stamp")
+    table = pd.DataFrame({method_label(m): {_share(r): _stamp_h(records, spec) for r, spec in sorted(by_ratio.items())}
+                          for m, by_ratio in cells.items()}).T
+    if table.notna().sum().sum() > len(cells):  # more than the 20 % column, which (a) already shows
+        lines += ["*H-score against the outlier share (Table 6 prints STAMP's on CIFAR100-C; ours in (a), with "
+                  "the cheap baselines):*", "", to_markdown(_dashed(table.round(1)).reset_index(names="method")), ""]
+    stream_plan = plans.plan("13_stress_streams", profile=reference.PROFILE, data_root="reference",
+                             methods=",".join((*PAPER_METHODS, "unient")), **reference.STRESS_STREAMS)
+    harder = [c for c in stream_plan.cells if c.variant not in {plans.stress_variant(a, v)
+                                                                 for a, v in plans.PAPER_STREAM.items()}]
+    if any(c.spec.key() in records for c in harder):
+        from stamplib.report import stress
+
+        table = stress.stress_table(stream_plan, records)
+        shown = stress.wide(table, "H").round(1)
+        lines += ["*Harder streams (notebook 13) in (a), H-score; — where a record is missing:*", "",
+                  to_markdown(_dashed(shown).reset_index()), "", stress.ranking_changes(table), ""]
     return lines
 
 

@@ -132,7 +132,7 @@ def test_a_complete_store_renders_every_setting_the_seeds_and_the_optional_cells
         store.put(_fake_record(spec, 80.0 + spec.seed * 0.2 if best else 70.0 + 0.01 * i, 85.0 if best else 60.0))
     block = reference_run.readme_block(store)
     details = reference_run.details_page(store)
-    assert "**44 of 44 cells**" in block and "## Optional cells (`reference compute --extras`): 47 of 47" in details
+    assert "**44 of 44 cells**" in block and "## Optional cells (`reference compute --extras`): 91 of 91" in details
     assert "| STAMP | 80.1 | 82.4 | +2.3 |" in block  # the headline table: (a) H paper | ours | Δ first
     assert "`ResNet18_10_jpeg` 87.6 % clean accuracy" in block
     assert "STAMP over seeds 0, 1, 2 in (a), ACC / AUROC / H: 80.0 / 85.0 / 82.4, 80.2 / 85.0 / 82.5" in block
@@ -173,3 +173,28 @@ def test_no_committed_record_was_made_under_other_hyperparameters() -> None:
         if "spec" in record and record.get("config") != current_config(RunSpec.from_dict(record["spec"])):
             stale.append(path.name)
     assert not stale, f"stale records (recompute them with `python -m stamplib reference compute`): {stale}"
+
+
+def _h_record(spec, h: float) -> dict:
+    return {"key": spec.key(), "spec": spec.to_dict(), "mean": {"acc": h, "auroc": h, "h": h}}
+
+
+def test_the_weight_and_outlier_share_claims_read_stamps_variants() -> None:
+    weights = reference_run._weight_specs()
+    records = {s.key(): _h_record(s, h) for s, h in zip(weights.values(), (80.0, 78.0, 77.0))}
+    [weight, steady, least] = reference_run.record_claims(records)
+    assert (weight.answer, weight.ours) == ("yes", "H adaptive 80.0, H static 78.0, H eata 77.0")
+    assert steady.answer == "pending" and least.answer == "pending"
+    records[weights["static"].key()] = _h_record(weights["static"], 80.3)
+    assert reference_run.record_claims(records)[0].answer == "tie"
+
+    shares = reference_run._ratio_specs(reference.RATIO_BASELINES + ",stamp")
+    for method, by_ratio in shares.items():
+        for ratio, spec in by_ratio.items():  # STAMP loses 2 points from 5 % to 50 %, the others 10
+            records[spec.key()] = _h_record(spec, (80.0 if method == "stamp" else 70.0)
+                                            - (2.0 if method == "stamp" else 10.0) * ratio / 0.5)
+    [_, steady, least] = reference_run.record_claims(records)
+    assert steady.answer == "yes" and steady.ours.endswith("range 1.8")
+    assert least.answer == "yes" and "STAMP 1.8" in least.ours
+    del records[shares["stamp"][0.1].key()]
+    assert reference_run.record_claims(records)[1].answer == "pending"
