@@ -396,25 +396,30 @@ def stress_variant(axis: str, value: object) -> str:
 
 
 def plan_stress_streams(notebook: str, params: NotebookParameters, batch_sizes: str = "1,4,16,64",
-                        label_shifts: str = "imbalance:10,sorted", domains: str = ",".join(DOMAINS)) -> Plan:
+                        batch_corruptions: str = "gaussian_noise", label_shifts: str = "imbalance:10,sorted",
+                        domains: str = ",".join(DOMAINS)) -> Plan:
     """Notebook 13 (beyond the paper): every method on the paper's stream and on harder ones
     along three axes — batch size, label shift (``imbalance:ρ``, ``sorted``; see
     :class:`stamplib.data.LabelShift`), and all corruptions mixed in one stream against one at
     a time. Each cell's variant is ``axis=value``; the paper's stream (batch 64, no label
-    shift, separate domains) is notebook 02's cell, shared by all three axes. A batch smaller
+    shift, separate domains) is notebook 02's cell. The batch-size axis runs on
+    ``batch_corruptions`` only ("": the notebook's corruptions): a batch of one sample costs a
+    step per sample, and one corruption keeps the quick profile's run short. A batch smaller
     than a method supports and a mixed stream of one corruption are left out, with a note."""
     sizes = tuple(validation.check_positive_int("batch_sizes", number(b, int), "e.g. '1,4,16,64'")
                   for b in names(batch_sizes, "batch_sizes"))
     shifts = tuple(str(data.LabelShift.parse(t)) for t in names(label_shifts, "label_shifts"))
     wanted_domains = names(domains, "domains", DOMAINS)
+    batch_only = names(batch_corruptions, "batch_corruptions")
     cells, notes = [], []
     for cell in _cells(notebook, params, params.methods or methods.TABLE_ORDER, ONE_ROW):
         spec, smallest = cell.spec, methods.method_class(cell.spec.method).min_batch_size
+        batch_spec = spec.with_(corruptions=list(batch_only)) if batch_only else spec
         for size in sizes:
             if size < smallest:
                 notes.append(f"{spec.method}: no batch of {size} (it adapts on batches of {smallest} or more)")
                 continue
-            cells.append(dataclasses.replace(cell, spec=spec.with_(batch_size=size),
+            cells.append(dataclasses.replace(cell, spec=batch_spec.with_(batch_size=size),
                                              variant=stress_variant(BATCH_AXIS, size)))
         for shift in ("", *shifts):
             cells.append(dataclasses.replace(cell, spec=spec.with_(label_shift=shift),

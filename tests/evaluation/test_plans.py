@@ -71,7 +71,8 @@ def test_full_profile_cell_counts_follow_the_paper():
         "09_fig_augmentation_averaging": 4 * 2,
         "10_inside_the_stream": 6 * 3,  # the six traced methods × iid, continual, Dirichlet
         "12_realistic_stream": 2 * 4 * 14 * 2,  # Table 1's cells under both protocols
-        "13_stress_streams": 14 * (1 + 6) - 2,  # the paper's stream and six harder ones, no UniEnt batch of 1
+        "13_stress_streams": 14 * (1 + 7) - 2,  # the paper's stream, 4 batch sizes on one corruption, 3 harder
+                                                  # streams; no UniEnt batch of 1
     }
     full = E.plan("02_table1_cifar_outlier_aware", profile="full").specs[0]
     assert len(full.corruptions) == 15 and full.outlier_ratio == 0.2

@@ -148,10 +148,14 @@ def test_notebook_13_plans_each_axis_against_the_paper_stream() -> None:
     variants = {c.variant for c in plan.cells}
     assert {"batch size=1", "batch size=64", "label shift=imbalance:10", "label shift=sorted",
             "domains=mixed", "domains=separate"} <= variants
-    paper = [c.spec for c in plan.cells if c.variant in ("batch size=64", "label shift=none", "domains=separate")]
+    paper = [c.spec for c in plan.cells if c.variant in ("label shift=none", "domains=separate")]
     assert {s.key() for s in paper} <= table1  # the paper's stream is notebook 02's cell
+    batches = [c.spec for c in plan.cells if c.variant.startswith("batch size")]
+    assert {s.corruptions for s in batches} == {("gaussian_noise",)}  # the batch axis: one corruption
     assert not any(c.spec.method.startswith("unient") and c.spec.batch_size == 1 for c in plan.cells)
     assert any("unient" in note for note in plan.notes)
-    assert len(plan.specs) == 14 * 6 - 2 + 14  # six harder streams per method, less UniEnt's batch of 1
+    assert len(plan.specs) == 14 * (4 + 3) - 2 + 14  # 4 batch sizes, 3 harder streams, less UniEnt's batch of 1
+    every = plans.plan("13_stress_streams", profile="quick", batch_corruptions="")
+    assert {c.spec.key() for c in every.cells if c.variant == "batch size=64"} <= table1
     smoke = plans.plan("13_stress_streams", profile="smoke")
     assert not any(c.spec.mixed_domains for c in smoke.cells) and any("two or more" in n for n in smoke.notes)
