@@ -13,8 +13,11 @@ An installed package can give it a short name instead, through an entry point in
     [project.entry-points."stamplib.methods"]
     confident_tent = "my_tta.confident_tent:ConfidentTent"
 
-What a method must do (``stamplib.methods.base.TTAMethod``): hold one frozen config per
-hyperparameter setting in ``configs`` (the five settings of the paper), build its optimiser
+What a method must do (``stamplib.methods.base.TTAMethod``): hold its hyperparameters in a
+frozen config, one ``fallback_config`` for every setting (as here) or one per hyperparameter
+setting in ``configs`` (the five settings of the paper, each falling back to
+``fallback_config`` when missing; a setting with neither is refused when the method is
+created), build its optimiser
 and BN configuration in ``setup()`` (``self.adapt_bn_affine`` makes Tent's), and in
 ``step(x)`` adapt on the batch and return the class probabilities [B, C] and an OOD score
 [B], higher meaning more likely an outlier. The base class copies the caller's model, and
@@ -46,13 +49,7 @@ class ConfidentTentConfig:
 
 class ConfidentTent(TTAMethod):
     config_cls = ConfidentTentConfig
-    configs = {
-        "cifar10_c": ConfidentTentConfig(),
-        "cifar100_c": ConfidentTentConfig(lr=1e-4),
-        "imagenet_c": ConfidentTentConfig(lr=2.5e-4),
-        "cifar10_c_8_2": ConfidentTentConfig(lr=1e-4),
-        "cifar100_c_80_20": ConfidentTentConfig(),
-    }
+    fallback_config = ConfidentTentConfig()  # every setting; add configs = {"imagenet_c": ...} to tune one
 
     def setup(self) -> None:
         params = self.adapt_bn_affine(exclude_last_stage=False)

@@ -54,7 +54,7 @@ def field_types(method: str, setting: str) -> dict[str, Any]:
     """Hyperparameter name → type annotation of ``method``'s config class (its typed
     dataclass); an annotation that cannot be resolved falls back to the type of the value the
     config of ``setting`` holds."""
-    config = methods.method_class(method).configs[methods.check_setting(setting)]
+    config = methods.method_class(method).config_for(setting)
     try:
         hints = typing.get_type_hints(type(config))
     except Exception:  # an outside method's annotations may name what its module does not import

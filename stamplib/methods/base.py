@@ -111,7 +111,24 @@ class TTAMethod:
 
     name: ClassVar[str] = ""
     config_cls: ClassVar[type]
-    configs: ClassVar[dict[str, Any]]
+    #: One frozen config per hyperparameter setting (the paper's five, :data:`SETTINGS`). A
+    #: setting without one takes :attr:`fallback_config`; without that either, asking for it is
+    #: an error naming the setting and the method (:meth:`config_for`).
+    configs: ClassVar[dict[str, Any]] = {}
+    #: The config of every setting missing from :attr:`configs` (None: those settings are refused).
+    #: A method of one's own may give only this (``templates/my_method.py``).
+    fallback_config: ClassVar[Any] = None
+
+    @classmethod
+    def config_for(cls, setting: str) -> Any:
+        """The config of ``setting``: its own, else :attr:`fallback_config`, else a ValueError."""
+        setting = check_setting(setting)
+        config = cls.configs.get(setting, cls.fallback_config)
+        if config is None:
+            have = ", ".join(cls.configs) or "none"
+            raise ValueError(f"method {cls.name or cls.__name__!r} has no hyperparameters for setting {setting!r} "
+                             f"(it has: {have}); add configs[{setting!r}] or a fallback_config to the class")
+        return config
 
     #: Set True by methods that need :class:`SourceData` (``create`` then insists on it).
     needs_source_data: ClassVar[bool] = False
@@ -282,9 +299,8 @@ def register(name: str) -> Callable[[type[TTAMethod]], type[TTAMethod]]:
     """Class decorator adding a method to the registry under a lower-case name."""
 
     def wrap(cls: type[TTAMethod]) -> type[TTAMethod]:
-        assert name == name.lower() and name not in _REGISTRY, f"bad or duplicate name {name!r}"
-        missing = [s for s in SETTINGS if s not in cls.configs]
-        assert not missing, f"{name}: no hyperparameters for settings {missing}"
+        if name != name.lower() or name in _REGISTRY:
+            raise ValueError(f"a method is registered under a new lower-case name, got {name!r}")
         cls.name = name
         _REGISTRY[name] = cls
         return cls
@@ -303,9 +319,9 @@ def _add_outside(name: str, cls: object, origin: str) -> type[TTAMethod]:
     ``register`` makes), or say what is wrong with it."""
     if not (isinstance(cls, type) and issubclass(cls, TTAMethod)):
         raise ValueError(f"{origin} is not a TTAMethod subclass (see templates/my_method.py)")
-    missing = [s for s in SETTINGS if s not in getattr(cls, "configs", {})]
-    if missing:
-        raise ValueError(f"{origin}: no hyperparameters for settings {missing} in its configs")
+    if not cls.configs and cls.fallback_config is None:
+        raise ValueError(f"{origin} has no hyperparameters: give it configs per setting or a fallback_config "
+                         "(see templates/my_method.py)")
     cls.name = name
     _REGISTRY[name] = cls
     return cls
@@ -418,7 +434,7 @@ def resolve_config(name: str, setting: str, **overrides: Any) -> Any:
     is checked against (and text converted to) its field's type, then the config's own checks
     run; either failure is one ValueError that names the hyperparameter."""
     cls = method_class(name)
-    base = cls.configs[check_setting(setting)]
+    base = cls.config_for(setting)
     fields = {f.name for f in dataclasses.fields(base)}
     unknown = sorted(set(overrides) - fields)
     if unknown:
