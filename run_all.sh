@@ -52,7 +52,7 @@ start=$SECONDS
 # GPU (then the notebooks render from the results store); with one GPU, or --jobs 1, they are
 # computed inside the notebooks instead.
 if [[ -z "$executor" && -z "$jobs" && "$profile" != full ]]; then
-    jobs="$(python -c 'import sys; from stamplib.evaluation.grid import default_jobs; print(default_jobs(sys.argv[1]))' "$device")"
+    jobs="$(python -c 'import sys; from stamplib.experiments.grid import default_jobs; print(default_jobs(sys.argv[1]))' "$device")"
 fi
 if [[ "$jobs" == 1 && -z "$executor" && ${#grid_opts[@]} -eq 0 ]]; then
     jobs=""

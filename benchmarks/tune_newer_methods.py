@@ -11,7 +11,7 @@ optimiser the authors use (Adam for the CIFAR settings, SGD for ImageNet-C); Ten
 learning rate over STAMP's Tent grid {1e-4, 2.5e-4, 1e-3, 5e-3} (``test-time-val.sh``). Its
 ImageNet-C value is the COME authors' (SGD, 2.5e-4) and is not tuned.
 
-A thin call of ``stamplib.evaluation.tune`` (``python -m stamplib tune``): each method's preset
+A thin call of ``stamplib.experiments.tune`` (``python -m stamplib tune``): each method's preset
 grid under each optimiser's setting is one tuning job. Every cell goes through the results store
 (``--results``), so a second call only prints; the tables are also written under ``--out``
 (default ``figures/tune``).
@@ -60,8 +60,8 @@ def main() -> int:
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     from stamplib import paths
-    from stamplib.evaluation import tune
     from stamplib.evaluation.store import ResultsStore
+    from stamplib.experiments import tune
     from stamplib.report import tuning
 
     paths.set_data_root(args.data_root or None)

@@ -153,8 +153,8 @@ def cmd_notebooks(args: argparse.Namespace) -> int:
 def cmd_grid(args: argparse.Namespace) -> int:
     """Every cell of the chosen notebooks: status per notebook, then compute or submit the missing."""
     from stamplib import paths
-    from stamplib.evaluation import grid, plans
     from stamplib.evaluation.store import ResultsStore
+    from stamplib.experiments import grid, plans
 
     store = ResultsStore(args.results) if args.results else ResultsStore()
     names: list[str] = list(plans.EXPERIMENTS) if args.all else []
@@ -231,8 +231,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     """Select a method's hyperparameters by the paper's protocol (App. A): its grid on the first
     corruption with the outliers mixed in, best cell by the criterion."""
     from stamplib import paths
-    from stamplib.evaluation import grid, tune
     from stamplib.evaluation.store import ResultsStore
+    from stamplib.experiments import grid, tune
     from stamplib.report import tuning
 
     if args.list_presets:
@@ -321,9 +321,9 @@ def cmd_methods(args: argparse.Namespace) -> int:
 def cmd_reference(args: argparse.Namespace) -> int:
     """The committed reference run on real images: status, compute, recompute, render."""
     from stamplib import paths
-    from stamplib.evaluation import reference
-    from stamplib.evaluation.grid import run_grid
     from stamplib.evaluation.store import ResultsStore
+    from stamplib.experiments import reference
+    from stamplib.experiments.grid import run_grid
 
     data_root = args.data_root or str(reference.default_data_root())
     paths.set_data_root(data_root)  # the worker processes and notebook kernels read it from the environment

@@ -20,9 +20,9 @@ import pytest
 
 import stamplib
 from stamplib import cli, explorer, models, notebook_runner, site
-from stamplib.evaluation import grid
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
+from stamplib.experiments import grid
 from stamplib.extras import MissingExtra, require, require_installed
 
 REPO = Path(__file__).resolve().parents[1]
@@ -155,7 +155,7 @@ import sys
 
 import stamplib
 from stamplib import RunSpec, cli, explorer, notebook_runner, site  # noqa: F401 - the faces import
-from stamplib.evaluation import grid
+from stamplib.experiments import grid
 from stamplib.evaluation.store import ResultsStore
 from stamplib.extras import MissingExtra
 

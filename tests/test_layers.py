@@ -24,7 +24,9 @@ ALLOWED = {
     "models": {"models", "data", "blocks", "paths", "validation"},
     "evaluation": {"evaluation", "data", "methods", "models", "blocks", "paths", "validation", "version",
                    "extras"},
-    "report": {"report", "evaluation", "data", "methods", "paths", "validation"},
+    "experiments": {"experiments", "evaluation", "data", "methods", "models", "blocks", "paths", "validation",
+                    "version", "extras"},
+    "report": {"report", "experiments", "evaluation", "data", "methods", "paths", "validation"},
 }
 FACES = {"__init__", "__main__", "cli", "notebook_runner", "explorer", "site"}
 

@@ -21,9 +21,9 @@ import pandas as pd
 import torch
 
 from stamplib import data
-from stamplib.evaluation import plans, reference
 from stamplib.evaluation.assembly import build_stream
 from stamplib.evaluation.store import ResultsStore
+from stamplib.experiments import plans, reference
 from stamplib.report import reference_run
 from stamplib.report.paper import method_label
 from stamplib.report.reference_run import METHOD_ORDER, PAPER_METHODS, closed_set

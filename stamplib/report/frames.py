@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from stamplib.evaluation import metrics as _metrics
-from stamplib.evaluation.plans import Plan
+from stamplib.experiments.plans import Plan
 
 
 def metric_names() -> tuple[str, ...]:

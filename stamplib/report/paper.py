@@ -1,7 +1,7 @@
 """The paper's numbers as data, and paper-vs-ours comparison tables.
 
 ``paper_numbers.csv`` (next to this module) holds every number of the paper's Tables 1a, 1b,
-2, 3, 4a, 4b, 5 and 6 exactly as printed (transcribed in ``spec/paper_numbers.md``), one
+2, 3, 4a, 4b, 5 and 6 exactly as printed (transcribed in ``docs/spec/paper_numbers.md``), one
 number per row, keyed by our registry names:
 
 * ``table``: ``1a``, ``1b``, ``2``, ``3``, ``4a``, ``4b``, ``5``, ``6``;

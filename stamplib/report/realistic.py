@@ -1,5 +1,5 @@
 """Notebook 12: the paper's protocol against the realistic online one, from a plan of both
-(:func:`stamplib.evaluation.plans.plan_realistic_stream`) and its records.
+(:func:`stamplib.experiments.plans.plan_realistic_stream`) and its records.
 
 Under the paper's protocol every batch waits until the method has adapted on it. Under the
 realistic one (Alfarra et al., ICML 2024) the stream arrives at the speed of a plain forward,
@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau
 
-from stamplib.evaluation.plans import PAPER_PROTOCOL, REALISTIC_PROTOCOL, Plan
+from stamplib.experiments.plans import PAPER_PROTOCOL, REALISTIC_PROTOCOL, Plan
 from stamplib.report.frames import over_seeds, plan_frame
 from stamplib.report.paper import method_label, outlier_label
 

@@ -4,7 +4,7 @@ computed from the committed records of ``results/reference`` (issue 25), so the 
 numbers can be regenerated (``python -m stamplib reference readme --write``) and a test can
 check that they equal the records.
 
-The three settings are those of :mod:`stamplib.evaluation.reference`: (a) Table 1's CIFAR-10-C
+The three settings are those of :mod:`stamplib.experiments.reference`: (a) Table 1's CIFAR-10-C
 with Noise outliers, (b) Table 3's 8:2 class split, (c) Table 4's closed set. The paper averages
 15 corruptions of the official CIFAR-10-C; ours are three corruptions of our CIFAR-10-C made
 from the JPEG test images, so Δ mixes data, model and size differences. For the closed set the
@@ -23,8 +23,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from stamplib.evaluation import plans, reference
 from stamplib.evaluation.store import ResultsStore
+from stamplib.experiments import plans, reference
 from stamplib.report import realistic
 from stamplib.report.paper import method_label
 from stamplib.report.reproduce import paper_table, rank_agreement, short_variant

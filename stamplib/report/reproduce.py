@@ -29,7 +29,7 @@ from scipy.stats import kendalltau
 
 from stamplib import paths
 from stamplib.evaluation.metrics import METRIC_LABELS, PAPER_METRICS, check_metrics
-from stamplib.evaluation.plans import Plan
+from stamplib.experiments.plans import Plan
 from stamplib.report.frames import metric_names, over_seeds, plan_frame
 from stamplib.report.paper import (
     compare,

@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from stamplib.evaluation.plans import Plan
+from stamplib.experiments.plans import Plan
 from stamplib.report.paper import method_label
 from stamplib.report.reproduce import labelled_title
 

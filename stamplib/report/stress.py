@@ -1,5 +1,5 @@
 """Notebook 13: the methods on harder streams than the paper's, from a plan of them
-(:func:`stamplib.evaluation.plans.plan_stress_streams`) and its records.
+(:func:`stamplib.experiments.plans.plan_stress_streams`) and its records.
 
 Three axes, each against the paper's stream (batch 64, i.i.d. labels, one corruption at a
 time): the batch size, a label shift (long-tailed classes, a class-sorted order) and mixed
@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau
 
-from stamplib.evaluation.plans import BATCH_AXIS, PAPER_STREAM, Plan
+from stamplib.experiments.plans import BATCH_AXIS, PAPER_STREAM, Plan
 from stamplib.report.frames import over_seeds, plan_frame
 from stamplib.report.paper import method_label
 

@@ -1,7 +1,7 @@
-"""The table of a tuning job (:mod:`stamplib.evaluation.tune`) as ``python -m stamplib tune``
+"""The table of a tuning job (:mod:`stamplib.experiments.tune`) as ``python -m stamplib tune``
 prints it, its CSV and Markdown files, and a heatmap of a two-dimensional grid.
 
-Files are named after the job (:meth:`~stamplib.evaluation.tune.TuneJob.file_stem`:
+Files are named after the job (:meth:`~stamplib.experiments.tune.TuneJob.file_stem`:
 ``tune__<method>__<dataset>__<outliers>__<setting>__<profile>``), go to ``figures/tune`` unless
 a folder is given, and are each written to a temporary file and renamed."""
 
@@ -16,7 +16,7 @@ import pandas as pd
 
 from stamplib import paths
 from stamplib.evaluation.metrics import METRIC_LABELS, higher_is_better
-from stamplib.evaluation.tune import TuneResult, format_value
+from stamplib.experiments.tune import TuneResult, format_value
 from stamplib.report.figures import plt, sns
 from stamplib.report.tables import to_markdown
 

@@ -12,9 +12,9 @@ import torch
 import stamplib
 from stamplib import data, methods, models
 from stamplib.data import loaders
-from stamplib.evaluation import plans
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
+from stamplib.experiments import plans
 from stamplib.report import paper
 from tests.support import uint8_images as images
 

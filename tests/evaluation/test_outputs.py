@@ -20,9 +20,9 @@ from stamplib.evaluation.outputs import (
     rescore,
     save_outputs,
 )
-from stamplib.evaluation.plans import plan
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
+from stamplib.experiments.plans import plan
 from stamplib.report.reproduce import paper_table
 
 

@@ -11,8 +11,9 @@ import torch
 import stamplib
 from stamplib import RunSpec, data, methods
 from stamplib.data.streams import long_tail_counts, stream_order
-from stamplib.evaluation import assembly, plans, runner
+from stamplib.evaluation import assembly, runner
 from stamplib.evaluation.store import ResultsStore
+from stamplib.experiments import plans
 
 pytestmark = pytest.mark.usefixtures("fresh_streams")
 

@@ -14,7 +14,7 @@ import stamplib
 from stamplib import cli, models
 from stamplib.cli import main
 from stamplib.data import downloads
-from stamplib.evaluation import plans
+from stamplib.experiments import plans
 from tests.data.files import write_cifar_c
 
 REPO = Path(__file__).resolve().parents[2]

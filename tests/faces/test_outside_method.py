@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from stamplib import methods, paths
-from stamplib.evaluation import parameters
+from stamplib.experiments import parameters
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "templates" / "my_method.py"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from stamplib.data import builtin_cifar10
-from stamplib.evaluation import plans
 from stamplib.evaluation.store import ResultsStore
+from stamplib.experiments import plans
 from stamplib.report import builtin_benchmark as B
 from stamplib.report.reference_run import PAPER_METHODS
 

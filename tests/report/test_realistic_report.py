@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
-from stamplib.evaluation import plans
+from stamplib.experiments import plans
 from stamplib.report import realistic
 
 #: method → (H under the paper's protocol, H under the realistic one, C(g))

@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from stamplib.evaluation import reference
 from stamplib.evaluation.store import ResultsStore
+from stamplib.experiments import reference
 from stamplib.report import reference_run
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from stamplib import methods
-from stamplib.evaluation import plans
 from stamplib.evaluation.spec import RunSpec
+from stamplib.experiments import plans
 from stamplib.report import reproduce
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from stamplib.evaluation import plans
 from stamplib.evaluation.spec import RunSpec
+from stamplib.experiments import plans
 from stamplib.report import frames, tables
 
 

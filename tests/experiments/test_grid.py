@@ -1,4 +1,4 @@
-"""Grids (stamplib.evaluation.grid): grouping, executors, failures and retries, a killed job."""
+"""Grids (stamplib.experiments.grid): grouping, executors, failures and retries, a killed job."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import os
 import pytest
 
 import stamplib
-from stamplib.evaluation import grid
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
+from stamplib.experiments import grid
 
 
 def _fake_record(store: ResultsStore, spec: RunSpec) -> None:

@@ -1,7 +1,7 @@
 """A notebook's cells → their records: read from the results store, the missing ones run here.
 
 :func:`compute` is what a notebook calls after planning; ``python -m stamplib grid`` hands the
-same RunSpecs to :mod:`stamplib.evaluation.grid` instead, which runs them in worker processes or
+same RunSpecs to :mod:`stamplib.experiments.grid` instead, which runs them in worker processes or
 SLURM jobs. Cells a grid job is computing right now are left to it.
 """
 
@@ -22,7 +22,7 @@ Records = dict[str, dict[str, Any]]  # spec key → record
 
 
 class Planned(Protocol):
-    """What the executor needs of a plan (:class:`stamplib.evaluation.plans.Plan`, which imports
+    """What the executor needs of a plan (:class:`stamplib.experiments.plans.Plan`, which imports
     this module)."""
 
     @property

@@ -11,10 +11,11 @@ import torch
 
 from stamplib import methods
 from stamplib.data import downloads
-from stamplib.evaluation import provenance, reference
+from stamplib.evaluation import provenance
 from stamplib.evaluation.runner import run
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
+from stamplib.experiments import reference
 from stamplib.models import checkpoints
 from stamplib.models.builtin import DIGITS_CHECKPOINT
 
@@ -193,7 +194,7 @@ def test_reference_compute_takes_the_cells_asked_for_on_the_device_asked_for(
     """``--cells extras --device cuda`` sends the optional cells alone to a GPU (the 44 stay on
     the machine that computed the others); nothing is computed here, run_grid is a stand-in."""
     from stamplib import cli
-    from stamplib.evaluation import grid
+    from stamplib.experiments import grid
 
     calls = []
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from stamplib.data.corruptions import CORRUPTIONS
-from stamplib.evaluation import metrics, plans
-from stamplib.evaluation.parameters import NotebookParameters
+from stamplib.evaluation import metrics
+from stamplib.experiments import plans
+from stamplib.experiments.parameters import NotebookParameters
 
 
 def test_text_from_a_parameters_cell_or_the_command_line_becomes_typed_values():

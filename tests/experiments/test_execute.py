@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from stamplib.evaluation import execute, plans
 from stamplib.evaluation.store import ResultsStore
+from stamplib.experiments import execute, plans
 
 
 def _refuse_to_run(*args, **kwargs):

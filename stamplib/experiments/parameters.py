@@ -1,7 +1,7 @@
 """The parameters the planned notebooks share, parsed and checked once where they enter.
 
 A notebook's ``parameters`` cell (or ``--param`` on the command line, or a keyword of
-:func:`stamplib.evaluation.plans.plan`) gives them as text or numbers; :meth:`NotebookParameters.parse`
+:func:`stamplib.experiments.plans.plan`) gives them as text or numbers; :meth:`NotebookParameters.parse`
 turns them into one frozen, typed object, and every error names the parameter. The planners, the
 executor and the report read that object and check nothing again. A notebook's own parameters
 (notebook 07's ``weightings``, 08's ``ratios``, …) are parsed by its planner.

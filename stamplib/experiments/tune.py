@@ -1,6 +1,6 @@
 """Hyperparameter selection by the paper's protocol: ``python -m stamplib tune``.
 
-STAMP (ECCV 2024, App. A; ``stamp.md`` "Hyper-parameter search") picks every method's
+STAMP (ECCV 2024, App. A; ``stamp.md`` §7 "Hyper-parameter search") picks every method's
 hyperparameters by the H-score on the *first* corruption, gaussian noise, with the Noise outlier
 set mixed in, and applies them to every corruption and outlier set. The official code runs the
 grids of ``test-time-val.sh`` through ``test-time-validation-os.py``, which in reset mode
@@ -12,7 +12,7 @@ selection corruption, profile, seed, hyperparameter setting, the grid (ordered n
 and the criterion (any registered metric; H by default; a lower-is-better metric such as FPR95
 picks its minimum). Its cells are ordinary :class:`~stamplib.evaluation.spec.RunSpec` s that go
 through the results store, so a second call computes nothing and a grid can be computed on
-SLURM by :func:`~stamplib.evaluation.grid.run_grid` like ``python -m stamplib grid``.
+SLURM by :func:`~stamplib.experiments.grid.run_grid` like ``python -m stamplib grid``.
 
 :func:`select` reads the cells back and picks the best one (ties: the first in grid order) into
 a :class:`TuneResult` whose table has one row per cell; :mod:`stamplib.report.tuning` prints it
@@ -127,7 +127,7 @@ def coerce_value(name: str, value: Any, hint: Any) -> Any:
         raise bad
     if text is not None:
         raise ValueError(f"--grid {name}: a hyperparameter of type {_describe(hint)} cannot be given on the "
-                         f"command line; build the grid in Python (stamplib.evaluation.tune.TuneJob)")
+                         f"command line; build the grid in Python (stamplib.experiments.tune.TuneJob)")
     return value
 
 
@@ -222,7 +222,7 @@ def _by_family(cifar10: Mapping[str, tuple[Any, ...]], cifar100: Mapping[str, tu
             "imagenet_c": dict(imagenet)}
 
 
-_AUTHORS = "yuyongcan/STAMP test-time-val.sh (stamp.md 'Hyper-parameter search', baselines.md §10)"
+_AUTHORS = "yuyongcan/STAMP test-time-val.sh (stamp.md §7 'Hyper-parameter search', baselines.md §10)"
 
 #: STAMP's LR × α grids of ``test-time-val.sh`` (yuyongcan/STAMP at dbdb2a9), per setting. The
 #: script chose the branch by ``grep`` on the data set's name: ``cifar100_c`` (cifar100_c*),
@@ -426,7 +426,7 @@ def compute(job: TuneJob, store: ResultsStore | None = None, device: str = "cpu"
     """Compute the job's missing cells; returns those still missing afterwards (none, unless a
     grid job failed). ``executor`` None: one after another in this process with
     :func:`~stamplib.evaluation.runner.run`; ``local``, ``submitit`` or ``submitit-local``:
-    :func:`~stamplib.evaluation.grid.run_grid` (waiting for the jobs), as ``python -m stamplib
+    :func:`~stamplib.experiments.grid.run_grid` (waiting for the jobs), as ``python -m stamplib
     grid`` computes notebooks' cells."""
     store = store if store is not None else ResultsStore()
     specs = job.specs()
@@ -438,7 +438,7 @@ def compute(job: TuneJob, store: ResultsStore | None = None, device: str = "cpu"
         for spec in tqdm(specs, desc="cells", unit="cell", disable=not progress):
             run(spec, store=store, device=device)
         return []
-    from stamplib.evaluation.grid import run_grid
+    from stamplib.experiments.grid import run_grid
 
     report = run_grid(specs, executor=executor, store=store, device=device, wait=True, progress=progress,
                       jobs=jobs, keep_order=True, **grid_options)

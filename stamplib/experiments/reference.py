@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from stamplib import paths
-from stamplib.evaluation import plans
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
+from stamplib.experiments import plans
 
 PROFILE = "quick"
 #: The tables of settings (a), (b) and (c), in the order they are computed.

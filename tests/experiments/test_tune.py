@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from stamplib import cli, methods, models
-from stamplib.evaluation import metrics, tune
+from stamplib.evaluation import metrics
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
+from stamplib.experiments import tune
 from stamplib.report import tuning
 
 REPO = Path(__file__).resolve().parents[2]

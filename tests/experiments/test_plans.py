@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from stamplib.evaluation import plans as E
+from stamplib.experiments import plans as E
 
 NOTEBOOKS = list(E.EXPERIMENTS)
 

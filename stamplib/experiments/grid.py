@@ -3,7 +3,7 @@
 A notebook computes its own cells when asked to; at paper scale (``profile="full"``: 164
 distinct cells, most of them GPU-hours) they are computed first, as a grid, and the notebooks
 then only read the results store. The grid does not know where its RunSpecs come from: the
-command line hands it the notebooks' plans (:mod:`stamplib.evaluation.plans`), deduplicated
+command line hands it the notebooks' plans (:mod:`stamplib.experiments.plans`), deduplicated
 across notebooks, so a grid and a notebook never disagree about what a table needs.
 
 Executors:

@@ -1,10 +1,10 @@
 """What every notebook computes: its parameters → the cells (RunSpecs) of its table or figure.
 
 One planning function per notebook, registered in :data:`EXPERIMENTS`. A notebook parses its
-``parameters`` cell into :class:`~stamplib.evaluation.parameters.NotebookParameters`, calls
-:func:`plan`, then :func:`stamplib.evaluation.execute.compute` (finished cells come from the
+``parameters`` cell into :class:`~stamplib.experiments.parameters.NotebookParameters`, calls
+:func:`plan`, then :func:`stamplib.experiments.execute.compute` (finished cells come from the
 results store); ``python -m stamplib grid`` hands the same plans' RunSpecs to
-:mod:`stamplib.evaluation.grid`. A notebook and a grid therefore share every cell, and cells
+:mod:`stamplib.experiments.grid`. A notebook and a grid therefore share every cell, and cells
 shared between notebooks (STAMP's default row appears in Tables 1, 5, 6 and both figures) are
 computed once.
 
@@ -30,16 +30,16 @@ from typing import Any
 
 from stamplib import data, methods, validation
 from stamplib.evaluation.assembly import stand_in_overrides
-from stamplib.evaluation.execute import compute as compute  # README's example calls plans.compute
-from stamplib.evaluation.parameters import (
+from stamplib.evaluation.profiles import get_profile
+from stamplib.evaluation.spec import RunSpec
+from stamplib.experiments.execute import compute as compute  # README's example calls plans.compute
+from stamplib.experiments.parameters import (
     PLANNING,
     NotebookParameters,
     names,
     number,
     parse_methods,
 )
-from stamplib.evaluation.profiles import get_profile
-from stamplib.evaluation.spec import RunSpec
 
 #: Table 5 rows as (S.A., D.S., RBM, S.W.) = (sam, lr_decay, memory, weighting ≠ none).
 ABLATION_ROWS = (
@@ -277,7 +277,7 @@ def ablation_label(sam: bool, lr_decay: bool, memory: bool, weighting: bool) -> 
 
 def plan_ablation(notebook: str, params: NotebookParameters) -> Plan:
     """Table 5: STAMP with SAM, step-size decay, the memory and self-weighting switched on and
-    off (stamp.md ablation switches; memory off = entropy minimisation on the current batch)."""
+    off (protocol.md §3.3 ablation switches; memory off = entropy minimisation on the current batch)."""
     switched_off = {"sam": False, "lr_decay": False, "memory": False, "weighting": "none"}
     variants = []
     for row in ABLATION_ROWS:
