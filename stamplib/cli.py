@@ -157,10 +157,10 @@ def cmd_grid(args: argparse.Namespace) -> int:
     from stamplib.experiments import grid, plans
 
     store = ResultsStore(args.results) if args.results else ResultsStore()
-    names: list[str] = list(plans.EXPERIMENTS) if args.all else []
+    names: list[plans.Experiment] = list(plans.EXPERIMENTS.values()) if args.all else []
     for name in [] if args.all else args.notebook:
         try:
-            names += [nb for nb in plans.resolve_notebooks([name]) if nb not in names]
+            names += [e for e in plans.resolve_notebooks([name]) if e not in names]
         except ValueError:
             from stamplib.notebook_runner import discover
 

@@ -1,6 +1,9 @@
 """What every notebook computes: its parameters → the cells (RunSpecs) of its table or figure.
 
-One planning function per notebook, registered in :data:`EXPERIMENTS`. A notebook parses its
+One :class:`Experiment` per notebook, registered once (:func:`register`, :data:`EXPERIMENTS`):
+its planning function, data sets per scale, the paper tables it reproduces and which methods
+its variants apply to. Other modules hold the object (``plans.TABLE1``), never a name; names are
+resolved at the edges (the command line, a notebook's ``plans.plan("02_…")``). A notebook parses its
 ``parameters`` cell into :class:`~stamplib.experiments.parameters.NotebookParameters`, calls
 :func:`plan`, then :func:`stamplib.experiments.execute.compute` (finished cells come from the
 results store); ``python -m stamplib grid`` hands the same plans' RunSpecs to
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -67,11 +70,20 @@ class Cell:
 
 @dataclass(frozen=True)
 class Plan:
-    notebook: str
+    experiment: Experiment
     scale: str  # builtin | real | paper
     cells: tuple[Cell, ...]
-    paper_tables: tuple[str, ...] = ()  # tables of paper_numbers this notebook reproduces
     notes: tuple[str, ...] = ()
+
+    @property
+    def notebook(self) -> str:
+        """The experiment's notebook name (for messages and file names)."""
+        return self.experiment.notebook
+
+    @property
+    def paper_tables(self) -> tuple[str, ...]:
+        """The tables of paper_numbers the experiment reproduces."""
+        return self.experiment.paper_tables
 
     @property
     def specs(self) -> list[RunSpec]:
@@ -114,75 +126,41 @@ def _stand_in(dataset: str, outliers: tuple[str, ...], paper_dataset: str, paper
 
 _CIFAR_SETS = ("noise", "svhn", "lsun", "tiny")
 
-#: Each notebook's data sets per scale: the paper's own cells, and the teaching-scale cells
-#: with the paper's cell each stands in for.
-DEFAULTS: dict[str, dict[str, list[Setup]]] = {
-    "02_table1_cifar_outlier_aware": {
-        "paper": [Setup.same("cifar10_c", _CIFAR_SETS), Setup.same("cifar100_c", _CIFAR_SETS)],
-        "real": [_stand_in("cifar10_jpeg", ("noise",), "cifar10_c", ("noise",))],
-        "builtin": [_stand_in("cifar10_builtin", ("noise",), "cifar10_c", ("noise",))],
-    },
-    "03_table2_imagenet_outlier_aware": {
-        "paper": [Setup.same("imagenet_c", ("places365", "textures"))],
-        # No ImageNet here: the ImageNet hyperparameters (crop+flip views, no consistency
-        # filter, T = 750, …) run on the small data set instead, so the code path is exercised.
-        "real": [_stand_in("cifar10_jpeg", ("noise",), "imagenet_c", ("places365",), "imagenet_c")],
-        "builtin": [_stand_in("cifar10_builtin", ("noise",), "imagenet_c", ("places365",), "imagenet_c")],
-    },
-    "04_table3_class_split": {
-        "paper": [Setup.same("cifar10_c_8_2", (data.HELDOUT,)), Setup.same("cifar100_c_80_20", (data.HELDOUT,))],
-        "real": [_stand_in("cifar10_jpeg_8_2", (data.HELDOUT,), "cifar10_c_8_2", (data.HELDOUT,))],
-        "builtin": [_stand_in("cifar10_builtin_8_2", (data.HELDOUT,), "cifar10_c_8_2", (data.HELDOUT,))],
-    },
-    "05_table4_closed_set": {
-        "paper": [Setup.same("cifar10_c", ("none",)), Setup.same("cifar100_c", ("none",))],
-        "real": [_stand_in("cifar10_jpeg", ("none",), "cifar10_c", ("none",))],
-        "builtin": [_stand_in("cifar10_builtin", ("none",), "cifar10_c", ("none",))],
-    },
-    **{
-        nb: {
-            "paper": [Setup.same("cifar100_c", ("svhn",))],
-            "real": [_stand_in("cifar10_jpeg", ("noise",), "cifar100_c", ("svhn",))],
-            "builtin": [_stand_in("cifar10_builtin", ("noise",), "cifar100_c", ("svhn",))],
-        }
-        for nb in ("06_table5_ablation", "07_fig_weight_strategies")
-    },
-    "08_table6_outlier_ratio": {
-        "paper": [Setup.same("cifar100_c", ("svhn", "lsun", "tiny"))],
-        "real": [_stand_in("cifar10_jpeg", ("noise",), "cifar100_c", ("svhn",))],
-        "builtin": [_stand_in("cifar10_builtin", ("noise",), "cifar100_c", ("svhn",))],
-    },
-    "09_fig_augmentation_averaging": {
-        "paper": [Setup.same("cifar10_c", _CIFAR_SETS)],
-        "real": [_stand_in("cifar10_jpeg", ("noise",), "cifar10_c", ("noise",))],
-        "builtin": [_stand_in("cifar10_builtin", ("noise",), "cifar10_c", ("noise",))],
-    },
-    "13_stress_streams": {
-        "paper": [Setup.same("cifar10_c", ("noise",))],
-        "real": [_stand_in("cifar10_jpeg", ("noise",), "cifar10_c", ("noise",))],
-        "builtin": [_stand_in("cifar10_builtin", ("noise",), "cifar10_c", ("noise",))],
-    },
-    "10_inside_the_stream": {
-        "paper": [Setup.same("cifar10_c", ("noise",))],
-        "real": [_stand_in("cifar10_jpeg", ("noise",), "cifar10_c", ("noise",))],
-        "builtin": [_stand_in("cifar10_builtin", ("noise",), "cifar10_c", ("noise",))],
-    },
-}
+#: Each experiment's data sets per scale: the paper's own cells, and the teaching-scale cells
+#: with the paper's cell each stands in for (an :class:`Experiment`'s ``setups``).
+Setups = dict[str, list[Setup]]
 
-_PAPER_TABLES = {
-    "00_walkthrough": (),
-    "02_table1_cifar_outlier_aware": ("1a", "1b"),
-    "03_table2_imagenet_outlier_aware": ("2",),
-    "04_table3_class_split": ("3",),
-    "05_table4_closed_set": ("4a", "4b"),
-    "06_table5_ablation": ("5",),
-    "07_fig_weight_strategies": (),
-    "08_table6_outlier_ratio": ("6",),
-    "09_fig_augmentation_averaging": (),
-    "10_inside_the_stream": (),
-    "12_realistic_stream": (),
-    "13_stress_streams": (),
+
+def _noise_stand_in(paper: list[Setup], paper_dataset: str, paper_outliers: tuple[str, ...], setting: str = "") -> Setups:
+    """The paper's cells, and at teaching scale Noise outliers on the JPEG (real) or built-in
+    CIFAR-10 in their place."""
+    return {
+        "paper": paper,
+        "real": [_stand_in("cifar10_jpeg", ("noise",), paper_dataset, paper_outliers, setting)],
+        "builtin": [_stand_in("cifar10_builtin", ("noise",), paper_dataset, paper_outliers, setting)],
+    }
+
+
+TABLE1_SETUPS = _noise_stand_in([Setup.same("cifar10_c", _CIFAR_SETS), Setup.same("cifar100_c", _CIFAR_SETS)],
+                                "cifar10_c", ("noise",))
+# No ImageNet here: the ImageNet hyperparameters (crop+flip views, no consistency filter,
+# T = 750, …) run on the small data set instead, so the code path is exercised.
+IMAGENET_SETUPS = _noise_stand_in([Setup.same("imagenet_c", ("places365", "textures"))], "imagenet_c",
+                                  ("places365",), "imagenet_c")
+CLASS_SPLIT_SETUPS: Setups = {
+    "paper": [Setup.same("cifar10_c_8_2", (data.HELDOUT,)), Setup.same("cifar100_c_80_20", (data.HELDOUT,))],
+    "real": [_stand_in("cifar10_jpeg_8_2", (data.HELDOUT,), "cifar10_c_8_2", (data.HELDOUT,))],
+    "builtin": [_stand_in("cifar10_builtin_8_2", (data.HELDOUT,), "cifar10_c_8_2", (data.HELDOUT,))],
 }
+CLOSED_SET_SETUPS: Setups = {
+    "paper": [Setup.same("cifar10_c", ("none",)), Setup.same("cifar100_c", ("none",))],
+    "real": [_stand_in("cifar10_jpeg", ("none",), "cifar10_c", ("none",))],
+    "builtin": [_stand_in("cifar10_builtin", ("none",), "cifar10_c", ("none",))],
+}
+SVHN_SETUPS = _noise_stand_in([Setup.same("cifar100_c", ("svhn",))], "cifar100_c", ("svhn",))
+RATIO_SETUPS = _noise_stand_in([Setup.same("cifar100_c", ("svhn", "lsun", "tiny"))], "cifar100_c", ("svhn",))
+AUGMENTATION_SETUPS = _noise_stand_in([Setup.same("cifar10_c", _CIFAR_SETS)], "cifar10_c", ("noise",))
+NOISE_SETUPS = _noise_stand_in([Setup.same("cifar10_c", ("noise",))], "cifar10_c", ("noise",))
 
 
 #: What the smoke profile's digits put in the built-in CIFAR-10's places (data set, outlier set).
@@ -199,22 +177,22 @@ def builtin_setup(setup: Setup, benchmark: str) -> Setup:
                                outliers=tuple(swap.get(o, o) for o in setup.outliers))
 
 
-def _scale_setups(notebook: str, params: NotebookParameters, scale: str) -> list[Setup]:
-    setups = DEFAULTS[notebook][scale]
+def _scale_setups(experiment: Experiment, params: NotebookParameters, scale: str) -> list[Setup]:
+    setups = experiment.setups[scale]
     if scale == "builtin":
         benchmark = get_profile(params.profile).builtin
         setups = [builtin_setup(s, benchmark) for s in setups]
     return list(setups)
 
 
-def _setups(notebook: str, params: NotebookParameters) -> list[Setup]:
+def _setups(experiment: Experiment, params: NotebookParameters) -> list[Setup]:
     """The notebook's (data set, outlier sets) for this scale, narrowed or replaced by the
     ``datasets``/``outlier_sets`` parameters (a data set of another scale, such as ``digits``
     in the quick profile, keeps its own outlier sets)."""
-    defaults = _scale_setups(notebook, params, params.scale)
+    defaults = _scale_setups(experiment, params, params.scale)
     if params.datasets:
-        others = [s for scale in DEFAULTS[notebook] for s in DEFAULTS[notebook][scale]]
-        digits = [builtin_setup(s, "digits") for s in DEFAULTS[notebook].get("builtin", [])]
+        others = [s for scale in experiment.setups for s in experiment.setups[scale]]
+        digits = [builtin_setup(s, "digits") for s in experiment.setups.get("builtin", [])]
         known = {s.dataset: s for s in [*others, *digits, *defaults]}
         first = defaults[0]
         setups = [known.get(ds, Setup(ds, first.outliers, "", ("",) * len(first.outliers), first.setting))
@@ -237,16 +215,17 @@ ONE_ROW: tuple[Variant, ...] = (("", {}, None),)
 STAMP_ONLY = ("stamp",)
 
 
-def _cells(notebook: str, params: NotebookParameters, rows: Sequence[str], variants: Sequence[Variant]) -> list[Cell]:
+def _cells(experiment: Experiment, params: NotebookParameters, rows: Sequence[str],
+           variants: Sequence[Variant]) -> list[Cell]:
     """Every (data set, outlier set, method, variant, seed) cell; a variant's overrides apply
-    to STAMP, its ratio (None: the notebook's) to every method."""
+    to the experiment's ``variant_methods``, its ratio (None: the notebook's) to every method."""
     cells = []
-    for setup in _setups(notebook, params):
+    for setup in _setups(experiment, params):
         for o, po in zip(setup.outliers, setup.paper_outliers):
             for method in rows:
                 for label, overrides, ratio in variants:
                     for seed in params.seeds:
-                        own = overrides if method == "stamp" else {}
+                        own = overrides if method in experiment.variant_methods else {}
                         stand_ins = stand_in_overrides(method, setup.dataset, setup.setting)
                         spec = RunSpec.make(
                             method, overrides={**stand_ins, **own}, dataset=setup.dataset,
@@ -258,15 +237,15 @@ def _cells(notebook: str, params: NotebookParameters, rows: Sequence[str], varia
     return cells
 
 
-def _plan(notebook: str, params: NotebookParameters, rows: Sequence[str],
+def _plan(experiment: Experiment, params: NotebookParameters, rows: Sequence[str],
           variants: Sequence[Variant] = ONE_ROW) -> Plan:
     """``rows``: the methods, each with every variant."""
-    return Plan(notebook, params.scale, tuple(_cells(notebook, params, rows, variants)), _PAPER_TABLES[notebook])
+    return Plan(experiment, params.scale, tuple(_cells(experiment, params, rows, variants)))
 
 
-def plan_method_table(notebook: str, params: NotebookParameters) -> Plan:
+def plan_method_table(experiment: Experiment, params: NotebookParameters) -> Plan:
     """Tables 1–4: every method (the paper's ten in its row order, then the newer ones)."""
-    return _plan(notebook, params, params.methods or methods.TABLE_ORDER)
+    return _plan(experiment, params, params.methods or methods.TABLE_ORDER)
 
 
 def ablation_label(sam: bool, lr_decay: bool, memory: bool, weighting: bool) -> str:
@@ -275,7 +254,7 @@ def ablation_label(sam: bool, lr_decay: bool, memory: bool, weighting: bool) -> 
             f"weighting={'adaptive' if weighting else 'none'}")
 
 
-def plan_ablation(notebook: str, params: NotebookParameters) -> Plan:
+def plan_ablation(experiment: Experiment, params: NotebookParameters) -> Plan:
     """Table 5: STAMP with SAM, step-size decay, the memory and self-weighting switched on and
     off (protocol.md §3.3 ablation switches; memory off = entropy minimisation on the current batch)."""
     switched_off = {"sam": False, "lr_decay": False, "memory": False, "weighting": "none"}
@@ -283,15 +262,15 @@ def plan_ablation(notebook: str, params: NotebookParameters) -> Plan:
     for row in ABLATION_ROWS:
         overrides = {name: off for (name, off), on in zip(switched_off.items(), row) if not on}
         variants.append((ablation_label(*row), overrides, None))
-    return _plan(notebook, params, STAMP_ONLY, variants)
+    return _plan(experiment, params, STAMP_ONLY, variants)
 
 
-def plan_weight_strategies(notebook: str, params: NotebookParameters,
+def plan_weight_strategies(experiment: Experiment, params: NotebookParameters,
                            weightings: str = ",".join(WEIGHT_STRATEGIES)) -> Plan:
     """Fig. 3: adaptive self-weights (with gradient) vs static (detached) vs EATA's exp(H_thr − H)."""
     chosen = names(weightings, "weightings", WEIGHT_STRATEGIES) or WEIGHT_STRATEGIES
     variants = [(f"weighting={w}", {} if w == "adaptive" else {"weighting": w}, None) for w in chosen]
-    return _plan(notebook, params, STAMP_ONLY, variants)
+    return _plan(experiment, params, STAMP_ONLY, variants)
 
 
 def parse_ratios(text: str | Sequence[float]) -> tuple[float, ...]:
@@ -312,18 +291,18 @@ def ratio_label(ratio: float) -> str:
     return f"ratio={round(ratio, 4):g}"
 
 
-def plan_outlier_ratio(notebook: str, params: NotebookParameters, ratios: str = "0.05,0.1,0.2,1/3,0.5") -> Plan:
+def plan_outlier_ratio(experiment: Experiment, params: NotebookParameters, ratios: str = "0.05,0.1,0.2,1/3,0.5") -> Plan:
     """Table 6: STAMP's H-score as the outlier proportion outliers/(ID + outliers) varies (each
     row's ratio replaces ``outlier_ratio``)."""
-    return _plan(notebook, params, params.methods or STAMP_ONLY, [(ratio_label(r), {}, r) for r in parse_ratios(ratios)])
+    return _plan(experiment, params, params.methods or STAMP_ONLY, [(ratio_label(r), {}, r) for r in parse_ratios(ratios)])
 
 
-def plan_augmentation_averaging(notebook: str, params: NotebookParameters, num_views: str = "16,1") -> Plan:
+def plan_augmentation_averaging(experiment: Experiment, params: NotebookParameters, num_views: str = "16,1") -> Plan:
     """Fig. 4 (appendix): STAMP with K = 16 averaged views vs K = 1 (no averaging)."""
     counts = tuple(int(k) for k in names(num_views, "num_views"))
     if not counts or any(k < 1 for k in counts):
         raise ValueError(f"num_views: give view counts >= 1 such as '16,1', got {num_views!r}")
-    return _plan(notebook, params, STAMP_ONLY, [(f"K={k}", {} if k == 16 else {"num_views": k}, None) for k in counts])
+    return _plan(experiment, params, STAMP_ONLY, [(f"K={k}", {} if k == 16 else {"num_views": k}, None) for k in counts])
 
 
 def traced_methods() -> tuple[str, ...]:
@@ -356,32 +335,32 @@ def parse_stream_kinds(text: str) -> tuple[tuple[str, dict[str, Any]], ...]:
     return tuple(kinds)
 
 
-def plan_inside_the_stream(notebook: str, params: NotebookParameters, streams: str = STREAM_KINDS) -> Plan:
+def plan_inside_the_stream(experiment: Experiment, params: NotebookParameters, streams: str = STREAM_KINDS) -> Plan:
     """Notebook 10: the traced methods on the ordinary stream and on harder ones (continual,
     non-i.i.d. labels, outlier bursts); the variant is the stream kind. The i.i.d. cells are
     those of notebook 02, computed once for both."""
     kinds = parse_stream_kinds(streams)
     cells = [dataclasses.replace(cell, spec=cell.spec.with_(**fields), variant=label)
-             for cell in _cells(notebook, params, params.methods or traced_methods(), ONE_ROW)
+             for cell in _cells(experiment, params, params.methods or traced_methods(), ONE_ROW)
              for label, fields in kinds]
-    return Plan(notebook, params.scale, tuple(cells), _PAPER_TABLES[notebook])
+    return Plan(experiment, params.scale, tuple(cells))
 
 
 #: Notebook 12's two protocols, as row variants.
 PAPER_PROTOCOL, REALISTIC_PROTOCOL = "paper protocol", "realistic"
 
 
-def plan_realistic_stream(notebook: str, params: NotebookParameters, relative_speed: int | str = 0) -> Plan:
+def plan_realistic_stream(experiment: Experiment, params: NotebookParameters, relative_speed: int | str = 0) -> Plan:
     """Notebook 12: every method of Table 1 under the paper's protocol (each batch waits for the
     adaptation) and under the realistic one (the stream does not wait: a method adapts on every
     C(g)-th batch). The paper-protocol cells are notebook 02's, computed once for both.
     ``relative_speed``: C(g) for every method (0: each method's, measured in its run)."""
     speed = validation.check_relative_speed(number(relative_speed, int))
-    table = _cells("02_table1_cifar_outlier_aware", params, params.methods or methods.TABLE_ORDER, ONE_ROW)
+    table = _cells(TABLE1, params, params.methods or methods.TABLE_ORDER, ONE_ROW)
     cells = [dataclasses.replace(cell, variant=label, spec=cell.spec.with_(realistic=True, relative_speed=speed)
                                  if label == REALISTIC_PROTOCOL else cell.spec)
              for cell in table for label in (PAPER_PROTOCOL, REALISTIC_PROTOCOL)]
-    return Plan(notebook, params.scale, tuple(cells), _PAPER_TABLES[notebook])
+    return Plan(experiment, params.scale, tuple(cells))
 
 
 #: Notebook 13's three axes, as the first part of its variants ("batch size=4").
@@ -395,7 +374,7 @@ def stress_variant(axis: str, value: object) -> str:
     return f"{axis}={value}"
 
 
-def plan_stress_streams(notebook: str, params: NotebookParameters, batch_sizes: str = "1,4,16,64",
+def plan_stress_streams(experiment: Experiment, params: NotebookParameters, batch_sizes: str = "1,4,16,64",
                         batch_corruptions: str = "gaussian_noise", label_shifts: str = "imbalance:10,sorted",
                         domains: str = ",".join(DOMAINS)) -> Plan:
     """Notebook 13 (beyond the paper): every method on the paper's stream and on harder ones
@@ -412,7 +391,7 @@ def plan_stress_streams(notebook: str, params: NotebookParameters, batch_sizes: 
     wanted_domains = names(domains, "domains", DOMAINS)
     batch_only = names(batch_corruptions, "batch_corruptions")
     cells, notes = [], []
-    for cell in _cells(notebook, params, params.methods or methods.TABLE_ORDER, ONE_ROW):
+    for cell in _cells(experiment, params, params.methods or methods.TABLE_ORDER, ONE_ROW):
         spec, smallest = cell.spec, methods.method_class(cell.spec.method).min_batch_size
         batch_spec = spec.with_(corruptions=list(batch_only)) if batch_only else spec
         for size in sizes:
@@ -430,10 +409,10 @@ def plan_stress_streams(notebook: str, params: NotebookParameters, batch_sizes: 
                 continue
             cells.append(dataclasses.replace(cell, spec=spec.with_(mixed_domains=domain == "mixed"),
                                              variant=stress_variant(DOMAIN_AXIS, domain)))
-    return Plan(notebook, params.scale, tuple(cells), _PAPER_TABLES[notebook], tuple(dict.fromkeys(notes)))
+    return Plan(experiment, params.scale, tuple(cells), tuple(dict.fromkeys(notes)))
 
 
-def plan_walkthrough(notebook: str, params: NotebookParameters, methods_to_compare: str = "source,bn_stats,tent,stamp",
+def plan_walkthrough(experiment: Experiment, params: NotebookParameters, methods_to_compare: str = "source,bn_stats,tent,stamp",
                      corruption: str = "gaussian_noise", outliers: str = "noise", seed: int | str = 0) -> Plan:
     """The walkthrough's small comparison: each method on the profile's built-in benchmark, on
     the profile's corruptions and the one studied in detail (first, if the profile lacks it).
@@ -445,19 +424,31 @@ def plan_walkthrough(notebook: str, params: NotebookParameters, methods_to_compa
         raise ValueError(f"methods_to_compare: name at least one method; valid: {', '.join(methods.available())}")
     specs = [RunSpec(method=m, dataset=prof.builtin, outliers=outliers, corruptions=corruptions, seed=number(seed, int),
                      profile=params.profile) for m in chosen]
-    return Plan(notebook, "builtin", tuple(Cell(s) for s in specs), _PAPER_TABLES[notebook])
+    return Plan(experiment, "builtin", tuple(Cell(s) for s in specs))
 
 
 # ------------------------------------------------------------------------------- registry
 
 
 @dataclass(frozen=True)
-class Planner:
-    """A notebook's planning function, ``make(notebook, params, **its own parameters)``, and
-    the planning parameters it reads (06 always plans STAMP, so it ignores ``methods``)."""
+class Experiment:
+    """One notebook's experiment, registered once (:func:`register`): everything planning, the
+    grid, the reference run, the report and the site know of it.
 
+    ``make(experiment, params, **its own parameters)`` plans its cells; ``setups`` are its data
+    sets per scale (``paper``, ``real``, ``builtin``; the profile's digits replace the built-in
+    CIFAR-10 in smoke); ``paper_tables`` the tables of the paper's numbers it reproduces;
+    ``reads`` the planning parameters it takes (06 always plans STAMP, so not ``methods``);
+    ``variant_methods`` the methods its variants' hyperparameter overrides apply to;
+    ``averages_outlier_sets``: its table adds an average over the outlier sets (Table 1)."""
+
+    notebook: str
     make: Callable[..., Plan]
+    setups: Mapping[str, list[Setup]] = dataclasses.field(default_factory=dict)
+    paper_tables: tuple[str, ...] = ()
     reads: tuple[str, ...] = PLANNING
+    variant_methods: tuple[str, ...] = STAMP_ONLY
+    averages_outlier_sets: bool = False
 
     @property
     def own(self) -> tuple[str, ...]:
@@ -468,73 +459,107 @@ class Planner:
     def accepts(self) -> set[str]:
         return {*self.reads, *self.own}
 
+    def plan(self, parsed: NotebookParameters | None = None, /, **params: Any) -> Plan:
+        """The cells for its parameters parsed once (a notebook's
+        ``NotebookParameters.from_notebook(globals())``, plus its own parameters as keywords),
+        or for keywords alone. Names that are no parameter of it are ignored, so a whole
+        parameters cell can be passed."""
+        if parsed is None:
+            parsed = NotebookParameters.parse(**params)
+        elif twice := sorted(_FIELDS & set(params)):
+            raise TypeError(f"{twice} are in the parsed parameters already: give them there, not as keywords")
+        return self.make(self, parsed, **{k: v for k, v in params.items() if k in self.own})
+
+    def cells(self, **params: Any) -> list[RunSpec]:
+        """Its distinct RunSpecs for ``params``."""
+        return self.plan(**params).specs
+
+
+#: Every registered experiment by notebook name, in registration (= notebook) order.
+EXPERIMENTS: dict[str, Experiment] = {}
+
+
+def register(experiment: Experiment) -> Experiment:
+    """Add ``experiment`` under its notebook name (once); returns it, for a module constant."""
+    name = experiment.notebook
+    if not name or name in EXPERIMENTS:
+        raise ValueError(f"an experiment is registered once, under a new notebook name; got {name!r}")
+    if experiment.reads != ("profile",) and not experiment.setups:
+        raise ValueError(f"experiment {name!r} plans data sets from its parameters: give it setups per scale "
+                         "(paper, real, builtin)")
+    EXPERIMENTS[name] = experiment
+    return experiment
+
 
 _FIXED_ROWS = tuple(p for p in PLANNING if p != "methods")
-
-EXPERIMENTS: dict[str, Planner] = {
-    "00_walkthrough": Planner(plan_walkthrough, reads=("profile",)),
-    **{nb: Planner(plan_method_table) for nb in ("02_table1_cifar_outlier_aware", "03_table2_imagenet_outlier_aware",
-                                                 "04_table3_class_split", "05_table4_closed_set")},
-    "06_table5_ablation": Planner(plan_ablation, _FIXED_ROWS),
-    "07_fig_weight_strategies": Planner(plan_weight_strategies, _FIXED_ROWS),
-    "08_table6_outlier_ratio": Planner(plan_outlier_ratio, tuple(p for p in PLANNING if p != "outlier_ratio")),
-    "09_fig_augmentation_averaging": Planner(plan_augmentation_averaging, _FIXED_ROWS),
-    "10_inside_the_stream": Planner(plan_inside_the_stream),
-    "12_realistic_stream": Planner(plan_realistic_stream),
-    "13_stress_streams": Planner(plan_stress_streams),
-}
 _FIELDS = {f.name for f in dataclasses.fields(NotebookParameters)}
 
+WALKTHROUGH = register(Experiment("00_walkthrough", plan_walkthrough, reads=("profile",)))
+TABLE1 = register(Experiment("02_table1_cifar_outlier_aware", plan_method_table, TABLE1_SETUPS, ("1a", "1b"),
+                             averages_outlier_sets=True))
+IMAGENET = register(Experiment("03_table2_imagenet_outlier_aware", plan_method_table, IMAGENET_SETUPS, ("2",)))
+CLASS_SPLIT = register(Experiment("04_table3_class_split", plan_method_table, CLASS_SPLIT_SETUPS, ("3",)))
+CLOSED_SET = register(Experiment("05_table4_closed_set", plan_method_table, CLOSED_SET_SETUPS, ("4a", "4b")))
+ABLATION = register(Experiment("06_table5_ablation", plan_ablation, SVHN_SETUPS, ("5",), _FIXED_ROWS))
+WEIGHTS = register(Experiment("07_fig_weight_strategies", plan_weight_strategies, SVHN_SETUPS, (), _FIXED_ROWS))
+RATIOS = register(Experiment("08_table6_outlier_ratio", plan_outlier_ratio, RATIO_SETUPS, ("6",),
+                             tuple(p for p in PLANNING if p != "outlier_ratio")))
+AUGMENTATION = register(Experiment("09_fig_augmentation_averaging", plan_augmentation_averaging,
+                                   AUGMENTATION_SETUPS, (), _FIXED_ROWS))
+INSIDE_THE_STREAM = register(Experiment("10_inside_the_stream", plan_inside_the_stream, NOISE_SETUPS))
+REALISTIC = register(Experiment("12_realistic_stream", plan_realistic_stream, TABLE1_SETUPS))
+STRESS = register(Experiment("13_stress_streams", plan_stress_streams, NOISE_SETUPS))
 
-def plan(notebook: str, parsed: NotebookParameters | None = None, /, **params: Any) -> Plan:
-    """The cells of ``notebook``, for its parameters parsed once (a notebook's
-    ``NotebookParameters.from_notebook(globals())``, plus its own parameters as keywords), or
-    for keywords alone. Names that are no parameter of this notebook are ignored, so a whole
-    parameters cell can be passed."""
-    if parsed is None:
-        parsed = NotebookParameters.parse(**params)
-    elif twice := sorted(_FIELDS & set(params)):
-        raise TypeError(f"{twice} are in the parsed parameters already: give them there, not as keywords")
-    return _planned(notebook, parsed, params)
+
+def experiment(name: str | Experiment) -> Experiment:
+    """The registered experiment of a notebook name (an edge: the CLI, a notebook), or itself."""
+    if isinstance(name, Experiment):
+        return name
+    return EXPERIMENTS[validation.check_choice("notebook", name, EXPERIMENTS)]
 
 
-def _planned(notebook: str, parsed: NotebookParameters, params: dict[str, Any]) -> Plan:
-    planner = EXPERIMENTS[validation.check_choice("notebook", notebook, EXPERIMENTS)]
-    return planner.make(notebook, parsed, **{k: v for k, v in params.items() if k in planner.own})
+def plan(notebook: str | Experiment, parsed: NotebookParameters | None = None, /, **params: Any) -> Plan:
+    """``experiment(notebook).plan(parsed, **params)``: a notebook's cells, by name or object."""
+    return experiment(notebook).plan(parsed, **params)
 
 
-def resolve_notebooks(requested: Sequence[str]) -> list[str]:
-    """Notebook names (or prefixes such as ``02``) → the planned notebooks, in order."""
-    chosen: list[str] = []
+def resolve_notebooks(requested: Sequence[str | Experiment]) -> list[Experiment]:
+    """Notebook names (or prefixes such as ``02``), or experiments → the experiments, in order."""
+    chosen: list[Experiment] = []
     unknown = []
     for name in requested:
-        hits = [nb for nb in EXPERIMENTS if nb == name or nb.startswith(name)]
+        hits = [name] if isinstance(name, Experiment) else [
+            e for nb, e in EXPERIMENTS.items() if nb == name or nb.startswith(name)]
         if not hits:
             unknown.append(name)
-        chosen.extend(nb for nb in hits if nb not in chosen)
+        chosen.extend(e for e in hits if e not in chosen)
     if unknown:
         raise ValueError(f"no planned notebook matches {unknown}; known: {', '.join(EXPERIMENTS)}")
-    return [nb for nb in EXPERIMENTS if nb in chosen]
+    order = list(EXPERIMENTS.values())
+    return sorted(chosen, key=lambda e: order.index(e) if e in order else len(order))
 
 
-def check_parameter_names(notebooks: Sequence[str], params: Iterable[str], flags: Iterable[str] = ()) -> None:
+def check_parameter_names(experiments: Sequence[str | Experiment], params: Iterable[str],
+                          flags: Iterable[str] = ()) -> None:
     """Refuse parameters no chosen notebook takes: a typo would silently plan the default grid.
     ``flags``: parameters given another way (the command line's ``--profile``), refused too."""
-    accepted = {p for nb in notebooks for p in EXPERIMENTS[nb].accepts} - set(flags)
+    accepted = {p for e in experiments for p in experiment(e).accepts} - set(flags)
     unknown = sorted(set(params) - accepted)
     if unknown:
         raise ValueError(f"--param {unknown}: no chosen notebook takes it; they take {', '.join(sorted(accepted))}")
 
 
-def cells_by_notebook(notebooks: str | Sequence[str], **params: Any) -> dict[str, list[RunSpec]]:
-    """Each notebook's distinct RunSpecs for ``params`` (a notebook's ``parameters`` cell),
-    parsed once for all of them."""
-    chosen = resolve_notebooks([notebooks] if isinstance(notebooks, str) else list(notebooks))
+def cells_by_notebook(notebooks: str | Experiment | Sequence[str | Experiment], **params: Any
+                      ) -> dict[str, list[RunSpec]]:
+    """Each experiment's distinct RunSpecs for ``params`` (a notebook's ``parameters`` cell),
+    parsed once for all of them, keyed by notebook name."""
+    requested = [notebooks] if isinstance(notebooks, (str, Experiment)) else list(notebooks)
     parsed = NotebookParameters.parse(**params)
-    return {nb: _planned(nb, parsed, params).specs for nb in chosen}
+    return {e.notebook: e.plan(parsed, **{k: v for k, v in params.items() if k not in _FIELDS}).specs
+            for e in resolve_notebooks(requested)}
 
 
-def cells(notebooks: str | Sequence[str], **params: Any) -> list[RunSpec]:
-    """The distinct RunSpecs of one or several notebooks, each once: cells shared between
+def cells(notebooks: str | Experiment | Sequence[str | Experiment], **params: Any) -> list[RunSpec]:
+    """The distinct RunSpecs of one or several experiments, each once: cells shared between
     notebooks (STAMP's default row is in Tables 1, 5, 6 and both figures) are computed once."""
     return distinct(s for specs in cells_by_notebook(notebooks, **params).values() for s in specs)

@@ -34,7 +34,9 @@ from stamplib.experiments import plans
 
 PROFILE = "quick"
 #: The tables of settings (a), (b) and (c), in the order they are computed.
-NOTEBOOKS = ("02_table1_cifar_outlier_aware", "04_table3_class_split", "05_table4_closed_set")
+EXPERIMENTS = (plans.TABLE1, plans.CLASS_SPLIT, plans.CLOSED_SET)
+#: Their notebook names (the edges: ``reference render`` executes these notebooks).
+NOTEBOOKS = tuple(e.notebook for e in EXPERIMENTS)
 #: STAMP's seeds in setting (a): their spread is the tolerance of the stochastic methods.
 SPREAD_METHOD, SPREAD_SEEDS = "stamp", (0, 1, 2)
 #: Methods whose outputs depend on no random draw at test time (same bits on the same machine;
@@ -69,9 +71,9 @@ def specs(data_root: str | os.PathLike | None = None) -> list[RunSpec]:
     telling table complete first."""
     root = str(data_root or default_data_root())
     seeds = ",".join(str(s) for s in SPREAD_SEEDS)
-    cells = plans.cells(NOTEBOOKS[0], profile=PROFILE, data_root=root)
-    cells += plans.cells(NOTEBOOKS[0], profile=PROFILE, data_root=root, methods=SPREAD_METHOD, seeds=seeds)
-    cells += plans.cells(list(NOTEBOOKS[1:]), profile=PROFILE, data_root=root)
+    cells = plans.TABLE1.cells(profile=PROFILE, data_root=root)
+    cells += plans.TABLE1.cells(profile=PROFILE, data_root=root, methods=SPREAD_METHOD, seeds=seeds)
+    cells += plans.cells(list(EXPERIMENTS[1:]), profile=PROFILE, data_root=root)
     return plans.distinct(cells)
 
 
@@ -80,7 +82,7 @@ def specs(data_root: str | os.PathLike | None = None) -> list[RunSpec]:
 #: K = 16 (Fig. 4), the rows of the ablation (Table 5), and the fourteen methods under the
 #: realistic online protocol (notebook 12, issue 28), all with Noise outliers.
 EXTRA_METHODS_ALL_CORRUPTIONS = "source,bn_stats,tent,stamp"
-EXTRA_NOTEBOOKS = ("09_fig_augmentation_averaging", "06_table5_ablation", "12_realistic_stream")
+EXTRA_EXPERIMENTS = (plans.AUGMENTATION, plans.ABLATION, plans.REALISTIC)
 
 
 #: Issue 35, after those, in the order a CPU computes them until it stops: Fig. 3's static and
@@ -101,9 +103,9 @@ def stress_specs(data_root: str | os.PathLike | None = None) -> list[RunSpec]:
     """Issue 35's optional cells (``reference compute --cells stress``): Fig. 3's, Table 6's and
     notebook 13's on real images, in the order they are computed, without reference cells."""
     root = str(data_root or default_data_root())
-    ratio_cells = partial(plans.cells, "08_table6_outlier_ratio", profile=PROFILE, data_root=root)
-    stream_cells = partial(plans.cells, "13_stress_streams", profile=PROFILE, data_root=root, **STRESS_STREAMS)
-    cells = plans.cells("07_fig_weight_strategies", profile=PROFILE, data_root=root)
+    ratio_cells = partial(plans.RATIOS.cells, profile=PROFILE, data_root=root)
+    stream_cells = partial(plans.STRESS.cells, profile=PROFILE, data_root=root, **STRESS_STREAMS)
+    cells = plans.WEIGHTS.cells(profile=PROFILE, data_root=root)
     cells += ratio_cells(methods=RATIO_BASELINES)
     cells += ratio_cells(ratios=STAMP_RATIOS[0])
     cells += stream_cells(methods=STRESS_CHEAP_METHODS)
@@ -116,10 +118,10 @@ def stress_specs(data_root: str | os.PathLike | None = None) -> list[RunSpec]:
 def extra_specs(data_root: str | os.PathLike | None = None) -> list[RunSpec]:
     """The optional cells, without those that are already reference cells."""
     root = str(data_root or default_data_root())
-    cells = plans.cells(NOTEBOOKS[0], profile=PROFILE, data_root=root, methods=EXTRA_METHODS_ALL_CORRUPTIONS,
+    cells = plans.TABLE1.cells(profile=PROFILE, data_root=root, methods=EXTRA_METHODS_ALL_CORRUPTIONS,
                         corruptions="all")
-    for notebook in EXTRA_NOTEBOOKS:
-        cells += plans.cells(notebook, profile=PROFILE, data_root=root)
+    for experiment in EXTRA_EXPERIMENTS:
+        cells += experiment.cells(profile=PROFILE, data_root=root)
     cells += stress_specs(root)
     core = {s.key() for s in specs(root)}
     return [s for s in plans.distinct(cells) if s.key() not in core]
@@ -130,7 +132,7 @@ def seed_spread(store: ResultsStore, data_root: str | os.PathLike | None = None)
     (a), in points; None until all three seeds are stored."""
     root = str(data_root or default_data_root())
     seeds = ",".join(str(s) for s in SPREAD_SEEDS)
-    runs = plans.cells(NOTEBOOKS[0], profile=PROFILE, data_root=root, methods=SPREAD_METHOD, seeds=seeds)
+    runs = plans.TABLE1.cells(profile=PROFILE, data_root=root, methods=SPREAD_METHOD, seeds=seeds)
     records = [store.get(s) for s in runs]
     if any(r is None for r in records):
         return None
@@ -245,7 +247,7 @@ def select_methods(cells: Sequence[RunSpec], methods: str) -> list[RunSpec]:
 
 
 #: The settings' letters, as the README and docs/reference_run.md name them.
-SETTING_NOTEBOOKS = dict(zip("abc", NOTEBOOKS))
+SETTING_EXPERIMENTS = dict(zip("abc", EXPERIMENTS))
 
 
 def select_settings(cells: Sequence[RunSpec], settings: str) -> list[RunSpec]:
@@ -255,10 +257,10 @@ def select_settings(cells: Sequence[RunSpec], settings: str) -> list[RunSpec]:
     if not settings:
         return list(cells)
     letters = [s.strip() for s in settings.split(",") if s.strip()]
-    unknown = sorted(set(letters) - set(SETTING_NOTEBOOKS))
+    unknown = sorted(set(letters) - set(SETTING_EXPERIMENTS))
     if unknown:
         raise ValueError(f"unknown setting {unknown}: name a (Noise outliers), b (8:2 split) or c (closed set)")
     keys = {s.key() for letter in letters
-            for s in plans.cells(SETTING_NOTEBOOKS[letter], profile=PROFILE, data_root="reference",
+            for s in SETTING_EXPERIMENTS[letter].cells(profile=PROFILE, data_root="reference",
                                  seeds=",".join(map(str, SPREAD_SEEDS)))}
     return [c for c in cells if c.key() in keys]

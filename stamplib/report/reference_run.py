@@ -31,7 +31,7 @@ from stamplib.report.reproduce import paper_table, rank_agreement, short_variant
 from stamplib.report.tables import to_markdown
 
 #: The settings, keyed by the letter the README and the issue use.
-SETTINGS = {"a": reference.NOTEBOOKS[0], "b": reference.NOTEBOOKS[1], "c": reference.NOTEBOOKS[2]}
+SETTINGS = reference.SETTING_EXPERIMENTS
 SETTING_TITLES = {
     "a": "(a) CIFAR-10-C + Noise outliers (Table 1a, Noise column)",
     "b": "(b) CIFAR-10-C, classes 8–9 as outliers (Table 3, 8:2)",
@@ -54,8 +54,8 @@ def tables(store: ResultsStore) -> dict[str, pd.DataFrame]:
     ``<M> ours``, ``<M> Δ`` for ACC, AUROC, H (ACC only for the closed set)."""
     records = _records(store)
     out = {}
-    for letter, notebook in SETTINGS.items():
-        plan = plans.plan(notebook, profile=reference.PROFILE, data_root="reference")
+    for letter, experiment in SETTINGS.items():
+        plan = experiment.plan(profile=reference.PROFILE, data_root="reference")
         if letter == "c":
             out[letter] = closed_set(paper_table(plan, records, per_corruption=True))
         else:
@@ -202,13 +202,13 @@ def _stamp_h(records: Mapping[str, Mapping[str, Any]], spec: Any) -> float | Non
 
 
 def _weight_specs() -> dict[str, Any]:
-    plan = plans.plan("07_fig_weight_strategies", profile=reference.PROFILE, data_root="reference")
+    plan = plans.WEIGHTS.plan(profile=reference.PROFILE, data_root="reference")
     return {c.variant.removeprefix("weighting="): c.spec for c in plan.cells}
 
 
 def _ratio_specs(methods: str) -> dict[str, dict[float, Any]]:
     """Table 6's cells in (a) per method and outlier share."""
-    plan = plans.plan("08_table6_outlier_ratio", profile=reference.PROFILE, data_root="reference", methods=methods)
+    plan = plans.RATIOS.plan(profile=reference.PROFILE, data_root="reference", methods=methods)
     out: dict[str, dict[float, Any]] = {}
     for cell in plan.cells:
         out.setdefault(cell.spec.method, {})[cell.spec.outlier_ratio] = cell.spec
@@ -279,10 +279,10 @@ def _hours(store: ResultsStore) -> dict[str, float]:
     """Compute time per setting (sum of the records' seconds, STAMP's extra seeds in (a))."""
     by_notebook: dict[str, float] = {}
     records = _records(store)
-    for letter, notebook in SETTINGS.items():
-        specs = plans.cells(notebook, profile=reference.PROFILE, data_root="reference")
+    for letter, experiment in SETTINGS.items():
+        specs = experiment.cells(profile=reference.PROFILE, data_root="reference")
         if letter == "a":
-            specs += plans.cells(notebook, profile=reference.PROFILE, data_root="reference",
+            specs += experiment.cells(profile=reference.PROFILE, data_root="reference",
                                  methods=reference.SPREAD_METHOD, seeds="1,2")
         by_notebook[letter] = sum(records[s.key()]["seconds"] for s in specs if s.key() in records) / 3600
     return by_notebook
@@ -303,8 +303,8 @@ def machines_line(records: list[dict[str, Any]]) -> str:
 
 
 def _stamp_seeds(store: ResultsStore) -> list[dict[str, float]]:
-    specs = plans.cells(SETTINGS["a"], profile=reference.PROFILE, data_root="reference",
-                        methods=reference.SPREAD_METHOD, seeds=",".join(map(str, reference.SPREAD_SEEDS)))
+    specs = SETTINGS["a"].cells(profile=reference.PROFILE, data_root="reference",
+                                methods=reference.SPREAD_METHOD, seeds=",".join(map(str, reference.SPREAD_SEEDS)))
     found = [store.get(s) for s in specs]
     return [r["mean"] for r in found if r is not None]
 
@@ -436,7 +436,7 @@ def _optional_sections(store: ResultsStore) -> list[str]:
     if not done:
         return lines
     lines += [machines_line([records[s.key()] for s in extra if s.key() in records]), ""]
-    full = plans.plan(SETTINGS["a"], profile=reference.PROFILE, data_root="reference",
+    full = SETTINGS["a"].plan(profile=reference.PROFILE, data_root="reference",
                       methods=reference.EXTRA_METHODS_ALL_CORRUPTIONS, corruptions="all")
     table = paper_table(full, records)
     if not table.empty:
@@ -444,11 +444,11 @@ def _optional_sections(store: ResultsStore) -> list[str]:
                   "images per corruption):", ""]
         columns = ["method"] + [f"{m} {k}" for m in ("ACC", "AUROC", "H") for k in ("paper", "ours", "Δ")]
         lines += [to_markdown(_format(table[columns])), ""]
-    for notebook, title in (("09_fig_augmentation_averaging", "*STAMP with K = 16 views vs K = 1 (Fig. 4; the "
-                                                              "paper prints no numbers), (a):*"),
-                            ("06_table5_ablation", "*The ablation (Table 5) in (a); the paper's rows are on "
-                                                   "CIFAR100-C + SVHN-C, so they are shown, not subtracted:*")):
-        plan = plans.plan(notebook, profile=reference.PROFILE, data_root="reference")
+    for experiment, title in ((plans.AUGMENTATION, "*STAMP with K = 16 views vs K = 1 (Fig. 4; the paper prints no "
+                                                   "numbers), (a):*"),
+                              (plans.ABLATION, "*The ablation (Table 5) in (a); the paper's rows are on "
+                                               "CIFAR100-C + SVHN-C, so they are shown, not subtracted:*")):
+        plan = experiment.plan(profile=reference.PROFILE, data_root="reference")
         if not any(c.spec.key() in records for c in plan.cells):
             continue
         rows = paper_table(plan, records)
@@ -457,7 +457,7 @@ def _optional_sections(store: ResultsStore) -> list[str]:
         shown = rows[keep].rename(columns={"variant": "method"})
         lines += [title, "", to_markdown(_format_variants(shown)), ""]
     lines += _issue35_sections(records)
-    both = plans.plan("12_realistic_stream", profile=reference.PROFILE, data_root="reference")
+    both = plans.REALISTIC.plan(profile=reference.PROFILE, data_root="reference")
     if any(c.spec.key() in records for c in both.cells if c.variant == plans.REALISTIC_PROTOCOL):
         table = realistic.protocol_table(both, records)
         lines += ["*The realistic online protocol in (a) (notebook 12; C(g) measured in each run on the machine "
@@ -483,7 +483,7 @@ def _issue35_sections(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
     if table.notna().sum().sum() > len(cells):  # more than the 20 % column, which (a) already shows
         lines += ["*H-score against the outlier share (Table 6 prints STAMP's on CIFAR100-C; ours in (a), with "
                   "the cheap baselines):*", "", to_markdown(_dashed(table.round(1)).reset_index(names="method")), ""]
-    stream_plan = plans.plan("13_stress_streams", profile=reference.PROFILE, data_root="reference",
+    stream_plan = plans.STRESS.plan(profile=reference.PROFILE, data_root="reference",
                              methods=",".join((*PAPER_METHODS, "unient")), **reference.STRESS_STREAMS)
     harder = [c for c in stream_plan.cells if c.variant not in {plans.stress_variant(a, v)
                                                                  for a, v in plans.PAPER_STREAM.items()}]

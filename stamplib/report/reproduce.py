@@ -134,7 +134,7 @@ def paper_table(plan: Plan, records: dict[str, Any], table: str | None = None,
             ours[m] = float("nan")
     unused = [c for m in metric_names() if m not in metrics for c in (m, f"{m}_std")]
     ours = ours.drop(columns=[c for c in unused if c in ours.columns])
-    if plan.notebook.startswith("02_") and not per_corruption:
+    if plan.experiment.averages_outlier_sets and not per_corruption:
         ours = _with_outlier_average(ours)
     parts = []
     tables = plan.paper_tables or ("",)

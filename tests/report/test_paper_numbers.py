@@ -1,6 +1,6 @@
 """The paper's numbers (stamplib/report/paper_numbers.csv) and the paper-vs-ours tables.
 
-The spot checks type values from spec/paper_numbers.md by hand, independently of the CSV, and
+The spot checks type values from docs/spec/paper_numbers.md by hand, independently of the CSV, and
 the consistency checks are those the transcription lists (Avg columns, cross-table equalities).
 """
 
@@ -103,7 +103,7 @@ def test_the_only_note_is_the_printed_39(df):
 
 # ---------------------------------------------------------------------------- spot checks
 
-# Typed from spec/paper_numbers.md, not read from the CSV.
+# Typed from docs/spec/paper_numbers.md, not read from the CSV.
 SPOT = [
     ("1a", "cifar10_c", "noise", "source", "auroc", "mean", "", 70.4),
     ("1a", "cifar10_c", "tiny", "owttt", "h", "mean", "", 56.2),
