@@ -237,10 +237,15 @@ def _cells(experiment: Experiment, params: NotebookParameters, rows: Sequence[st
     return cells
 
 
-def _plan(experiment: Experiment, params: NotebookParameters, rows: Sequence[str],
-          variants: Sequence[Variant] = ONE_ROW) -> Plan:
-    """``rows``: the methods, each with every variant."""
+def plan_rows(experiment: Experiment, params: NotebookParameters, rows: Sequence[str],
+              variants: Sequence[Variant] = ONE_ROW) -> Plan:
+    """The plan of ``rows`` (methods), each with every variant — (row label, overrides for the
+    experiment's ``variant_methods``, outlier ratio or None) — on the experiment's data sets,
+    for every seed: what most planners return, and the building block of a new experiment."""
     return Plan(experiment, params.scale, tuple(_cells(experiment, params, rows, variants)))
+
+
+_plan = plan_rows
 
 
 def plan_method_table(experiment: Experiment, params: NotebookParameters) -> Plan:
