@@ -59,12 +59,10 @@ def main() -> int:
     args = ap.parse_args()
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    from stamplib import paths
     from stamplib.evaluation.store import ResultsStore
     from stamplib.experiments import tune
     from stamplib.report import tuning
 
-    paths.set_data_root(args.data_root or None)
     store = ResultsStore(args.results) if args.results else ResultsStore()
     print(f"tuning on {args.dataset} + {args.outliers}, {args.corruption}, profile {args.profile}, "
           f"seed {args.seed}; results in {store.root}")
@@ -73,7 +71,7 @@ def main() -> int:
             job = tune.TuneJob(method, dataset=args.dataset, outliers=args.outliers, corruption=args.corruption,
                                profile=args.profile, seed=args.seed, setting=setting,
                                grid=tuple(tune.preset_grid(method, method, setting).items()))
-            result = tune.tune(job, store, device=args.device)
+            result = tune.tune(job, store, device=args.device, data_root=args.data_root or None)
             print(f"\n{method}, optimiser of setting {setting}:")
             print(tuning.format_result(result))
             tuning.write_outputs(result, args.out)

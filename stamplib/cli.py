@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -37,11 +36,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         from stamplib.determinism import set_deterministic
 
         set_deterministic()
-    if args.data_root:
-        from stamplib import paths
-
-        paths.set_data_root(args.data_root)  # where the data set's files are read
-
     spec = RunSpec.make(
         args.method,
         dataset=args.dataset,
@@ -63,7 +57,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         gradual=args.gradual,
     )
     try:
-        record = run(spec, store=ResultsStore(args.results) if args.results else None,
+        record = run(spec, store=ResultsStore(args.results) if args.results else None, data_root=args.data_root,
                      device=args.device, force=args.force, progress=True)
     except RuntimeError as err:
         from stamplib.determinism import refusal
@@ -152,7 +146,6 @@ def cmd_notebooks(args: argparse.Namespace) -> int:
 
 def cmd_grid(args: argparse.Namespace) -> int:
     """Every cell of the chosen notebooks: status per notebook, then compute or submit the missing."""
-    from stamplib import paths
     from stamplib.evaluation.store import ResultsStore
     from stamplib.experiments import grid, plans
 
@@ -173,7 +166,6 @@ def cmd_grid(args: argparse.Namespace) -> int:
     params = dict(_split_pair(item) for item in args.param)
     plans.check_parameter_names(names, params, flags=("profile", "data_root"))
     params.update(profile=args.profile, data_root=args.data_root or "")
-    paths.set_data_root(args.data_root)  # the cells (and their worker processes) read it there
 
     per_notebook = plans.cells_by_notebook(names, **params)
     distinct = plans.distinct(s for specs in per_notebook.values() for s in specs)
@@ -205,7 +197,8 @@ def cmd_grid(args: argparse.Namespace) -> int:
 
     try:
         report = grid.run_grid(distinct, executor=args.executor, store=store, device=args.device,
-                               wait=args.wait, progress=True, retry_failed=args.retry_failed, **options)
+                               wait=args.wait, progress=True, retry_failed=args.retry_failed,
+                               data_root=args.data_root, **options)
     except KeyboardInterrupt:
         print("\ninterrupted: finished cells are stored"
               + ("; submitted jobs keep running" if args.executor != "local" else "")
@@ -230,7 +223,6 @@ def cmd_grid(args: argparse.Namespace) -> int:
 def cmd_tune(args: argparse.Namespace) -> int:
     """Select a method's hyperparameters by the paper's protocol (App. A): its grid on the first
     corruption with the outliers mixed in, best cell by the criterion."""
-    from stamplib import paths
     from stamplib.evaluation.store import ResultsStore
     from stamplib.experiments import grid, tune
     from stamplib.report import tuning
@@ -244,7 +236,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
     job = tune.make_job(args.method, grid_items=args.grid, preset=args.preset, dataset=args.dataset,
                         outliers=args.outliers, corruption=args.corruption, profile=args.profile, seed=args.seed,
                         setting=args.setting, criterion=args.criterion)
-    paths.set_data_root(args.data_root)  # the cells (and any grid workers) read it there
     store = ResultsStore(args.results) if args.results else ResultsStore()
     cells = job.specs()
     missing = store.status(cells).missing
@@ -257,7 +248,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
                        cpus_per_task=args.cpus_per_task, time_min=args.time_min, mem_gb=args.mem_gb,
                        array_parallelism=args.array_parallelism)
     try:
-        tune.compute(job, store, args.device, progress=True, **options)
+        tune.compute(job, store, args.device, progress=True, data_root=args.data_root, **options)
     except KeyboardInterrupt:
         print("\ninterrupted: finished cells are stored. Run the same command again to continue.", file=sys.stderr)
         return 130
@@ -326,22 +317,16 @@ def cmd_reference(args: argparse.Namespace) -> int:
     from stamplib.experiments.grid import run_grid
 
     data_root = args.data_root or str(reference.default_data_root())
-    paths.set_data_root(data_root)  # the worker processes and notebook kernels read it from the environment
     store = ResultsStore(args.results or reference.reference_dir())
     cells = reference.specs(data_root)
     if args.action == "readme":
         from stamplib.report import reference_run
 
-        readme = (paths.repo_root() or Path.cwd()) / "README.md"
-        block = reference_run.readme_block(store)
         if not args.write:
-            print(block)
+            print(reference_run.readme_block(store))
             return 0
-        paths.atomic_write_bytes(readme, reference_run.replace_block(readme.read_text(), block).encode())
-        details = readme.parent / reference_run.DETAILS
-        paths.atomic_write_bytes(details, reference_run.details_page(store).encode())
-        figures = reference_run.write_figure(store, readme.parent / "figures")
-        print(f"wrote the reference-run section of {readme}, {details} and {figures[0]}")
+        written = reference_run.write_pages(store, paths.repo_root() or Path.cwd())
+        print("wrote " + ", ".join(str(p) for p in written))
         return 0
     if args.action == "render":
         from stamplib.notebook_runner import run_notebooks
@@ -349,12 +334,12 @@ def cmd_reference(args: argparse.Namespace) -> int:
 
         reference_run.write_figure(store)  # the README's headline figure, from the same records
 
-        os.environ["STAMPLIB_RESULTS"] = str(store.root)  # the kernels read this store only
         done = store.status(cells).done
         print(f"reference store {store.root}: {len(done)} of {len(cells)} cells; rendering "
               f"{', '.join(reference.NOTEBOOKS)} from it (nothing is computed)")
-        return run_notebooks(profile=reference.PROFILE, only=reference.NOTEBOOKS, data_root=data_root,
-                             extra={"compute_missing": False})
+        with paths.RunContext.build(data_root, results=store.root).exported():  # the kernels read this store only
+            return run_notebooks(profile=reference.PROFILE, only=reference.NOTEBOOKS, data_root=data_root,
+                                 extra={"compute_missing": False})
     if args.action == "status":
         state = store.status(cells)
         print(f"reference store {store.root}: {len(state.done)} done, {len(state.missing)} missing, "
@@ -370,7 +355,8 @@ def cmd_reference(args: argparse.Namespace) -> int:
         todo = ((cells if which in ("core", "all") else [])
                 + (reference.extra_specs(data_root) if which in ("extras", "all") else [])
                 + (reference.stress_specs(data_root) if which == "stress" else []))
-        report = run_grid(todo, "local", store=store, device=args.device, jobs=args.jobs, keep_order=True)
+        report = run_grid(todo, "local", store=store, device=args.device, jobs=args.jobs, keep_order=True,
+                          data_root=data_root)
         print(f"reference store {store.root}: {len(report.done)} done, {len(report.missing)} missing, "
               f"{len(report.failed)} failed jobs")
         return 0 if report.ok else 1
@@ -379,7 +365,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
     chosen = reference.select_settings(reference.select_methods(store.status(cells).done, args.methods),
                                        args.settings)
     scratch = ResultsStore(args.scratch)
-    run_grid(chosen, "local", store=scratch, device=args.device, jobs=args.jobs, keep_order=True)
+    run_grid(chosen, "local", store=scratch, device=args.device, jobs=args.jobs, keep_order=True, data_root=data_root)
     result = reference.compare_stores(store, scratch, chosen)
     spread = "not yet measured" if result.spread is None else f"{result.spread:.2f} pt"
     print(f"compared {result.compared} records (tolerance {reference.DETERMINISTIC_TOLERANCE} pt for "
@@ -638,7 +624,9 @@ when the grid has two dimensions; <out> defaults to figures/tune.""")
 
     args = parser.parse_args(argv)
     # Records computed below (here, in grid workers or notebook kernels) name this command.
-    os.environ.setdefault(
+    from stamplib import paths
+
+    paths.set_process_default(
         "STAMPLIB_COMMAND", shlex.join(["python", "-m", "stamplib", *(sys.argv[1:] if argv is None else argv)])
     )
     try:

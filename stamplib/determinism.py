@@ -11,12 +11,13 @@ sum in arrival order; cuBLAS splits work differently unless its workspace is fix
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import torch
+
+from stamplib import paths
 
 #: cuBLAS needs a fixed workspace for reproducible results (CUDA ≥ 10.2); PyTorch checks it.
 CUBLAS_WORKSPACE = ":4096:8"
@@ -30,7 +31,7 @@ def set_deterministic(enabled: bool = True, *, warn_only: bool = False) -> None:
     before the first CUDA operation: cuBLAS reads the variable when it starts. An operation
     without a deterministic kernel then raises (or warns, with ``warn_only``)."""
     if enabled:
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
+        paths.set_process_default("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
         torch.backends.cudnn.benchmark = False
     torch.backends.cudnn.deterministic = enabled
     torch.use_deterministic_algorithms(enabled, warn_only=warn_only)

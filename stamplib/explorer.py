@@ -29,6 +29,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
+from stamplib import paths
 from stamplib.evaluation.assembly import build_method, build_stream, stand_in_overrides
 from stamplib.evaluation.metrics import accuracy, auroc, h_score
 from stamplib.evaluation.profiles import get_profile
@@ -222,6 +223,7 @@ def explore(
     setting: str = "",
     device: str = "cpu",
     profile: str = "quick",
+    data_root: str | os.PathLike | None = None,
     **hyperparameters: Any,
 ) -> StreamExplorer:
     """Run ``method`` once over one corruption's stream and return a :class:`StreamExplorer`
@@ -229,15 +231,15 @@ def explore(
     ``dataset``: the known-class data set (default: the profile's built-in benchmark, the
     CIFAR-10 photographs in the quick profile); ``max_id`` known-class samples (default: as
     many as ``profile`` uses); ``hyperparameters`` override the method's setting (e.g.
-    ``alpha=0.4`` for STAMP)."""
+    ``alpha=0.4`` for STAMP); ``data_root``: where the data sets are (None: the default)."""
     dataset = dataset or get_profile(profile).builtin
     spec = RunSpec.make(
         method, overrides={**stand_in_overrides(method, dataset, setting), **hyperparameters}, dataset=dataset,
         outliers=outliers, corruptions=(corruption,), severity=severity, outlier_ratio=outlier_ratio, seed=seed,
         profile=profile, setting=setting,
     )
-    tta = build_method(spec, device)
-    stream = build_stream(spec, max_id=max_id)
+    tta = build_method(spec, device, data_root=data_root)
+    stream = build_stream(spec, max_id=max_id, data_root=data_root)
     tracer = StreamTracer(stream, tta.num_classes, device)
     result = run_stream(tta, stream, device, tracer=tracer)
     trace = tracer.columns
@@ -277,7 +279,7 @@ def parse_hyperparameters(text: str) -> dict[str, Any]:
 def _in_a_live_kernel() -> bool:
     """Whether a Jupyter kernel with a front end runs this (not papermill, which the notebook
     runner marks with ``STAMPLIB_HEADLESS=1``: a widget there would be stored inert)."""
-    if os.environ.get("STAMPLIB_HEADLESS"):
+    if paths.environment("STAMPLIB_HEADLESS"):
         return False
     try:
         from IPython import get_ipython

@@ -8,7 +8,6 @@ extra (``pip install 'stamplib[notebooks]'``).
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -87,27 +86,21 @@ def execute(
     start = time.perf_counter()
     # The kernel inherits this: the explorer then draws its static summary, which the executed
     # copy and the site can show, instead of a slider no one can move.
-    headless_before = os.environ.get("STAMPLIB_HEADLESS")
-    os.environ["STAMPLIB_HEADLESS"] = "1"
     try:
-        papermill.execute_notebook(
-            str(nb),
-            str(out),
-            parameters=given,
-            kernel_name="python3",
-            cwd=str(nb.parent),
-            progress_bar=progress,
-            execution_timeout=timeout,
-        )
+        with paths.exported(STAMPLIB_HEADLESS="1"):
+            papermill.execute_notebook(
+                str(nb),
+                str(out),
+                parameters=given,
+                kernel_name="python3",
+                cwd=str(nb.parent),
+                progress_bar=progress,
+                execution_timeout=timeout,
+            )
     except papermill.PapermillExecutionError as err:
         cell = err.exec_count if err.exec_count is not None else err.cell_index
         message = f"cell {cell}: {err.ename}: {err.evalue}"
         return NotebookRun(nb.stem, out, time.perf_counter() - start, message)
-    finally:
-        if headless_before is None:
-            os.environ.pop("STAMPLIB_HEADLESS", None)
-        else:
-            os.environ["STAMPLIB_HEADLESS"] = headless_before
     return NotebookRun(nb.stem, out, time.perf_counter() - start)
 
 

@@ -16,7 +16,7 @@ ALLOWED = {
     "validation": set(),
     "paths": set(),
     "version": set(),
-    "determinism": set(),
+    "determinism": {"paths"},
     "extras": set(),
     "blocks": {"blocks"},
     "methods": {"methods", "blocks"},

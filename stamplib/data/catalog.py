@@ -24,7 +24,6 @@ the registry reads no file and stays light, and ``python -m stamplib.data.downlo
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -44,7 +43,7 @@ from stamplib.data.registry import (
 
 def _auto_download() -> bool:
     """Loaders download missing files only when ``$STAMPLIB_DOWNLOAD=1`` (several GB each)."""
-    return os.environ.get("STAMPLIB_DOWNLOAD", "") == "1"
+    return paths.environment("STAMPLIB_DOWNLOAD") == "1"
 
 
 def _hint(resource: str, root: Path) -> str:

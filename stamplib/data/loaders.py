@@ -150,7 +150,7 @@ def check_labels(
 
 def _missing(what: Path, resource: str | None, data_root: Path, extra: str = "") -> DatasetNotFound:
     hint = downloads.missing_hint(resource, data_root) if resource else f"{what} is missing"
-    env = "" if os.environ.get("STAMPLIB_DATA_ROOT") else " (data root: --data-root or $STAMPLIB_DATA_ROOT)"
+    env = "" if paths.environment("STAMPLIB_DATA_ROOT") else " (data root: --data-root or $STAMPLIB_DATA_ROOT)"
     return DatasetNotFound(f"{hint}{env}{'. ' + extra if extra else ''}")
 
 

@@ -470,7 +470,7 @@ def stream_cache_budget() -> int:
     ``$STAMPLIB_STREAM_CACHE``'s, else :data:`DEFAULT_STREAM_CACHE_BYTES`."""
     if _budget_override is not None:
         return _budget_override
-    text = os.environ.get(STREAM_CACHE_ENV, "").strip()
+    text = paths.environment(STREAM_CACHE_ENV).strip()
     if not text:
         return DEFAULT_STREAM_CACHE_BYTES
     try:

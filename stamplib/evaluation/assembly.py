@@ -7,6 +7,7 @@ methods that need it (EATA, OWTTT), the availability check and the spec's overri
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 from torch import nn
@@ -27,7 +28,7 @@ def stand_in_overrides(method: str, dataset: str, setting: str) -> dict[str, Any
     return {"clip_normalized_inputs": False} if "clip_normalized_inputs" in fields else {}
 
 
-def source_data(spec: RunSpec) -> methods.SourceData | None:
+def source_data(spec: RunSpec, data_root: str | os.PathLike | None = None) -> methods.SourceData | None:
     """The clean source images the spec's method reads (EATA, OWTTT; None for the others), only
     the first N it needs, so that EATA's 2,000 do not load all 50,000 ImageNet images."""
     cls = methods.method_class(spec.method)
@@ -35,7 +36,7 @@ def source_data(spec: RunSpec) -> methods.SourceData | None:
         return None
     config = methods.resolve_config(spec.method, spec.hyperparameter_setting(), **dict(spec.overrides))
     limit = cls.source_images_needed(config)
-    images, labels = data.source_train(spec.dataset, limit=limit)
+    images, labels = data.source_train(spec.dataset, data_root, limit=limit)
     # The name keys the cache of source statistics: a prefix must not pass for the whole set.
     name = spec.dataset if limit is None else f"{spec.dataset}[:{limit}]"
     return methods.SourceData(name, images, labels)
@@ -43,27 +44,30 @@ def source_data(spec: RunSpec) -> methods.SourceData | None:
 
 def build_method(
     spec: RunSpec, device: str = "cpu", progress: bool = False, model: nn.Module | None = None,
+    data_root: str | os.PathLike | None = None,
 ) -> methods.TTAMethod:
     """The spec's method, ready to step on ``device``: around the data set's source model (or
     ``model``, e.g. random weights for a timing), with source data where the method needs it,
-    the spec's setting, seed and overrides. ``progress``: show the model's download."""
+    the spec's setting, seed and overrides. ``progress``: show the model's download;
+    ``data_root``: where the data sets are (None: the default, :func:`stamplib.paths.data_root`)."""
     # A partial data set copy fails here, naming every missing file, not at the 7th corruption.
-    data.check_available(spec.dataset, spec.corruptions, spec.severity)
+    data.check_available(spec.dataset, spec.corruptions, spec.severity, data_root)
     network = models.source_model(spec.dataset, progress=progress) if model is None else model
     return methods.create(
         spec.method, network.to(device), data.dataset(spec.dataset).num_classes,
-        setting=spec.hyperparameter_setting(), seed=spec.seed, source_data=source_data(spec),
+        setting=spec.hyperparameter_setting(), seed=spec.seed, source_data=source_data(spec, data_root),
         **dict(spec.overrides),
     )
 
 
 def build_stream(spec: RunSpec, corruption: str | None = None, max_id: int | None = None,
-                 severity: int | None = None) -> data.Stream:
+                 severity: int | None = None, data_root: str | os.PathLike | None = None) -> data.Stream:
     """The stream of one of the spec's corruptions (default: its first) at ``severity`` (default:
-    the spec's), with ``max_id`` known-class samples (default: as many as the profile takes)."""
+    the spec's), with ``max_id`` known-class samples (default: as many as the profile takes),
+    read from ``data_root`` (None: the default)."""
     if max_id is None:
         max_id = get_profile(spec.profile).id_limit(data.dataset(spec.dataset))
     return data.build_stream(
         spec.dataset, spec.outliers, corruption or spec.corruptions[0], spec.severity if severity is None else severity,
-        spec.outlier_ratio, spec.seed, max_id, **spec.stream_options,
+        spec.outlier_ratio, spec.seed, max_id, data_root=data_root, **spec.stream_options,
     )

@@ -11,16 +11,16 @@ PyTorch allows TF32 for cuDNN by default. A record is a fidelity run, so :func:`
 
 from __future__ import annotations
 
-import os
-
 import torch
+
+from stamplib import paths
 
 TF32_ENV = "STAMPLIB_TF32"
 
 
 def tf32_requested() -> bool:
     """Whether ``$STAMPLIB_TF32`` asks for TF32 (1, true, yes, on)."""
-    return os.environ.get(TF32_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    return paths.environment(TF32_ENV).strip().lower() in ("1", "true", "yes", "on")
 
 
 def set_tf32(enabled: bool) -> None:

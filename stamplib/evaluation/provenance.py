@@ -88,7 +88,7 @@ def git_state() -> dict[str, Any]:
 
 def command() -> str:
     """The command that computed the record: ``$STAMPLIB_COMMAND`` if a face set it, else argv."""
-    return os.environ.get(COMMAND_ENV) or shlex.join([Path(sys.executable).name, *sys.argv])
+    return paths.environment(COMMAND_ENV) or shlex.join([Path(sys.executable).name, *sys.argv])
 
 
 def provenance(dataset: str, data_root: str | os.PathLike | None = None) -> dict[str, Any]:

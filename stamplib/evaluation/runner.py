@@ -20,6 +20,7 @@ keeps the C(g) of its stored corruptions."""
 from __future__ import annotations
 
 import math
+import os
 import platform
 import time
 from dataclasses import dataclass
@@ -127,7 +128,8 @@ class RelativeSpeed:
         return {"relative_speed": self.value, "step_seconds": self.step_seconds, "forward_seconds": self.forward_seconds}
 
 
-def measure_relative_speed(spec: RunSpec, stream: data.Stream, device: str = "cpu", repeats: int = 5) -> RelativeSpeed:
+def measure_relative_speed(spec: RunSpec, stream: data.Stream, device: str = "cpu", repeats: int = 5,
+                           data_root: str | os.PathLike | None = None) -> RelativeSpeed:
     """C(g) of ``spec``'s method on this device: the time of its step on the stream's first batch
     over the time of the source model's forward (the Source method) on the same batch, each the
     least of ``repeats`` timings after one warm-up (other work on the machine only ever adds
@@ -135,9 +137,9 @@ def measure_relative_speed(spec: RunSpec, stream: data.Stream, device: str = "cp
     Both run on throwaway instances, so the run's own method is untouched."""
     assert repeats >= 1
     x = next(iter(stream.batches(device))).x
-    method = build_method(spec, device)
+    method = build_method(spec, device, data_root=data_root)
     source = build_method(RunSpec.from_dict({**spec.to_dict(), "method": "source", "overrides": {},
-                                             "realistic": False, "relative_speed": 0}), device)
+                                             "realistic": False, "relative_speed": 0}), device, data_root=data_root)
     clock = torch.device(device)
 
     def seconds(call: Any) -> float:
@@ -212,7 +214,7 @@ def concatenate(results: list[StreamResult]) -> StreamResult:
 
 def run_corruption(
     method: methods.TTAMethod, spec: RunSpec, corruption: str, device: str = "cpu", first_position: int = 0,
-    speed: RelativeSpeed | None = None,
+    speed: RelativeSpeed | None = None, data_root: str | os.PathLike | None = None,
 ) -> tuple[dict[str, Any], StreamOutputs, dict[str, list[Any]] | None]:
     """One corruption of a cell (no reset here): its metrics, outputs and trace (None when the
     method reports nothing). The stream lives only in here, so a stream too large for the
@@ -225,10 +227,10 @@ def run_corruption(
     levels = data.gradual_severities(spec.severity) if spec.gradual else (spec.severity,)
     results, rows, trace = [], [], {}
     for severity in levels:
-        stream = build_stream(spec, corruption, severity=severity)
+        stream = build_stream(spec, corruption, severity=severity, data_root=data_root)
         if spec.realistic and speed is None:
             speed = (RelativeSpeed(spec.relative_speed) if spec.relative_speed
-                     else measure_relative_speed(spec, stream, device))
+                     else measure_relative_speed(spec, stream, device, data_root=data_root))
         tracer = StreamTracer(stream, method.num_classes, device, first_position)
         results.append(run_stream(method, stream, device, tracer=tracer, adapt_every=speed.value if speed else 1))
         first_position += stream.labels.numel()
@@ -248,14 +250,15 @@ def run_corruption(
 
 
 def run_mixed_domains(
-    method: methods.TTAMethod, spec: RunSpec, device: str = "cpu",
+    method: methods.TTAMethod, spec: RunSpec, device: str = "cpu", data_root: str | os.PathLike | None = None,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, StreamOutputs], dict[str, Any]]:
     """Every corruption's stream in one shuffled stream (:func:`stamplib.data.interleave`), fed
     through ``method`` without a reset (none here: the caller resets once). Returns each
     corruption's metrics and outputs (its samples, in the order they came) and the metrics of
     the whole stream. A corruption's ``seconds`` is the whole run's time times its share of the
     samples. No trace: a trace follows one corruption's stream."""
-    stream, source = data.interleave([build_stream(spec, c) for c in spec.corruptions], spec.seed)
+    stream, source = data.interleave([build_stream(spec, c, data_root=data_root) for c in spec.corruptions],
+                                     spec.seed)
     whole = run_stream(method, stream, device)
     per_corruption, outputs = {}, {}
     for index, corruption in enumerate(spec.corruptions):
@@ -273,19 +276,21 @@ def run(
     device: str = "cpu",
     force: bool = False,
     progress: bool = False,
+    data_root: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
-    """Compute ``spec`` (or return its stored record) and store the result."""
+    """Compute ``spec`` (or return its stored record) and store the result, reading the data
+    sets from ``data_root`` (None: the default, :func:`stamplib.paths.data_root`)."""
     store = store if store is not None else ResultsStore()
     if not force:
         record = store.get(spec)
         if record is not None:
             return record
     apply_tf32_policy()  # a record is a fidelity run: float32, not TF32, on a GPU
-    method = build_method(spec, device, progress)
+    method = build_method(spec, device, progress, data_root=data_root)
     per_corruption: dict[str, dict[str, Any]] = {}
     outputs: dict[str, StreamOutputs] = {}
     traces: dict[str, dict[str, list[Any]]] = {}
-    record_provenance = provenance(spec.dataset)
+    record_provenance = provenance(spec.dataset, data_root)
     checkpoint_sha = record_provenance["checkpoint"]["sha256"]
     resumable = spec.resets_per_corruption and len(spec.corruptions) > 1
     started, kept_seconds = time.perf_counter(), 0.0
@@ -293,7 +298,7 @@ def run(
     whole_stream = None  # mixed domains: the metrics over the one stream
     if spec.mixed_domains:
         method.reset()
-        per_corruption, outputs, whole_stream = run_mixed_domains(method, spec, device)
+        per_corruption, outputs, whole_stream = run_mixed_domains(method, spec, device, data_root)
     for corruption in tqdm(() if spec.mixed_domains else spec.corruptions, desc=f"{spec.method}/{spec.outliers}",
                            disable=not progress, leave=False):
         kept = store.partial(spec, corruption, checkpoint_sha) if resumable else None
@@ -305,7 +310,7 @@ def run(
                 method.reset()
             seen = 0 if spec.resets_per_corruption else sum(m["n_id"] + m["n_outliers"] for m in per_corruption.values())
             per_corruption[corruption], outputs[corruption], trace = run_corruption(
-                method, spec, corruption, device, seen, speed)
+                method, spec, corruption, device, seen, speed, data_root)
             if resumable:
                 store.put_partial(spec, corruption, per_corruption[corruption], outputs[corruption], trace or None,
                                   checkpoint_sha)

@@ -17,6 +17,7 @@ from stamplib.evaluation.metrics import check_metrics
 from stamplib.evaluation.runner import run
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
+from stamplib.paths import RunContext
 
 Records = dict[str, dict[str, Any]]  # spec key → record
 
@@ -40,22 +41,26 @@ def compute(
     progress: bool = True,
     metrics: Sequence[str] = (),
     traces: bool = False,
+    context: RunContext | None = None,
 ) -> Records:
     """Records of the plan's specs by spec key: read from the results store, and the missing
     ones computed here (``compute_missing``) or left out (then the tables show what exists).
+    ``context`` (a notebook builds it from its parameters cell) gives the data root, the results
+    store and the device; without one, ``device`` and ``store`` or the defaults.
     A stored record that lacks one of ``metrics`` (a metric newer than the record) is re-scored
     from its per-sample outputs where it has them (no method runs). With ``traces``, a stored
     record of a method that reports traces but made before traces existed is computed again."""
     wanted = check_metrics(metrics) if metrics else ()
-    store = store if store is not None else ResultsStore()
-    records = _stored_or_run(the_plan, device, compute_missing, store, progress)
+    context = context or RunContext.build(device=device)
+    store = store if store is not None else ResultsStore(context.results)
+    records = _stored_or_run(the_plan, context, compute_missing, store, progress)
     if traces and compute_missing:
-        records.update(_with_traces(the_plan.specs, records, store, device))
+        records.update(_with_traces(the_plan.specs, records, store, context))
     records.update(_rescored(records, wanted, store))
     return records
 
 
-def _stored_or_run(the_plan: Planned, device: str, compute_missing: bool, store: ResultsStore,
+def _stored_or_run(the_plan: Planned, context: RunContext, compute_missing: bool, store: ResultsStore,
                    progress: bool) -> Records:
     state = store.status(the_plan.specs)
     records: Records = {s.key(): r for s in state.done if (r := store.get(s)) is not None}
@@ -68,15 +73,16 @@ def _stored_or_run(the_plan: Planned, device: str, compute_missing: bool, store:
               "compute_missing is off: the tables show the others")
         return records
     for spec in tqdm(missing, desc=f"{the_plan.notebook}: cells", disable=not progress or not missing):
-        records[spec.key()] = run(spec, store=store, device=device)
+        records[spec.key()] = run(spec, store=store, device=context.device, data_root=context.data_root)
     return records
 
 
-def _with_traces(specs: Sequence[RunSpec], records: Records, store: ResultsStore, device: str) -> Records:
+def _with_traces(specs: Sequence[RunSpec], records: Records, store: ResultsStore, context: RunContext) -> Records:
     """Records made before their method reported traces, computed again."""
     untraced = [s for s in specs if (r := records.get(s.key())) is not None and "trace" not in r
                 and methods.method_class(s.method).reports_trace]
-    return {s.key(): run(s, store=store, device=device, force=True) for s in untraced}
+    return {s.key(): run(s, store=store, device=context.device, force=True, data_root=context.data_root)
+            for s in untraced}
 
 
 def _rescored(records: Records, wanted: Sequence[str], store: ResultsStore) -> Records:

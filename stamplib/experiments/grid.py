@@ -42,7 +42,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from stamplib import models
+from stamplib import models, paths
 from stamplib.evaluation.runner import run
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
@@ -84,13 +84,13 @@ def _submitit() -> Any:
 
 def _job_id() -> str:
     """The id of the job this process runs in (a SLURM array task keeps it when requeued)."""
-    if os.environ.get("SUBMITIT_EXECUTOR"):
+    if paths.environment("SUBMITIT_EXECUTOR"):
         return str(_submitit().JobEnvironment().job_id)
     return f"local-{socket.gethostname()}-{os.getpid()}"
 
 
 def _inject_fault(spec: RunSpec) -> None:
-    text = os.environ.get(FAULT_ENV, "")
+    text = paths.environment(FAULT_ENV)
     if not text:
         return
     mode, key, flag = text.split(":", 2)
@@ -113,8 +113,10 @@ def run_group(
     threads: int | None = None,
     time_limit_s: float | None = None,
     log_file: str | None = None,
+    data_root: str | None = None,
 ) -> dict[str, str]:
-    """The job function: compute a group of cells into the store at ``results``.
+    """The job function: compute a group of cells into the store at ``results``, reading the
+    data sets from ``data_root`` (None: the default).
 
     Finished cells are skipped, cells claimed by another live job are left to it, and the
     others are marked running (this job's id, host, pid, start, deadline) until each is
@@ -149,7 +151,7 @@ def run_group(
         for spec in mine:
             try:
                 _inject_fault(spec)
-                run(spec, store=store, device=device)
+                run(spec, store=store, device=device, data_root=data_root)
                 outcome[spec.key()] = "done"
             except Exception:
                 trace = traceback.format_exc()
@@ -177,15 +179,17 @@ class CellGroup:
     already stored and continues with the rest."""
 
     def __init__(self, spec_dicts: list[dict[str, Any]], results: str, device: str, threads: int | None,
-                 time_limit_s: float | None) -> None:
+                 time_limit_s: float | None, data_root: str | None = None) -> None:
         self.spec_dicts = spec_dicts
+        self.data_root = data_root
         self.results = results
         self.device = device
         self.threads = threads
         self.time_limit_s = time_limit_s
 
     def __call__(self) -> dict[str, str]:
-        return run_group(self.spec_dicts, self.results, self.device, self.threads, self.time_limit_s)
+        return run_group(self.spec_dicts, self.results, self.device, self.threads, self.time_limit_s,
+                         data_root=self.data_root)
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
         """Resubmit this job as it is. submitit requeues any callable that has this method;
@@ -285,12 +289,12 @@ def _local_log(store: ResultsStore, group: Sequence[RunSpec]) -> Path:
 
 
 def _submit_inprocess(groups: list[list[RunSpec]], store: ResultsStore, device: str,
-                      bar: Any) -> list[_Handle]:
+                      bar: Any, data_root: str | None) -> list[_Handle]:
     handles = []
     for group in groups:
         log = _local_log(store, group)
         try:
-            run_group(_spec_dicts(group), str(store.root), device, None, None, str(log))
+            run_group(_spec_dicts(group), str(store.root), device, None, None, str(log), data_root)
             err = None
         except CellsFailed as exc:
             err = str(exc)
@@ -354,12 +358,13 @@ def _pool_init(counter: Any, device: str, threads: int) -> None:
 
 
 def _pool_run_group(spec_dicts: list[dict[str, Any]], results: str, device: str, threads: int,
-                    log_file: str) -> dict[str, str]:
+                    log_file: str, data_root: str | None = None) -> dict[str, str]:
     """:func:`run_group` on this pool worker's own device."""
-    return run_group(spec_dicts, results, _WORKER_DEVICE or device, threads, None, log_file)
+    return run_group(spec_dicts, results, _WORKER_DEVICE or device, threads, None, log_file, data_root)
 
 
-def _submit_pool(groups: list[list[RunSpec]], store: ResultsStore, device: str, jobs: int) -> tuple[Any, list[_Handle]]:
+def _submit_pool(groups: list[list[RunSpec]], store: ResultsStore, device: str, jobs: int,
+                 data_root: str | None) -> tuple[Any, list[_Handle]]:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -371,7 +376,8 @@ def _submit_pool(groups: list[list[RunSpec]], store: ResultsStore, device: str, 
     handles = []
     for i, group in enumerate(groups):
         log = _local_log(store, group)
-        future = pool.submit(_pool_run_group, _spec_dicts(group), str(store.root), device, threads, str(log))
+        future = pool.submit(_pool_run_group, _spec_dicts(group), str(store.root), device, threads, str(log),
+                             data_root)
 
         def error(f: Any = future) -> str | None:
             exc = f.exception()
@@ -412,7 +418,7 @@ def _submitit_error(job: Any) -> str | None:
 
 
 def _submit_submitit(groups: list[list[RunSpec]], store: ResultsStore, device: str, kind: str,
-                     options: dict[str, Any]) -> list[_Handle]:
+                     options: dict[str, Any], data_root: str | None) -> list[_Handle]:
     folder = store.grid_dir / "logs" / "%j"
     executor = _submitit_executor(kind, folder, device=device, **options)
     time_limit_s = 60.0 * options["time_min"] + 120.0  # a marker outlives its job by two minutes at most
@@ -420,7 +426,7 @@ def _submit_submitit(groups: list[list[RunSpec]], store: ResultsStore, device: s
     with executor.batch():  # one SLURM job array, throttled by slurm_array_parallelism
         for group in groups:
             jobs.append(executor.submit(CellGroup(_spec_dicts(group), str(store.root), device,
-                                                  options["cpus_per_task"], time_limit_s)))
+                                                  options["cpus_per_task"], time_limit_s, data_root)))
     return [_Handle(group, str(job.job_id), Path(job.paths.stderr), job.done,
                     lambda j=job: _submitit_error(j)) for group, job in zip(groups, jobs)]
 
@@ -452,6 +458,7 @@ def run_grid(
     retry_failed: bool = False,
     poll_s: float | None = None,
     keep_order: bool = False,
+    data_root: str | os.PathLike | None = None,
 ) -> GridReport:
     """Compute the missing cells of ``specs`` with ``executor`` and report what is stored.
 
@@ -461,8 +468,10 @@ def run_grid(
     after submission unless ``wait``. A job that ends with cells missing is reported in
     ``failed`` with those cells and its log, and its cells are recorded under
     ``<results>/.grid/failed`` until they are stored. With ``keep_order`` the cells are
-    submitted in the order of ``specs`` (otherwise grouped by data set and method).
+    submitted in the order of ``specs`` (otherwise grouped by data set and method). Every job
+    reads the data sets from ``data_root`` (None: the default of the job's environment).
     """
+    data_root = None if data_root is None or data_root == "" else str(data_root)
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
     if jobs < 1:
@@ -485,13 +494,13 @@ def run_grid(
         pool = None
         try:
             if executor == "local" and jobs == 1:
-                handles = _submit_inprocess(groups, store, device, bar)
+                handles = _submit_inprocess(groups, store, device, bar, data_root)
             elif executor == "local":
-                pool, handles = _submit_pool(groups, store, device, jobs)
+                pool, handles = _submit_pool(groups, store, device, jobs, data_root)
             else:
                 options = {"partition": partition, "gpus_per_job": gpus_per_job, "cpus_per_task": cpus_per_task,
                            "time_min": time_min, "array_parallelism": array_parallelism, "mem_gb": mem_gb}
-                handles = _submit_submitit(groups, store, device, executor, options)
+                handles = _submit_submitit(groups, store, device, executor, options, data_root)
             report.jobs = [h.job_id for h in handles]
             if waits:
                 _wait(handles, store, bar, poll_s if poll_s is not None else (30.0 if executor == "submitit" else 1.0))

@@ -56,8 +56,8 @@ METRICS = ("acc", "auroc")
 def default_data_root() -> Path:
     """``shared/data`` beside the checkout (``<repo>/../shared/data``), as on the project's
     machines; ``--data-root`` or ``$STAMPLIB_DATA_ROOT`` name another place."""
-    if os.environ.get("STAMPLIB_DATA_ROOT"):
-        return Path(os.environ["STAMPLIB_DATA_ROOT"])
+    if paths.environment("STAMPLIB_DATA_ROOT"):
+        return Path(paths.environment("STAMPLIB_DATA_ROOT"))
     return paths.shared_data()
 
 

@@ -422,7 +422,8 @@ def make_job(method: str, *, grid_items: Sequence[str] = (), preset: str | None 
 
 
 def compute(job: TuneJob, store: ResultsStore | None = None, device: str = "cpu", executor: str | None = None,
-            jobs: int = 1, progress: bool = False, **grid_options: Any) -> list[RunSpec]:
+            jobs: int = 1, progress: bool = False, data_root: str | None = None,
+            **grid_options: Any) -> list[RunSpec]:
     """Compute the job's missing cells; returns those still missing afterwards (none, unless a
     grid job failed). ``executor`` None: one after another in this process with
     :func:`~stamplib.evaluation.runner.run`; ``local``, ``submitit`` or ``submitit-local``:
@@ -436,12 +437,12 @@ def compute(job: TuneJob, store: ResultsStore | None = None, device: str = "cpu"
         from stamplib.evaluation.runner import run
 
         for spec in tqdm(specs, desc="cells", unit="cell", disable=not progress):
-            run(spec, store=store, device=device)
+            run(spec, store=store, device=device, data_root=data_root)
         return []
     from stamplib.experiments.grid import run_grid
 
     report = run_grid(specs, executor=executor, store=store, device=device, wait=True, progress=progress,
-                      jobs=jobs, keep_order=True, **grid_options)
+                      jobs=jobs, keep_order=True, data_root=data_root, **grid_options)
     return report.missing
 
 

@@ -18,7 +18,6 @@ import dataclasses
 import hashlib
 import io
 import json
-import os
 import subprocess
 import sys
 
@@ -66,7 +65,7 @@ def digits_source_model(progress: bool = True) -> nn.Module:
     model = _cached(resnet_cifar_tiny(num_classes))
     if model is not None:
         return model
-    env = {**os.environ, **PINNED_ENV, "STAMPLIB_HOME": str(paths.home())}
+    env = paths.child_environment(**PINNED_ENV, STAMPLIB_HOME=str(paths.home()))
     child = f"from stamplib.models.builtin import _train_pinned; _train_pinned(progress={progress!r})"
     done = subprocess.run([sys.executable, "-c", child], env=env, check=False)
     if done.returncode != 0:

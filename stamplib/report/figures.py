@@ -3,22 +3,21 @@ numbers twice gives byte-identical PNG and SVG files (fixed metadata, fixed SVG 
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import matplotlib
 
+from stamplib import paths
+
 # A Jupyter kernel names its inline backend in MPLBACKEND; forcing agg there would hide every
 # figure in JupyterLab and in the executed notebooks. Elsewhere (scripts, tests, workers) agg
 # keeps a machine with a display from opening windows.
-if "MPLBACKEND" not in os.environ and "ipykernel" not in sys.modules:
+if not paths.environment("MPLBACKEND") and "ipykernel" not in sys.modules:
     matplotlib.use("agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
-
-from stamplib import paths  # noqa: E402
 
 
 def set_theme() -> None:

@@ -23,6 +23,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
+from stamplib import paths
 from stamplib.evaluation.store import ResultsStore
 from stamplib.experiments import plans, reference
 from stamplib.report import realistic
@@ -403,6 +404,16 @@ def readme_block(store: ResultsStore | None = None) -> str:
     lines += _seed_line(store)
     lines += [END]
     return "\n".join(lines)
+
+
+def write_pages(store: ResultsStore, root: Path) -> list[Path]:
+    """Write the README's reference-run section, ``docs/reference_run.md`` and the headline figure
+    under the checkout ``root`` from ``store``'s records; returns the files written."""
+    readme = root / "README.md"
+    paths.atomic_write_bytes(readme, replace_block(readme.read_text(), readme_block(store)).encode())
+    details = root / DETAILS
+    paths.atomic_write_bytes(details, details_page(store).encode())
+    return [readme, details, *write_figure(store, root / "figures")]
 
 
 def details_page(store: ResultsStore | None = None) -> str:

@@ -93,9 +93,9 @@ def test_a_cell_holds_one_stream_at_a_time_when_streams_do_not_fit(
     alive: list[weakref.ref] = []
     real = runner.build_stream
 
-    def build_stream(spec: RunSpec, corruption: str) -> streams.Stream:
+    def build_stream(spec: RunSpec, corruption: str, **options) -> streams.Stream:
         assert all(ref() is None for ref in alive), "an earlier corruption's stream is still alive"
-        stream = real(spec, corruption)
+        stream = real(spec, corruption, **options)
         alive.append(weakref.ref(stream))
         return stream
 

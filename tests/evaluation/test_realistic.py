@@ -77,7 +77,7 @@ def test_a_realistic_record_carries_its_relative_speed_and_adapted_batches(tmp_p
 def test_the_relative_speed_is_measured_once_per_cell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
 
-    def measured(spec: RunSpec, stream, device="cpu", repeats=3):
+    def measured(spec: RunSpec, stream, device="cpu", repeats=3, data_root=None):
         calls.append(spec.key())
         return runner.RelativeSpeed.from_times(0.0035, 0.001)
 

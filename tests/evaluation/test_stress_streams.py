@@ -115,8 +115,9 @@ def test_gradual_runs_severity_one_to_five_to_one_per_corruption_without_a_reset
     resets, built = _resets(monkeypatch), []
     original = runner.build_stream
     monkeypatch.setattr(runner, "build_stream",
-                        lambda spec, corruption, severity=None: (built.append((corruption, severity)),
-                                                                 original(spec, corruption, severity=severity))[1])
+                        lambda spec, corruption, severity=None, data_root=None: (
+                            built.append((corruption, severity)),
+                            original(spec, corruption, severity=severity, data_root=data_root))[1])
     record = stamplib.run(BASE.with_(gradual=True), store=ResultsStore(tmp_path))
     levels = [1, 2, 3, 4, 5, 4, 3, 2, 1]
     assert built == [(c, s) for c in BASE.corruptions for s in levels] and len(resets) == 1

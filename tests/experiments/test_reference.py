@@ -198,7 +198,8 @@ def test_reference_compute_takes_the_cells_asked_for_on_the_device_asked_for(
 
     calls = []
 
-    def fake_run_grid(specs, executor, *, store, device, jobs, keep_order):
+    def fake_run_grid(specs, executor, *, store, device, jobs, keep_order, data_root):
+        assert data_root == str(tmp_path)  # passed down, not left in the environment
         calls.append((list(specs), device))
         return grid.GridReport(done=list(specs))
 
