@@ -520,7 +520,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("grid", help="compute every cell of notebooks: here, in local processes, or on SLURM")
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--notebook", nargs="+", default=[], metavar="NAME", help="names or prefixes, e.g. 02 06")
-    which.add_argument("--all", action="store_true", help="every notebook with cells (00, 02-10)")
+    which.add_argument("--all", action="store_true",
+                       help="every notebook with cells (every registered experiment: 00, 02-10, 12, 13)")
     p.add_argument("--profile", default="quick", choices=["smoke", "quick", "full"])
     p.add_argument("--data-root", default=None)
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
