@@ -347,14 +347,17 @@ def cmd_reference(args: argparse.Namespace) -> int:
         extra = store.status(reference.extra_specs(data_root))
         print(f"optional cells (compute --extras): {len(extra.done)} done, {len(extra.missing)} missing, "
               f"{len(extra.running)} running")
+        stress = store.status(reference.stress_specs(data_root))
+        print(f"  of which issue 35's (compute --cells stress: Fig. 3, Table 6, notebook 13): {len(stress.done)} done, "
+              f"{len(stress.missing)} missing, {len(stress.running)} running")
         spread = reference.seed_spread(store, data_root)
         print("STAMP seed spread (setting a): " + ("not yet measured" if spread is None else f"{spread:.2f} pt"))
         return 0
+    which = "all" if args.extras and args.cells == "core" else args.cells
+    todo = ((cells if which in ("core", "all") else [])
+            + (reference.extra_specs(data_root) if which in ("extras", "all") else [])
+            + (reference.stress_specs(data_root) if which == "stress" else []))
     if args.action == "compute":
-        which = "all" if args.extras and args.cells == "core" else args.cells
-        todo = ((cells if which in ("core", "all") else [])
-                + (reference.extra_specs(data_root) if which in ("extras", "all") else [])
-                + (reference.stress_specs(data_root) if which == "stress" else []))
         report = run_grid(todo, "local", store=store, device=args.device, jobs=args.jobs, keep_order=True,
                           data_root=data_root)
         print(f"reference store {store.root}: {len(report.done)} done, {len(report.missing)} missing, "
@@ -362,7 +365,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
         return 0 if report.ok else 1
     import platform
 
-    chosen = reference.select_settings(reference.select_methods(store.status(cells).done, args.methods),
+    chosen = reference.select_settings(reference.select_methods(store.status(todo).done, args.methods),
                                        args.settings)
     scratch = ResultsStore(args.scratch)
     run_grid(chosen, "local", store=scratch, device=args.device, jobs=args.jobs, keep_order=True, data_root=data_root)
@@ -607,10 +610,10 @@ when the grid has two dimensions; <out> defaults to figures/tune.""")
                         "Tent and STAMP in (a); STAMP with K = 1; the ablation rows; the realistic protocol); "
                         "the same as --cells all")
     p.add_argument("--cells", choices=["core", "extras", "all", "stress"], default="core",
-                   help="compute: the 44 cells (core), the optional ones only (extras), or both in that order "
-                        "(all); stress: of the optional ones, only Fig. 3's weights, Table 6's outlier "
-                        "proportions and notebook 13's streams (a CPU's share: the realistic protocol's "
-                        "cells belong on a GPU)")
+                   help="compute/recompute: the 44 cells (core), the optional ones only (extras), or both in "
+                        "that order (all); stress: of the optional ones, only Fig. 3's weights, Table 6's "
+                        "outlier proportions and notebook 13's streams (a CPU's share: the realistic "
+                        "protocol's cells belong on a GPU)")
     p.add_argument("--device", default="cpu",
                    help="compute/recompute: cpu, cuda or cuda:N (each record names the device it ran on)")
     p.add_argument("--data-root", default=None, help="default: shared/data beside the checkout")

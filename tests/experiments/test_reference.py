@@ -225,3 +225,28 @@ def test_recompute_can_take_one_setting_so_one_source_model_is_enough() -> None:
     assert reference.select_settings(cells, "") == cells
     with pytest.raises(ValueError, match="unknown setting"):
         reference.select_settings(cells, "d")
+
+
+def test_recompute_covers_the_stress_cells_that_are_stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``reference recompute --cells stress`` recomputes the stored Fig. 3, Table 6 and notebook
+    13 records (run_grid is a stand-in that copies them, so every one compares equal)."""
+    from stamplib import cli
+    from stamplib.experiments import grid
+
+    store = ResultsStore(tmp_path / "ref")
+    stored = reference.stress_specs(tmp_path)[:3]
+    for spec in stored:
+        store.put(_record(spec, 70.0, 80.0), None)
+    asked = []
+
+    def fake_run_grid(specs, executor, *, store, device, jobs, keep_order, data_root):
+        asked.extend(specs)
+        for spec in specs:
+            store.put(_record(spec, 70.0, 80.0), None)
+        return grid.GridReport(done=list(specs))
+
+    monkeypatch.setattr(grid, "run_grid", fake_run_grid)
+    argv = ["reference", "recompute", "--cells", "stress", "--results", str(tmp_path / "ref"),
+            "--scratch", str(tmp_path / "new"), "--data-root", str(tmp_path)]
+    assert cli.main(argv) == 0
+    assert [s.key() for s in asked] == [s.key() for s in stored]
