@@ -170,29 +170,15 @@ def cmd_grid(args: argparse.Namespace) -> int:
     per_notebook = plans.cells_by_notebook(names, **params)
     distinct = plans.distinct(s for specs in per_notebook.values() for s in specs)
     print(f"profile {args.profile}, results in {store.root}")
-    print(f"{'notebook':36s} {'cells':>6s} {'done':>6s} {'running':>8s} {'missing':>8s} {'failed':>7s}")
-    for label, specs in [*per_notebook.items(), ("distinct cells", distinct)]:
-        st = store.status(specs)
-        failed = sum(store.failure(s) is not None for s in st.missing)
-        print(f"{label:36s} {len(specs):6d} {len(st.done):6d} {len(st.running):8d} {len(st.missing):8d} {failed:7d}")
-    total = sum(len(s) for s in per_notebook.values())
-    if total != len(distinct):
-        print(f"({total} cells in the notebooks, {total - len(distinct)} shared between them and computed once)")
-
+    print("\n".join(grid.status_lines(per_notebook, store)))
     jobs = args.jobs if args.jobs > 0 else grid.default_jobs(args.device)
     options = dict(jobs=jobs, cells_per_job=args.cells_per_job or None, partition=args.partition,
                    gpus_per_job=args.gpus_per_job, cpus_per_task=args.cpus_per_task, time_min=args.time_min,
                    array_parallelism=args.array_parallelism, mem_gb=args.mem_gb)
     if args.dry_run:
-        missing = store.status(distinct).missing
-        if missing and args.executor == "local":
-            print(f"dry run: would compute {len(missing)} cells here with {jobs} worker process(es)")
-        elif missing:
-            per_job = args.cells_per_job or grid.job_size(
-                missing, args.executor, jobs, args.time_min, args.array_parallelism)
-            jobs = len(grid.group_cells(missing, per_job))
-            print(f"dry run: would submit {len(missing)} cells as {jobs} job(s) of at most {per_job} "
-                  f"cell(s) with executor {args.executor}")
+        if line := grid.dry_run_line(distinct, store, args.executor, jobs, args.cells_per_job, args.time_min,
+                                     args.array_parallelism):
+            print(line)
         return 0
 
     try:
@@ -204,20 +190,8 @@ def cmd_grid(args: argparse.Namespace) -> int:
               + ("; submitted jobs keep running" if args.executor != "local" else "")
               + ". Run the same command again to continue.", file=sys.stderr)
         return 130
-    if report.jobs:
-        print(f"{len(report.jobs)} job(s): {', '.join(report.jobs[:10])}{' …' if len(report.jobs) > 10 else ''}")
-    if report.pending:
-        print(f"submitted {len(report.pending)} cells; they are computed in the background (logs under "
-              f"{store.grid_dir / 'logs'}). Run the same command with --dry-run to see the status, "
-              "or again to resubmit what is missing.")
-        return 0
-    print(f"done {len(report.done)}, missing {len(report.missing)}, running elsewhere {len(report.running)}, "
-          f"failed jobs {len(report.failed)}")
-    for failed in report.failed:
-        print(failed.summary())
-    if report.failed:
-        print("retry only the failed cells with --retry-failed (or re-run: every missing cell is resubmitted)")
-    return 1 if report.failed or report.missing else 0
+    print("\n".join(report.summary_lines(store)))
+    return 0 if report.pending else (1 if report.failed or report.missing else 0)
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
@@ -314,7 +288,6 @@ def cmd_reference(args: argparse.Namespace) -> int:
     from stamplib import paths
     from stamplib.evaluation.store import ResultsStore
     from stamplib.experiments import reference
-    from stamplib.experiments.grid import run_grid
 
     data_root = args.data_root or str(reference.default_data_root())
     store = ResultsStore(args.results or reference.reference_dir())
@@ -341,47 +314,19 @@ def cmd_reference(args: argparse.Namespace) -> int:
             return run_notebooks(profile=reference.PROFILE, only=reference.NOTEBOOKS, data_root=data_root,
                                  extra={"compute_missing": False})
     if args.action == "status":
-        state = store.status(cells)
-        print(f"reference store {store.root}: {len(state.done)} done, {len(state.missing)} missing, "
-              f"{len(state.running)} running, of {len(cells)} cells")
-        extra = store.status(reference.extra_specs(data_root))
-        print(f"optional cells (compute --extras): {len(extra.done)} done, {len(extra.missing)} missing, "
-              f"{len(extra.running)} running")
-        stress = store.status(reference.stress_specs(data_root))
-        print(f"  of which issue 35's (compute --cells stress: Fig. 3, Table 6, notebook 13): {len(stress.done)} done, "
-              f"{len(stress.missing)} missing, {len(stress.running)} running")
-        spread = reference.seed_spread(store, data_root)
-        print("STAMP seed spread (setting a): " + ("not yet measured" if spread is None else f"{spread:.2f} pt"))
+        print("\n".join(reference.status_lines(store, data_root)))
         return 0
-    which = "all" if args.extras and args.cells == "core" else args.cells
-    todo = ((cells if which in ("core", "all") else [])
-            + (reference.extra_specs(data_root) if which in ("extras", "all") else [])
-            + (reference.stress_specs(data_root) if which == "stress" else []))
+    todo = reference.cells_of(args.cells if not args.extras or args.cells != "core" else "all", data_root)
     if args.action == "compute":
-        report = run_grid(todo, "local", store=store, device=args.device, jobs=args.jobs, keep_order=True,
-                          data_root=data_root)
+        report = reference.compute(todo, store, device=args.device, jobs=args.jobs, data_root=data_root)
         print(f"reference store {store.root}: {len(report.done)} done, {len(report.missing)} missing, "
               f"{len(report.failed)} failed jobs")
         return 0 if report.ok else 1
-    import platform
-
     chosen = reference.select_settings(reference.select_methods(store.status(todo).done, args.methods),
                                        args.settings)
-    scratch = ResultsStore(args.scratch)
-    run_grid(chosen, "local", store=scratch, device=args.device, jobs=args.jobs, keep_order=True, data_root=data_root)
-    result = reference.compare_stores(store, scratch, chosen)
-    spread = "not yet measured" if result.spread is None else f"{result.spread:.2f} pt"
-    print(f"compared {result.compared} records (tolerance {reference.DETERMINISTIC_TOLERANCE} pt for "
-          f"{', '.join(sorted(reference.WITHIN_DETERMINISTIC_TOLERANCE))}; STAMP's seed spread {spread} for the "
-          f"others); "
-          f"{len(result.unchecked)} unchecked; machine: {platform.machine()} {platform.processor() or ''}".rstrip()
-          + f"; device: {args.device}")
-    if result.largest is not None:
-        moved = result.largest
-        print(f"largest difference: {abs(moved.recomputed - moved.reference):.4f} pt ({moved.key} "
-              f"{moved.corruption} {moved.metric}: committed {moved.reference:.4f}, recomputed {moved.recomputed:.4f})")
-    for difference in result.differences:
-        print(f"  differs: {difference}")
+    result = reference.recompute(chosen, store, ResultsStore(args.scratch), device=args.device, jobs=args.jobs,
+                                 data_root=data_root)
+    print("\n".join(reference.comparison_lines(result, args.device)))
     return 1 if result.differences else 0
 
 

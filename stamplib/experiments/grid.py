@@ -271,6 +271,23 @@ class GridReport:
     def ok(self) -> bool:
         return not self.failed and not self.missing
 
+    def summary_lines(self, store: ResultsStore) -> list[str]:
+        """What ``grid`` prints at the end: the jobs, what was submitted, done, missing, failed."""
+        lines = []
+        if self.jobs:
+            lines.append(f"{len(self.jobs)} job(s): {', '.join(self.jobs[:10])}{' …' if len(self.jobs) > 10 else ''}")
+        if self.pending:
+            lines.append(f"submitted {len(self.pending)} cells; they are computed in the background (logs under "
+                         f"{store.grid_dir / 'logs'}). Run the same command with --dry-run to see the status, "
+                         "or again to resubmit what is missing.")
+            return lines
+        lines.append(f"done {len(self.done)}, missing {len(self.missing)}, running elsewhere {len(self.running)}, "
+                     f"failed jobs {len(self.failed)}")
+        lines += [failed.summary() for failed in self.failed]
+        if self.failed:
+            lines.append("retry only the failed cells with --retry-failed (or re-run: every missing cell is resubmitted)")
+        return lines
+
 
 class _Handle:
     """One submitted group, whatever ran it."""
@@ -543,3 +560,35 @@ def _collect_failures(handles: list[_Handle], store: ResultsStore, report: GridR
         report.failed.append(failed)
         for s in lost:
             store.record_failure(s, {"job_id": h.job_id, "log": str(h.log) if h.log else None, "error": failed.error})
+
+
+# ------------------------------------------------------------------------------- what the command prints
+
+
+def status_lines(per_notebook: dict[str, list[RunSpec]], store: ResultsStore) -> list[str]:
+    """``grid``'s table: cells, done, running, missing and failed per notebook and in all."""
+    distinct = list({s.key(): s for specs in per_notebook.values() for s in specs}.values())
+    lines = [f"{'notebook':36s} {'cells':>6s} {'done':>6s} {'running':>8s} {'missing':>8s} {'failed':>7s}"]
+    for label, specs in [*per_notebook.items(), ("distinct cells", distinct)]:
+        st = store.status(specs)
+        failed = sum(store.failure(s) is not None for s in st.missing)
+        lines.append(f"{label:36s} {len(specs):6d} {len(st.done):6d} {len(st.running):8d} {len(st.missing):8d} "
+                     f"{failed:7d}")
+    total = sum(len(s) for s in per_notebook.values())
+    if total != len(distinct):
+        lines.append(f"({total} cells in the notebooks, {total - len(distinct)} shared between them and computed once)")
+    return lines
+
+
+def dry_run_line(specs: Sequence[RunSpec], store: ResultsStore, executor: str, jobs: int,
+                 cells_per_job: int | None, time_min: int, array_parallelism: int) -> str:
+    """What ``grid --dry-run`` would do with the missing ones of ``specs``."""
+    missing = store.status(specs).missing
+    if not missing:
+        return ""
+    if executor == "local":
+        return f"dry run: would compute {len(missing)} cells here with {jobs} worker process(es)"
+    per_job = cells_per_job or job_size(missing, executor, jobs, time_min, array_parallelism)
+    return (f"dry run: would submit {len(missing)} cells as {len(group_cells(missing, per_job))} job(s) of at most "
+            f"{per_job} cell(s) with executor {executor}")
+

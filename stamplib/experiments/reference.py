@@ -30,7 +30,7 @@ from typing import Any
 from stamplib import paths
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
-from stamplib.experiments import plans
+from stamplib.experiments import grid, plans
 
 PROFILE = "quick"
 #: The tables of settings (a), (b) and (c), in the order they are computed.
@@ -264,3 +264,70 @@ def select_settings(cells: Sequence[RunSpec], settings: str) -> list[RunSpec]:
             for s in SETTING_EXPERIMENTS[letter].cells(profile=PROFILE, data_root="reference",
                                  seeds=",".join(map(str, SPREAD_SEEDS)))}
     return [c for c in cells if c.key() in keys]
+
+
+# ------------------------------------------------------------------------------- the command's actions
+
+#: ``reference compute/recompute --cells``: which cells.
+CELL_GROUPS = ("core", "extras", "all", "stress")
+
+
+def cells_of(group: str, data_root: str | os.PathLike | None = None) -> list[RunSpec]:
+    """The cells of a ``--cells`` group: the 44 (core), the optional ones (extras), both (all),
+    or issue 35's optional ones alone (stress)."""
+    if group not in CELL_GROUPS:
+        raise ValueError(f"--cells is one of {', '.join(CELL_GROUPS)}, got {group!r}")
+    return ((specs(data_root) if group in ("core", "all") else [])
+            + (extra_specs(data_root) if group in ("extras", "all") else [])
+            + (stress_specs(data_root) if group == "stress" else []))
+
+
+def status_lines(store: ResultsStore, data_root: str | os.PathLike | None = None) -> list[str]:
+    """What ``reference status`` prints: the 44 cells, the optional ones, issue 35's among them,
+    and STAMP's seed spread."""
+    state = store.status(specs(data_root))
+    extra = store.status(extra_specs(data_root))
+    stress = store.status(stress_specs(data_root))
+    spread = seed_spread(store, data_root)
+    return [
+        f"reference store {store.root}: {len(state.done)} done, {len(state.missing)} missing, "
+        f"{len(state.running)} running, of {len(state.done) + len(state.missing) + len(state.running)} cells",
+        f"optional cells (compute --extras): {len(extra.done)} done, {len(extra.missing)} missing, "
+        f"{len(extra.running)} running",
+        f"  of which issue 35's (compute --cells stress: Fig. 3, Table 6, notebook 13): {len(stress.done)} done, "
+        f"{len(stress.missing)} missing, {len(stress.running)} running",
+        "STAMP seed spread (setting a): " + ("not yet measured" if spread is None else f"{spread:.2f} pt"),
+    ]
+
+
+def compute(cells: Sequence[RunSpec], store: ResultsStore, device: str = "cpu", jobs: int = 1,
+            data_root: str | os.PathLike | None = None) -> grid.GridReport:
+    """The missing ones of ``cells``, in their order, with ``jobs`` local worker processes."""
+    return grid.run_grid(cells, "local", store=store, device=device, jobs=jobs, keep_order=True, data_root=data_root)
+
+
+def recompute(cells: Sequence[RunSpec], store: ResultsStore, scratch: ResultsStore, device: str = "cpu",
+              jobs: int = 1, data_root: str | os.PathLike | None = None) -> Comparison:
+    """``cells`` computed again into ``scratch`` and compared with ``store``'s records."""
+    grid.run_grid(cells, "local", store=scratch, device=device, jobs=jobs, keep_order=True, data_root=data_root)
+    return compare_stores(store, scratch, cells)
+
+
+def comparison_lines(result: Comparison, device: str) -> list[str]:
+    """What ``reference recompute`` prints: the tolerances, the machine, the largest move and
+    every difference beyond its tolerance."""
+    import platform
+
+    spread = "not yet measured" if result.spread is None else f"{result.spread:.2f} pt"
+    lines = [f"compared {result.compared} records (tolerance {DETERMINISTIC_TOLERANCE} pt for "
+             f"{', '.join(sorted(WITHIN_DETERMINISTIC_TOLERANCE))}; STAMP's seed spread {spread} for the others); "
+             f"{len(result.unchecked)} unchecked; machine: {platform.machine()} {platform.processor() or ''}".rstrip()
+             + f"; device: {device}"]
+    if result.largest is not None:
+        moved = result.largest
+        lines.append(f"largest difference: {abs(moved.recomputed - moved.reference):.4f} pt ({moved.key} "
+                     f"{moved.corruption} {moved.metric}: committed {moved.reference:.4f}, recomputed "
+                     f"{moved.recomputed:.4f})")
+    lines += [f"  differs: {difference}" for difference in result.differences]
+    return lines
+
