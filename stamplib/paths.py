@@ -111,6 +111,9 @@ def data_root(data_root: str | os.PathLike | None = None) -> Path:
     return home() / "data"
 
 
+_resolve_data_root = data_root  # RunContext.build's argument of the same name hides the function
+
+
 def shared_data() -> Path:
     """``shared/data`` beside the checkout (``<repo>/../shared/data``): where the project's
     machines keep the JPEG CIFAR-10 tarball (relative to the current folder outside a checkout)."""
@@ -167,7 +170,7 @@ class RunContext:
     def build(cls, data_root: str | os.PathLike | None = None, results: str | os.PathLike | None = None,
               figures: str | os.PathLike | None = None, device: str = "cpu") -> RunContext:
         """The given places, else the environment's (:data:`ENVIRONMENT`), else the defaults."""
-        return cls(globals()["data_root"](data_root), Path(results) if results else results_dir(),
+        return cls(_resolve_data_root(data_root), Path(results) if results else results_dir(),
                    Path(figures) if figures else figures_dir(), device or "cpu")
 
     def environment(self) -> dict[str, str]:
