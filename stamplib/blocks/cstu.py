@@ -31,7 +31,7 @@ class CSTUItem:
     label: int
     uncertainty: float
     age: int = 0
-    position: int = -1  # where in the stream it came from (−1: unknown); see blocks.memory
+    tag: int = -1  # the sample's tag (−1: unknown); see blocks.memory
 
 
 class CSTUMemory:
@@ -73,13 +73,13 @@ class CSTUMemory:
     def clear(self) -> None:
         self.data = [[] for _ in range(self.num_classes)]
 
-    def add(self, data: torch.Tensor, label: int, uncertainty: float, position: int = -1) -> bool:
+    def add(self, data: torch.Tensor, label: int, uncertainty: float, tag: int = -1) -> bool:
         """One insertion attempt; returns whether the item was stored. Ages grow afterwards."""
         assert 0 <= label < self.num_classes, f"label {label} out of range"
         new_score = self.score(0, uncertainty)
         stored = self._make_room(label, new_score)
         if stored:
-            self.data[label].append(CSTUItem(data, label, float(uncertainty), position=position))
+            self.data[label].append(CSTUItem(data, label, float(uncertainty), tag=tag))
         for items in self.data:
             for item in items:
                 item.age += 1

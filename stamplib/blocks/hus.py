@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from stamplib.blocks.memory import position_list
+from stamplib.blocks.memory import tag_list
 
 
 class HUSMemory:
@@ -32,7 +32,7 @@ class HUSMemory:
 
     def clear(self) -> None:
         self.items: list[list[torch.Tensor]] = [[] for _ in range(self.num_classes)]
-        self.item_positions: list[list[int]] = [[] for _ in range(self.num_classes)]  # see blocks.memory
+        self.item_tags: list[list[int]] = [[] for _ in range(self.num_classes)]  # see blocks.memory
 
     def __len__(self) -> int:
         return sum(len(c) for c in self.items)
@@ -49,18 +49,18 @@ class HUSMemory:
         return [c for c, k in enumerate(counts) if k == top]
 
     def add(self, samples: torch.Tensor, labels: torch.Tensor, confidences: torch.Tensor,
-            positions: torch.Tensor | None = None) -> int:
+            tags: torch.Tensor | None = None) -> int:
         """Offer samples one by one in batch order; returns how many were stored."""
         assert samples.shape[0] == labels.shape[0] == confidences.shape[0]
         stored = 0
-        offered = zip(samples, labels.tolist(), confidences.tolist(), position_list(positions, samples.shape[0]))
-        for sample, label, conf, position in offered:
+        offered = zip(samples, labels.tolist(), confidences.tolist(), tag_list(tags, samples.shape[0]))
+        for sample, label, conf, tag in offered:
             if conf < self.threshold:
                 continue
             if len(self) >= self.capacity:
                 self._evict_for(label)
             self.items[label].append(sample.detach().clone())
-            self.item_positions[label].append(position)
+            self.item_tags[label].append(tag)
             stored += 1
         return stored
 
@@ -71,7 +71,7 @@ class HUSMemory:
             victim = largest[self._randint(len(largest))]
         index = self._randint(len(self.items[victim]))
         self.items[victim].pop(index)
-        self.item_positions[victim].pop(index)
+        self.item_tags[victim].pop(index)
 
     def samples(self) -> torch.Tensor:
         """All stored samples, class 0 first (insertion order within a class), then class 1, …"""
@@ -80,6 +80,6 @@ class HUSMemory:
     def labels(self) -> torch.Tensor:
         return torch.tensor([c for c, cls in enumerate(self.items) for _ in cls], dtype=torch.long)
 
-    def positions(self) -> torch.Tensor:
-        """The stream positions of :meth:`samples`, in the same order."""
-        return torch.tensor([p for cls in self.item_positions for p in cls], dtype=torch.long)
+    def tags(self) -> torch.Tensor:
+        """The tags of :meth:`samples`, in the same order."""
+        return torch.tensor([p for cls in self.item_tags for p in cls], dtype=torch.long)

@@ -5,9 +5,10 @@ stamp.md §4.3: per-class FIFO lists, eviction from a *present* class with the l
 frequency EMA ξ (ties uniformly at random, oldest sample of that class removed), ξ frozen
 during the insertions of a batch and moved once per adaptation step.
 
-Every memory here keeps, beside each sample, the stream position it came with (−1 when none
-was given): a trace tells the outliers in the memory by it. Positions never take part in a
-decision, so they change nothing the method computes.
+Every memory here keeps, beside each sample, the tag it came with (−1 when none was given:
+:meth:`stamplib.methods.TTAMethod.sample_tags`); a tracer, which knows the stream position of
+every tag, tells the outliers in the memory by them. Tags never take part in a decision, so they
+change nothing the method computes.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from __future__ import annotations
 import torch
 
 
-def position_list(positions: torch.Tensor | None, n: int) -> list[int]:
-    """``positions`` as ints, or −1 (unknown) for each of the ``n`` samples."""
-    if positions is None:
+def tag_list(tags: torch.Tensor | None, n: int) -> list[int]:
+    """``tags`` as ints, or −1 (unknown) for each of the ``n`` samples."""
+    if tags is None:
         return [-1] * n
-    assert positions.shape == (n,), f"{positions.numel()} positions for {n} samples"
-    return positions.tolist()
+    assert tags.shape == (n,), f"{tags.numel()} tags for {n} samples"
+    return tags.tolist()
 
 
 class ClassBalancedMemory:
@@ -40,7 +41,7 @@ class ClassBalancedMemory:
 
     def clear(self) -> None:
         self.items: list[list[torch.Tensor]] = [[] for _ in range(self.num_classes)]
-        self.item_positions: list[list[int]] = [[] for _ in range(self.num_classes)]
+        self.item_tags: list[list[int]] = [[] for _ in range(self.num_classes)]
         self.xi = torch.zeros(self.num_classes, dtype=torch.float64)
 
     def __len__(self) -> int:
@@ -49,14 +50,14 @@ class ClassBalancedMemory:
     def class_counts(self) -> torch.Tensor:
         return torch.tensor([len(c) for c in self.items], dtype=torch.float64)
 
-    def add(self, samples: torch.Tensor, labels: torch.Tensor, positions: torch.Tensor | None = None) -> None:
+    def add(self, samples: torch.Tensor, labels: torch.Tensor, tags: torch.Tensor | None = None) -> None:
         """Insert samples one by one in batch order; evicts by the current (frozen) ξ."""
         assert samples.shape[0] == labels.shape[0]
-        for sample, label, position in zip(samples, labels.tolist(), position_list(positions, samples.shape[0])):
+        for sample, label, tag in zip(samples, labels.tolist(), tag_list(tags, samples.shape[0])):
             if len(self) >= self.capacity:
                 self._evict_one()
             self.items[label].append(sample.detach().clone())
-            self.item_positions[label].append(position)
+            self.item_tags[label].append(tag)
 
     def _evict_one(self) -> None:
         present = [c for c in range(self.num_classes) if self.items[c]]
@@ -64,7 +65,7 @@ class ClassBalancedMemory:
         candidates = [c for c in present if float(self.xi[c]) == top]
         pick = int(torch.randint(len(candidates), (1,), generator=self.generator))
         self.items[candidates[pick]].pop(0)
-        self.item_positions[candidates[pick]].pop(0)
+        self.item_tags[candidates[pick]].pop(0)
 
     def update_frequency(self) -> None:
         """ξ ← (1−β)·ξ + β·counts (paper Eq. 5); called once per adaptation step."""
@@ -77,6 +78,6 @@ class ClassBalancedMemory:
     def labels(self) -> torch.Tensor:
         return torch.tensor([c for c, cls in enumerate(self.items) for _ in cls], dtype=torch.long)
 
-    def positions(self) -> torch.Tensor:
-        """The stream positions of :meth:`samples`, in the same order."""
-        return torch.tensor([p for cls in self.item_positions for p in cls], dtype=torch.long)
+    def tags(self) -> torch.Tensor:
+        """The tags of :meth:`samples`, in the same order."""
+        return torch.tensor([p for cls in self.item_tags for p in cls], dtype=torch.long)

@@ -77,25 +77,22 @@ def run_stream(
     probs, scores, labels = [], [], []
     adapted = 0
     start = time.perf_counter()
-    method.tracer = tracer
-    try:
-        batches = tqdm(stream.batches(device), total=len(stream), disable=not progress, leave=False)
-        for index, batch in enumerate(batches):
-            if tracer is not None:
-                method.positions = tracer.begin(batch)
-            if index % adapt_every == 0:
-                out = method.step(batch.x)
-                adapted += 1
-            else:
-                out = method.predict(batch.x)
-            if tracer is not None:
-                tracer.end(batch)
-            probs.append(out.probs.detach().float().cpu())
-            scores.append(out.ood_score.detach().float().cpu())
-            labels.append(batch.y.cpu())
-    finally:
-        method.tracer = None
-        method.positions = None
+    batches = tqdm(stream.batches(device), total=len(stream), disable=not progress, leave=False)
+    for index, batch in enumerate(batches):
+        if tracer is not None:
+            tracer.begin(batch)
+        stepped = index % adapt_every == 0
+        if stepped:
+            out = method.step(batch.x)
+            adapted += 1
+        else:
+            out = method.predict(batch.x)
+        report = method.take_report() if stepped else None  # taken either way: it is this batch's only
+        if tracer is not None:
+            tracer.end(batch, report)
+        probs.append(out.probs.detach().float().cpu())
+        scores.append(out.ood_score.detach().float().cpu())
+        labels.append(batch.y.cpu())
     return StreamResult(torch.cat(probs), torch.cat(scores), torch.cat(labels), time.perf_counter() - start,
                         adapted, len(probs))
 

@@ -1,19 +1,21 @@
 """Per-batch traces of a run: what a method's filter let through, what its memory holds, its
 loss, and the cost of each batch.
 
-A method reports its own view of a batch through :meth:`stamplib.methods.TTAMethod.report`
-(the samples that passed its filter, its loss, its memory's samples and pseudo-labels); the
-methods never see labels. :class:`StreamTracer`, which knows the stream, turns that into
-numbers that need the labels:
+A method keeps its own view of a batch through :meth:`stamplib.methods.TTAMethod.report`
+(the samples that passed its filter, its loss, its memory's items and pseudo-labels), and the
+runner hands the report (:meth:`~stamplib.methods.TTAMethod.take_report`) to the tracer: it
+sets nothing on the method. The methods never see labels nor stream positions.
+:class:`StreamTracer`, which knows the stream, turns that into numbers that need the labels:
 
 * ``n_passed`` / ``passed_outliers``: samples through the filter, and how many were outliers
   (filter precision = 1 − passed_outliers / n_passed);
 * ``memory_size`` / ``memory_outliers`` / ``memory_counts``: items in the memory, how many are
   outlier images of this stream (memory purity = 1 − memory_outliers / memory_size) and the
-  memory's histogram over its pseudo-labels. The tracer tells the outliers by the stream
-  position each item came with (:attr:`TTAMethod.positions`, which the memories keep beside
-  their samples), which costs one bit per stream sample; items from an earlier stream of a
-  continual run are not this stream's outliers;
+  memory's histogram over its pseudo-labels. A memory keeps the tag each item came with
+  (:meth:`TTAMethod.sample_tags`) and the report names the tags the batch was given; the tracer
+  maps each batch's tags to the batch's stream positions and so tells the outliers by where each
+  item came from, at one bit per stream sample. Items from an earlier stream of a continual run
+  carry tags this tracer never saw, so they are not this stream's outliers;
 * ``loss``: the adaptation loss of the batch (NaN when the method did not adapt);
 * ``seconds``: wall time of the step, between two ``torch.cuda.synchronize`` on CUDA (kernels
   run asynchronously: without them the clock would stop before the GPU had finished);
@@ -60,8 +62,8 @@ def _peak_memory_mb(device: torch.device) -> float:
 
 class StreamTracer:
     """Collects one row per batch of one stream, the batches in stream order. Call
-    :meth:`begin` before a step (it gives the batch's stream positions), the method calls the
-    tracer with its :class:`BatchReport`, then :meth:`end` after the step.
+    :meth:`begin` before a step (it gives the batch's stream positions) and :meth:`end` after
+    it, with the method's :class:`BatchReport` of the batch (None: it reported nothing).
 
     ``first_position``: the position of the stream's first sample, for a run that feeds one
     method several streams without a reset (continual): give each stream its own range, so that
@@ -76,18 +78,15 @@ class StreamTracer:
         self._next = 0  # stream index of the next batch's first sample
         self.columns: dict[str, list[Any]] = {name: [] for name in FIELDS + LIVE_FIELDS}
         self.reported = False
-        self._report: BatchReport | None = None
+        self._positions = torch.empty(0, dtype=torch.long)  # of the batch being stepped
+        self._position_of_tag: dict[int, int] = {}
         self._started = 0.0
-
-    def __call__(self, report: BatchReport) -> None:
-        self._report = report
-        self.reported = True
 
     def begin(self, batch: Batch) -> torch.Tensor:
         """Start timing the step on ``batch``; returns its samples' stream positions."""
-        self._report = None
         size = batch.y.shape[0]
         positions = torch.arange(self._next, self._next + size) + self.first_position
+        self._positions = positions
         self._next += size
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
@@ -101,19 +100,27 @@ class StreamTracer:
         index = index[(index >= 0) & (index < self._is_outlier.numel())]
         return int(self._is_outlier[index].sum())
 
-    def end(self, batch: Batch) -> None:
+    def positions_of(self, tags: torch.Tensor) -> torch.Tensor:
+        """The stream positions of tagged samples (−1 for a tag this tracer never saw)."""
+        return torch.tensor([self._position_of_tag.get(t, -1) for t in tags.tolist()], dtype=torch.long)
+
+    def end(self, batch: Batch, report: BatchReport | None = None) -> None:
+        """Close the batch's row with the method's ``report`` of it."""
         synchronize(self.device)
         seconds = time.perf_counter() - self._started
-        r = self._report or BatchReport()
+        self.reported |= report is not None
+        r = report or BatchReport()
+        if r.batch_tags is not None:
+            self._position_of_tag.update(zip(r.batch_tags.tolist(), self._positions.tolist()))
         row: dict[str, Any] = {"seconds": round(seconds, 5), "peak_memory_mb": round(_peak_memory_mb(self.device), 1)}
         if r.passed is not None:
             passed = r.passed.bool().cpu()
             row["n_passed"] = int(passed.sum())
             row["passed_outliers"] = int((passed & batch.is_outlier.cpu()).sum())
             row["passed"] = passed.numpy()
-        if r.memory_positions is not None:
-            row["memory_size"] = int(r.memory_positions.numel())
-            row["memory_outliers"] = self.outliers_at(r.memory_positions)
+        if r.memory_tags is not None:
+            row["memory_size"] = int(r.memory_tags.numel())
+            row["memory_outliers"] = self.outliers_at(self.positions_of(r.memory_tags))
         if r.memory_labels is not None:
             counts = torch.bincount(r.memory_labels.long().cpu(), minlength=self.num_classes)
             row["memory_counts"] = counts.tolist()

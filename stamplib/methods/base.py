@@ -100,9 +100,10 @@ class BatchReport:
 
     passed: torch.Tensor | None = None  # bool [B]: the samples its filter let through
     loss: float | None = None  # the adaptation loss of this batch (None: no update)
-    memory_positions: torch.Tensor | None = None  # long [M]: where each memory item came from (−1: unknown)
+    memory_tags: torch.Tensor | None = None  # long [M]: each memory item's tag (:meth:`TTAMethod.sample_tags`)
     memory_labels: torch.Tensor | None = None  # long [M]: the memory's pseudo-labels
     step_size: float | None = None  # the step size (learning rate) of this batch's update
+    batch_tags: torch.Tensor | None = None  # long [B]: the tags this batch's samples were given
 
 
 class TTAMethod:
@@ -151,16 +152,6 @@ class TTAMethod:
     #: Why, in a few words, for the error message (with the authors' file that shows it).
     min_batch_reason: ClassVar[str] = ""
 
-    #: Set by the runner while it traces a stream (a callable taking a
-    #: :class:`stamplib.evaluation.traces.BatchReport`); None otherwise. See :meth:`report`.
-    tracer: Callable[[BatchReport], None] | None = None
-
-    #: Set by the runner while it traces a stream: the stream positions of the batch being
-    #: stepped (long [B], on the CPU); None otherwise. A memory keeps each item's position
-    #: beside it (:meth:`batch_positions`), so that a trace can tell the outliers in it by
-    #: where they came from. Positions never change what a method computes.
-    positions: torch.Tensor | None = None
-
     #: Hyperparameter overrides under which ``reset()`` restores *every* piece of state. A
     #: method whose authors keep something across corruptions (a quirk reproduced by default)
     #: names the switch that turns the quirk off, so that the method contract
@@ -193,6 +184,7 @@ class TTAMethod:
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.cpu_generator = torch.Generator().manual_seed(seed)
         self.optimizer: torch.optim.Optimizer | None = None
+        self._clear_diagnostics()
         self.setup()
         self._initial = self._capture()
         self.reset_buffers()
@@ -229,32 +221,43 @@ class TTAMethod:
         freeze_all_but(self.model, params)
         return params
 
-    def batch_positions(self, size: int) -> torch.Tensor:
-        """The stream positions of the ``size`` samples being stepped (long, CPU): the runner's
-        :attr:`positions` while it traces, else −1 (unknown) for each."""
-        if self.positions is None:
-            return torch.full((size,), -1, dtype=torch.long)
-        assert self.positions.shape == (size,), f"{self.positions.numel()} positions for a batch of {size}"
-        return self.positions
+    def sample_tags(self, size: int) -> torch.Tensor:
+        """Tags (long, CPU) for the ``size`` samples of the batch being stepped: their order of
+        arrival among the samples tagged since the last reset. A memory keeps each item's tag
+        beside it and the batch's :meth:`report` names the tags it gave, so that whoever traces
+        the stream can tell which stream sample each memory item is (the tracer owns stream
+        positions; the method never sees them). Tags never change what a method computes."""
+        tags = torch.arange(self._tags_issued, self._tags_issued + size)
+        self._tags_issued += size
+        self._batch_tags = tags
+        return tags
 
     def report(
         self,
         passed: torch.Tensor | None = None,
         loss: torch.Tensor | float | None = None,
-        memory_positions: torch.Tensor | None = None,
+        memory_tags: torch.Tensor | None = None,
         memory_labels: torch.Tensor | None = None,
         step_size: float | None = None,
     ) -> None:
-        """Hand this batch's diagnostics to the runner's tracer (a no-op when nothing traces:
-        call it unconditionally at the end of ``step``). ``passed``: bool mask over the batch;
-        ``memory_positions``: the stream positions of the memory's items, as
-        :meth:`batch_positions` gave them when they were stored; ``step_size``: the one this
-        batch's update used (or would have, had it adapted)."""
-        if self.tracer is None:
-            return
+        """Keep this batch's diagnostics for :meth:`take_report` (call it at the end of ``step``).
+        ``passed``: bool mask over the batch; ``memory_tags``: the tags of the memory's items, as
+        :meth:`sample_tags` gave them; ``step_size``: the one this batch's update used (or would
+        have, had it adapted). The batch's own tags, if it took some, go with it."""
         assert passed is None or passed.dtype == torch.bool, "passed is a bool mask over the batch"
         value = None if loss is None else float(loss.detach() if isinstance(loss, torch.Tensor) else loss)
-        self.tracer(BatchReport(passed, value, memory_positions, memory_labels, step_size))
+        self._report = BatchReport(passed, value, memory_tags, memory_labels, step_size, self._batch_tags)
+        self._batch_tags = None
+
+    def take_report(self) -> BatchReport | None:
+        """The last step's report, once (None when the step reported nothing)."""
+        report, self._report = self._report, None
+        return report
+
+    def _clear_diagnostics(self) -> None:
+        self._tags_issued = 0
+        self._batch_tags: torch.Tensor | None = None
+        self._report: BatchReport | None = None
 
     def source_statistic(self, key: str, compute: Callable[[], Any]) -> Any:
         """``compute()`` once per process for this source data set and ``key``, then cached."""
@@ -287,6 +290,7 @@ class TTAMethod:
         self.generator.set_state(self._initial["generator"])
         self.cpu_generator.set_state(self._initial["cpu_generator"])
         self.reset_buffers()
+        self._clear_diagnostics()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.config})"

@@ -99,18 +99,17 @@ class Rotta(TTAMethod):
             labels = probs.argmax(dim=1).tolist()
             uncertainty = prob_entropy(probs, UNCERTAINTY_EPS).tolist()
         stored, loss = [], None
-        positions = self.batch_positions(x.shape[0]).tolist()
+        tags = self.sample_tags(x.shape[0]).tolist()
         for i in range(x.shape[0]):
-            stored.append(self.memory.add(x[i].detach().clone(), labels[i], uncertainty[i], positions[i]))
+            stored.append(self.memory.add(x[i].detach().clone(), labels[i], uncertainty[i], tags[i]))
             self.samples_seen += 1
             if self.samples_seen % self.config.update_every == 0:
                 loss = self._update_model()
-        if self.tracer is not None:
-            items = self.memory.items()
-            self.report(passed=torch.tensor(stored, dtype=torch.bool), loss=loss,
-                        memory_positions=torch.tensor([it.position for it in items], dtype=torch.long),
-                        memory_labels=torch.tensor([it.label for it in items], dtype=torch.long),
-                        step_size=self.config.lr)
+        items = self.memory.items()
+        self.report(passed=torch.tensor(stored, dtype=torch.bool), loss=loss,
+                    memory_tags=torch.tensor([it.tag for it in items], dtype=torch.long),
+                    memory_labels=torch.tensor([it.label for it in items], dtype=torch.long),
+                    step_size=self.config.lr)
         return TTAOutput(probs, logit_entropy(teacher_logits))
 
     @torch.no_grad()

@@ -94,11 +94,10 @@ class SoTTA(TTAMethod):
         with torch.no_grad():
             probs = torch.softmax(self.model(x), dim=1)
             conf, label = probs.max(dim=1)
-            self.memory.add(x, label.cpu(), conf.cpu(), self.batch_positions(x.shape[0]))
+            self.memory.add(x, label.cpu(), conf.cpu(), self.sample_tags(x.shape[0]))
         loss = self._adapt(self.memory.samples()) if len(self.memory) > 0 else None
-        if self.tracer is not None:
-            self.report(passed=conf >= self.memory.threshold, loss=loss, memory_positions=self.memory.positions(),
-                        memory_labels=self.memory.labels(), step_size=self.config.lr)
+        self.report(passed=conf >= self.memory.threshold, loss=loss, memory_tags=self.memory.tags(),
+                    memory_labels=self.memory.labels(), step_size=self.config.lr)
         return TTAOutput(probs, self._score(probs))
 
     @torch.no_grad()

@@ -172,7 +172,7 @@ class Stamp(TTAMethod):
                 reliable &= own == reference_label
             stored = clean_label if cfg.stored_label == "clean" else averaged_label
             if cfg.memory:
-                self.memory.add(clean[reliable], stored[reliable].cpu(), self.batch_positions(b)[reliable.cpu()])
+                self.memory.add(clean[reliable], stored[reliable].cpu(), self.sample_tags(b)[reliable.cpu()])
         output = TTAOutput(probs, entropy)
         step_size = self.optimizer.param_groups[0]["lr"]  # before _adapt moves it on the schedule
         loss = None
@@ -181,9 +181,8 @@ class Stamp(TTAMethod):
                 loss = self._adapt(self.memory.samples(), scale=cfg.capacity)
         else:
             loss = self._adapt(clean, scale=b)
-        if self.tracer is not None:
-            self.report(passed=reliable, loss=loss, memory_positions=self.memory.positions(),
-                        memory_labels=self.memory.labels(), step_size=step_size)
+        self.report(passed=reliable, loss=loss, memory_tags=self.memory.tags(), memory_labels=self.memory.labels(),
+                    step_size=step_size)
         return output
 
     @torch.no_grad()

@@ -35,7 +35,7 @@ class _FirstThree(TTAMethod):
         probs = torch.softmax(self.model(x), dim=1)
         passed = torch.zeros(x.shape[0], dtype=torch.bool)
         passed[:3] = True
-        self.report(passed=passed, loss=1.5, memory_positions=self.batch_positions(x.shape[0]),
+        self.report(passed=passed, loss=1.5, memory_tags=self.sample_tags(x.shape[0]),
                     memory_labels=probs.argmax(1))
         return TTAOutput(probs, -probs.max(1).values)
 
@@ -51,9 +51,10 @@ def test_the_tracer_counts_exactly_what_a_method_reports() -> None:
     stream = _stream()
     method = _FirstThree(tiny_net(4).eval(), 4, _NoConfig())
     tracer = StreamTracer(stream, 4)
+    attributes = set(vars(method))
     result = run_stream(method, stream, tracer=tracer)
     trace = tracer.trace()
-    assert method.tracer is None  # the runner detaches it afterwards
+    assert set(vars(method)) == attributes  # the runner sets nothing on the method
     batches = [stream.labels[s : s + 16] for s in range(0, 50, 16)]
     assert trace["n_passed"] == [min(3, len(b)) for b in batches]
     assert trace["passed_outliers"] == [int((b[:3] < 0).sum()) for b in batches]
@@ -101,14 +102,14 @@ class _Recorder(StreamTracer):
         super().__init__(stream, method.num_classes)
         self.stream, self.method, self.checked = stream, method, 0
 
-    def __call__(self, report) -> None:
-        super().__call__(report)
+    def end(self, batch, report=None) -> None:
+        super().end(batch, report)
         memory = self.method.memory
         items = [it.data for it in memory.items()] if callable(memory.items) else [x for c in memory.items for x in c]
-        assert len(items) == report.memory_positions.numel()
+        assert len(items) == report.memory_tags.numel()
         if items:
             stored = torch.stack(items).mul(255).round().byte().permute(0, 2, 3, 1)
-            assert torch.equal(stored, self.stream.images[report.memory_positions])
+            assert torch.equal(stored, self.stream.images[self.positions_of(report.memory_tags)])
             self.checked += len(items)
 
 
@@ -119,7 +120,7 @@ def test_memories_carry_each_items_stream_position_and_tracing_changes_no_output
     recorder = _Recorder(stream, traced)
     a, b = run_stream(plain, stream), run_stream(traced, stream, tracer=recorder)
     assert torch.equal(a.probs, b.probs) and torch.equal(a.ood_score, b.ood_score)
-    assert recorder.checked > 0 and traced.positions is None  # detached afterwards
+    assert recorder.checked > 0
     assert recorder.trace()["memory_size"][-1] > 0
 
 
@@ -171,3 +172,16 @@ def test_cpu_steps_never_synchronize(monkeypatch: pytest.MonkeyPatch) -> None:
     tracer = StreamTracer(stream, 4)
     run_stream(_FirstThree(tiny_net(4).eval(), 4, _NoConfig()), stream, tracer=tracer)
     assert len(tracer.trace()["seconds"]) == 4
+
+
+def test_tags_of_an_earlier_stream_are_not_this_streams_outliers() -> None:
+    """A continual run feeds one method several streams: the tracer of the second stream never
+    saw the tags of the first, so items kept from it count in the memory but not as its outliers."""
+    stream = _stream()
+    method = _FirstThree(tiny_net(4).eval(), 4, _NoConfig())
+    run_stream(method, stream, tracer=StreamTracer(stream, 4))  # tags 0 … 49
+    second = StreamTracer(stream, 4, first_position=50)
+    assert second.positions_of(torch.tensor([0, 49])).tolist() == [-1, -1]
+    run_stream(method, stream, tracer=second)  # tags 50 … 99, mapped to positions 50 … 99
+    assert second.positions_of(torch.tensor([50, 99, 3])).tolist() == [50, 99, -1]
+    assert second.trace()["memory_outliers"] == [int((stream.labels[s : s + 16] < 0).sum()) for s in range(0, 50, 16)]

@@ -90,10 +90,10 @@ def test_step_sizes_used_by_the_method_follow_the_schedule_for_0_to_2T():
         consistency_filter=False, num_views=1,
     )
     reports = []
-    stamp.tracer = reports.append  # what the runner's tracer receives
     x = torch.rand(8, 3, 32, 32)
     for _ in range(2 * period + 1):
         stamp.step(x)
+        reports.append(stamp.take_report())  # what the runner hands its tracer
     used = [r.step_size for r in reports]
     assert all(r.loss is not None for r in reports)  # every batch adapted
     assert used == pytest.approx([cosine_step_size(0.05, n, period) for n in range(2 * period + 1)])
