@@ -94,7 +94,8 @@ RATIO_BASELINES = "source,bn_stats,tent,eata"
 STAMP_RATIOS = ("0.05", "0.5,0.1,1/3")
 #: Notebook 13 on real images: batches of 4 and 16, one label shift, mixed domains, for the
 #: paper's ten methods and UniEnt (the cheap ones first).
-STRESS_STREAMS = {"batch_sizes": "4,16", "batch_corruptions": "", "label_shifts": "sorted", "domains": "mixed"}
+STRESS_STREAMS = {"batch_sizes": "4,16,64", "batch_corruptions": "", "label_shifts": "sorted",
+                  "domains": "separate,mixed"}  # 64 and separate: the (a) cells, as each axis's baseline
 STRESS_CHEAP_METHODS = "source,bn_stats,tent,eata,sar"
 STRESS_OTHER_METHODS = "rotta,owttt,unient,sotta,stamp,cotta"
 
