@@ -233,13 +233,13 @@ def _stamp_steady_over_shares(records: Mapping[str, Mapping[str, Any]]) -> Verdi
     h = {r: _stamp_h(records, spec) for r, spec in _ratio_specs("stamp")["stamp"].items()}
     have = {r: v for r, v in sorted(h.items()) if v is not None}
     ours = ", ".join(f"{_share(r)} {v:.1f}" for r, v in have.items()) or "—"
-    if len(have) < len(h):
+    spread = max(have.values()) - min(have.values()) if have else 0.0
+    if len(have) < len(h) and spread <= 3.0:  # the missing shares can still widen the range
         answer = "pending"
         ours += f" ({len(have)} of {len(h)} shares)"
-    else:
-        spread = max(have.values()) - min(have.values())
+    else:  # all shares, or a range already wider than 3 points, which more shares cannot narrow
         answer = "yes" if spread <= 3.0 else "no"
-        ours += f"; range {spread:.1f}"
+        ours += f"; range {spread:.1f}" + (f" over {len(have)} of {len(h)} shares" if len(have) < len(h) else "")
     return Verdict("STAMP's H-score stays within 3 points as the outlier share goes from 5 % to 50 %",
                    "Table 6, §4.3", answer, "CIFAR100-C: range ≤ 2.5 per outlier set (67.8–71.9 over the three)", ours)
 
