@@ -44,11 +44,6 @@ from stamplib.version import __version__
 #: The stream fields of issue 35 (batch size, label shift, mixed domains, gradual severities).
 NEW_STREAM_FIELDS = ("batch_size", "label_shift", "mixed_domains", "gradual")
 
-
-def spec_has_new_stream_fields(spec: RunSpec) -> bool:
-    return any(getattr(spec, name) != RunSpec.__dataclass_fields__[name].default for name in NEW_STREAM_FIELDS)
-
-
 @dataclass
 class StreamResult:
     """Everything a method emitted on one stream, in stream order."""
@@ -334,12 +329,12 @@ def run(
         record["realistic"] = {**speed.as_metrics(), "measured": not spec.relative_speed,
                                "adapted_batches": sum(m["adapted_batches"] for m in rows),
                                "batches": sum(m["batches"] for m in rows)}
-    if spec.continual or spec.dirichlet or spec.outlier_burst or spec_has_new_stream_fields(spec):
+    # Issue 35's fields only where set (spec.to_dict leaves defaults out), so that a record of
+    # the older fields stays as it was.
+    changed = {name: value for name, value in spec.to_dict().items() if name in NEW_STREAM_FIELDS}
+    if spec.continual or spec.dirichlet or spec.outlier_burst or changed:
         record["stream"] = {"continual": spec.continual, "order": list(spec.corruptions),
-                            "dirichlet": spec.dirichlet, "outlier_burst": spec.outlier_burst}
-        # Issue 35's fields only where set, so that a record of the older fields stays as it was.
-        record["stream"].update({name: getattr(spec, name) for name in NEW_STREAM_FIELDS
-                                 if getattr(spec, name) != RunSpec.__dataclass_fields__[name].default})
+                            "dirichlet": spec.dirichlet, "outlier_burst": spec.outlier_burst, **changed}
         if whole_stream is not None:
             record["stream"]["whole"] = whole_stream
     store.put(record, outputs)

@@ -90,8 +90,9 @@ class RunSpec:
         if self.relative_speed and not self.realistic:
             raise ValueError("relative_speed fixes C(g) of the realistic protocol: give realistic=True with it")
         object.__setattr__(self, "batch_size", methods.check_batch_size(self.method, self.batch_size))
-        object.__setattr__(self, "label_shift", str(data.LabelShift.parse(self.label_shift)))
-        if data.LabelShift.parse(self.label_shift).sorted and self.dirichlet:
+        shift = data.LabelShift.parse(self.label_shift)
+        object.__setattr__(self, "label_shift", str(shift))
+        if shift.sorted and self.dirichlet:
             raise ValueError("a stream has one label order: give dirichlet or label_shift='sorted', not both")
         for name in ("mixed_domains", "gradual"):
             if not isinstance(getattr(self, name), bool):

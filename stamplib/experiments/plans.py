@@ -245,12 +245,10 @@ def plan_rows(experiment: Experiment, params: NotebookParameters, rows: Sequence
     return Plan(experiment, params.scale, tuple(_cells(experiment, params, rows, variants)))
 
 
-_plan = plan_rows
-
 
 def plan_method_table(experiment: Experiment, params: NotebookParameters) -> Plan:
     """Tables 1–4: every method (the paper's ten in its row order, then the newer ones)."""
-    return _plan(experiment, params, params.methods or methods.TABLE_ORDER)
+    return plan_rows(experiment, params, params.methods or methods.TABLE_ORDER)
 
 
 def ablation_label(sam: bool, lr_decay: bool, memory: bool, weighting: bool) -> str:
@@ -267,7 +265,7 @@ def plan_ablation(experiment: Experiment, params: NotebookParameters) -> Plan:
     for row in ABLATION_ROWS:
         overrides = {name: off for (name, off), on in zip(switched_off.items(), row) if not on}
         variants.append((ablation_label(*row), overrides, None))
-    return _plan(experiment, params, STAMP_ONLY, variants)
+    return plan_rows(experiment, params, STAMP_ONLY, variants)
 
 
 def plan_weight_strategies(experiment: Experiment, params: NotebookParameters,
@@ -275,7 +273,7 @@ def plan_weight_strategies(experiment: Experiment, params: NotebookParameters,
     """Fig. 3: adaptive self-weights (with gradient) vs static (detached) vs EATA's exp(H_thr − H)."""
     chosen = names(weightings, "weightings", WEIGHT_STRATEGIES) or WEIGHT_STRATEGIES
     variants = [(f"weighting={w}", {} if w == "adaptive" else {"weighting": w}, None) for w in chosen]
-    return _plan(experiment, params, STAMP_ONLY, variants)
+    return plan_rows(experiment, params, STAMP_ONLY, variants)
 
 
 def parse_ratios(text: str | Sequence[float]) -> tuple[float, ...]:
@@ -299,7 +297,7 @@ def ratio_label(ratio: float) -> str:
 def plan_outlier_ratio(experiment: Experiment, params: NotebookParameters, ratios: str = "0.05,0.1,0.2,1/3,0.5") -> Plan:
     """Table 6: STAMP's H-score as the outlier proportion outliers/(ID + outliers) varies (each
     row's ratio replaces ``outlier_ratio``)."""
-    return _plan(experiment, params, params.methods or STAMP_ONLY, [(ratio_label(r), {}, r) for r in parse_ratios(ratios)])
+    return plan_rows(experiment, params, params.methods or STAMP_ONLY, [(ratio_label(r), {}, r) for r in parse_ratios(ratios)])
 
 
 def plan_augmentation_averaging(experiment: Experiment, params: NotebookParameters, num_views: str = "16,1") -> Plan:
@@ -307,7 +305,7 @@ def plan_augmentation_averaging(experiment: Experiment, params: NotebookParamete
     counts = tuple(int(k) for k in names(num_views, "num_views"))
     if not counts or any(k < 1 for k in counts):
         raise ValueError(f"num_views: give view counts >= 1 such as '16,1', got {num_views!r}")
-    return _plan(experiment, params, STAMP_ONLY, [(f"K={k}", {} if k == 16 else {"num_views": k}, None) for k in counts])
+    return plan_rows(experiment, params, STAMP_ONLY, [(f"K={k}", {} if k == 16 else {"num_views": k}, None) for k in counts])
 
 
 def traced_methods() -> tuple[str, ...]:
