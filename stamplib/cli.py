@@ -554,11 +554,12 @@ when the grid has two dimensions; <out> defaults to figures/tune.""")
                    help="compute: after the 44 cells, the optional ones (15 corruptions for Source, BN Stats, "
                         "Tent and STAMP in (a); STAMP with K = 1; the ablation rows; the realistic protocol); "
                         "the same as --cells all")
-    p.add_argument("--cells", choices=["core", "extras", "all", "stress"], default="core",
+    p.add_argument("--cells", choices=["core", "extras", "all", "stress", "seeds"], default="core",
                    help="compute/recompute: the 44 cells (core), the optional ones only (extras), or both in "
                         "that order (all); stress: of the optional ones, only Fig. 3's weights, Table 6's "
                         "outlier proportions and notebook 13's streams (a CPU's share: the realistic "
-                        "protocol's cells belong on a GPU)")
+                        "protocol's cells belong on a GPU); seeds: of the optional ones, the paper's ten "
+                        "over seeds 1 and 2 in setting (a)")
     p.add_argument("--device", default="cpu",
                    help="compute/recompute: cpu, cuda or cuda:N (each record names the device it ran on)")
     p.add_argument("--data-root", default=None, help="default: shared/data beside the checkout")

@@ -328,6 +328,28 @@ def missing_hint(name: str, data_root: str | os.PathLike | None = None) -> str:
     return f"{root / resource.provides} is missing: {auto}{how}{unpack}"
 
 
+#: Written into an archive's own folder (``extract_to``) after a verified extraction: the
+#: archive's SHA-256, so a data root that keeps only the unpacked folder (the archive deleted
+#: to save space, or only one split copied to another machine) still says what it came from.
+UNPACK_MARKER = ".archive-sha256"
+
+
+def write_unpack_marker(folder: Path, archive: Path) -> None:
+    """Record ``archive``'s SHA-256 in ``folder`` (atomically: a half-written marker never exists)."""
+    paths.atomic_write_bytes(folder / UNPACK_MARKER, f"{file_digest(archive, 'sha256')}  {archive.name}\n".encode())
+
+
+def unpacked_sha256(resource: Resource, data_root: Path) -> str | None:
+    """The archive SHA-256 recorded when ``resource`` was unpacked into the data root (None
+    without a marker)."""
+    if not resource.extract_to:
+        return None
+    marker = data_root / resource.extract_to / UNPACK_MARKER
+    if not marker.is_file():
+        return None
+    return marker.read_text().split()[0]
+
+
 def fetch(
     name: str,
     data_root: str | os.PathLike | None = None,
@@ -360,7 +382,10 @@ def fetch(
         else:
             verify(archive, md5=resource.md5, sha256=resource.sha256)
         if resource.extract:
-            extract(archive, root / resource.extract_to if resource.extract_to else archive.parent)
+            folder = root / resource.extract_to if resource.extract_to else archive.parent
+            extract(archive, folder)
+            if resource.extract_to and resource.sha256:
+                write_unpack_marker(folder, archive)
     if not target.exists():
         raise DownloadError(f"{archive} did not provide {target}; is it the right file?")
     return target

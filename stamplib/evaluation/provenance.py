@@ -49,8 +49,9 @@ def checkpoint_provenance(dataset: str) -> dict[str, Any]:
 
 
 def data_provenance(dataset: str, data_root: str | os.PathLike | None = None) -> dict[str, Any]:
-    """The data behind ``dataset``: the built-in benchmark, or its archive's SHA-256 (computed
-    from the file when it lies in the data root, else None) beside the one the registry expects."""
+    """The data behind ``dataset``: the built-in benchmark, or its archive's SHA-256 beside the
+    one the registry expects: computed from the file when it lies in the data root, else the one
+    its verified extraction recorded in the unpacked folder (``sha256_from`` says so), else None."""
     entry = data.dataset(dataset)
     if entry.builtin and entry.checkpoint in builtin_cifar10.CHECKPOINTS:
         images = builtin_cifar10.FOLDER / builtin_cifar10.IMAGES_FILE
@@ -61,13 +62,15 @@ def data_provenance(dataset: str, data_root: str | os.PathLike | None = None) ->
     if not entry.archive:
         return {"name": entry.name, "root": str(paths.data_root(data_root))}
     resource = downloads.RESOURCES[entry.archive]
-    archive = paths.data_root(data_root) / resource.filename
-    return {
-        "name": entry.name,
-        "archive": resource.filename,
-        "sha256": file_sha256(archive) if archive.is_file() else None,
-        "expected_sha256": resource.sha256,
-    }
+    root = paths.data_root(data_root)
+    archive = root / resource.filename
+    if archive.is_file():
+        return {"name": entry.name, "archive": resource.filename, "sha256": file_sha256(archive),
+                "expected_sha256": resource.sha256}
+    # Only the unpacked folder is there: the SHA-256 its verified extraction recorded, said as such.
+    unpacked = downloads.unpacked_sha256(resource, root)
+    made = {"name": entry.name, "archive": resource.filename, "sha256": unpacked, "expected_sha256": resource.sha256}
+    return made if unpacked is None else {**made, "sha256_from": downloads.UNPACK_MARKER}
 
 
 @functools.lru_cache(maxsize=1)

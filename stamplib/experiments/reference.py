@@ -27,7 +27,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from stamplib import paths
+from stamplib import methods, paths
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
 from stamplib.experiments import grid, plans
@@ -116,6 +116,20 @@ def stress_specs(data_root: str | os.PathLike | None = None) -> list[RunSpec]:
     return [s for s in plans.distinct(cells) if s.key() not in core]
 
 
+#: Issue 41: the paper's ten methods in setting (a) over STAMP's other seeds, so that every
+#: verdict of setting (a) is decided on paired seeds (the same stream for every method).
+SEEDED_METHODS = ",".join(methods.PAPER_ORDER)
+EXTRA_SEEDS = ",".join(str(s) for s in SPREAD_SEEDS if s != 0)
+
+
+def seeded_specs(data_root: str | os.PathLike | None = None) -> list[RunSpec]:
+    """The paper's ten in setting (a) over seeds 1 and 2 (STAMP's are reference cells already)."""
+    root = str(data_root or default_data_root())
+    cells = plans.TABLE1.cells(profile=PROFILE, data_root=root, methods=SEEDED_METHODS, seeds=EXTRA_SEEDS)
+    core = {s.key() for s in specs(root)}
+    return [s for s in plans.distinct(cells) if s.key() not in core]
+
+
 def extra_specs(data_root: str | os.PathLike | None = None) -> list[RunSpec]:
     """The optional cells, without those that are already reference cells."""
     root = str(data_root or default_data_root())
@@ -124,6 +138,7 @@ def extra_specs(data_root: str | os.PathLike | None = None) -> list[RunSpec]:
     for experiment in EXTRA_EXPERIMENTS:
         cells += experiment.cells(profile=PROFILE, data_root=root)
     cells += stress_specs(root)
+    cells += seeded_specs(root)
     core = {s.key() for s in specs(root)}
     return [s for s in plans.distinct(cells) if s.key() not in core]
 
@@ -270,17 +285,18 @@ def select_settings(cells: Sequence[RunSpec], settings: str) -> list[RunSpec]:
 # ------------------------------------------------------------------------------- the command's actions
 
 #: ``reference compute/recompute --cells``: which cells.
-CELL_GROUPS = ("core", "extras", "all", "stress")
+CELL_GROUPS = ("core", "extras", "all", "stress", "seeds")
 
 
 def cells_of(group: str, data_root: str | os.PathLike | None = None) -> list[RunSpec]:
     """The cells of a ``--cells`` group: the 44 (core), the optional ones (extras), both (all),
-    or issue 35's optional ones alone (stress)."""
+    issue 35's optional ones alone (stress), or the paper's ten over seeds 1 and 2 in (a) (seeds)."""
     if group not in CELL_GROUPS:
         raise ValueError(f"--cells is one of {', '.join(CELL_GROUPS)}, got {group!r}")
     return ((specs(data_root) if group in ("core", "all") else [])
             + (extra_specs(data_root) if group in ("extras", "all") else [])
-            + (stress_specs(data_root) if group == "stress" else []))
+            + (stress_specs(data_root) if group == "stress" else [])
+            + (seeded_specs(data_root) if group == "seeds" else []))
 
 
 def status_lines(store: ResultsStore, data_root: str | os.PathLike | None = None) -> list[str]:
@@ -289,6 +305,7 @@ def status_lines(store: ResultsStore, data_root: str | os.PathLike | None = None
     state = store.status(specs(data_root))
     extra = store.status(extra_specs(data_root))
     stress = store.status(stress_specs(data_root))
+    seeded = store.status(seeded_specs(data_root))
     spread = seed_spread(store, data_root)
     return [
         f"reference store {store.root}: {len(state.done)} done, {len(state.missing)} missing, "
@@ -297,6 +314,8 @@ def status_lines(store: ResultsStore, data_root: str | os.PathLike | None = None
         f"{len(extra.running)} running",
         f"  of which issue 35's (compute --cells stress: Fig. 3, Table 6, notebook 13): {len(stress.done)} done, "
         f"{len(stress.missing)} missing, {len(stress.running)} running",
+        f"  of which the paper's ten over seeds 1 and 2 in (a) (compute --cells seeds): {len(seeded.done)} done, "
+        f"{len(seeded.missing)} missing, {len(seeded.running)} running",
         "STAMP seed spread (setting a): " + ("not yet measured" if spread is None else f"{spread:.2f} pt"),
     ]
 

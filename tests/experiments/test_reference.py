@@ -3,8 +3,10 @@ recomputation is compared with the committed records, the STAMP seed spread."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import torch
@@ -46,6 +48,28 @@ def test_data_provenance_hashes_the_archive_in_the_data_root(data_root: Path) ->
     present = provenance.data_provenance("cifar10_jpeg", data_root)
     assert present["sha256"] == downloads.file_digest(data_root / "cifar10-jpeg.tar.gz")
     assert present["sha256"] != expected  # a different file is visible as such
+
+
+def test_data_provenance_reads_the_unpack_marker_when_only_the_folder_is_there(tmp_path: Path) -> None:
+    import io
+    import tarfile
+
+    payload = io.BytesIO()
+    with tarfile.open(fileobj=payload, mode="w:gz") as tar:
+        image = b"jpeg bytes"
+        info = tarfile.TarInfo("test/airplane/0000.jpg")
+        info.size = len(image)
+        tar.addfile(info, io.BytesIO(image))
+    archive = tmp_path / "cifar10-jpeg.tar.gz"
+    archive.write_bytes(payload.getvalue())
+    digest = downloads.file_digest(archive)
+    resource = dataclasses.replace(downloads.RESOURCES["cifar10_jpeg"], sha256=digest)
+    with mock.patch.dict(downloads.RESOURCES, {"cifar10_jpeg": resource}):
+        downloads.fetch("cifar10_jpeg", tmp_path, download_missing=False)
+        archive.unlink()  # the folder alone travels on, as to a GPU machine
+        made = provenance.data_provenance("cifar10_jpeg", tmp_path)
+    assert made["sha256"] == digest and made["sha256_from"] == downloads.UNPACK_MARKER
+    assert (tmp_path / "cifar10-jpeg" / "test" / "airplane" / "0000.jpg").read_bytes() == b"jpeg bytes"
 
 
 def _record(spec: RunSpec, acc: float, auroc: float) -> dict:
@@ -170,9 +194,15 @@ def test_the_optional_cells_follow_the_issue_and_repeat_no_reference_cell() -> N
     assert all(s.dataset == "cifar10_jpeg" and s.outliers == "noise" for s in extra)
     assert dict(extra[4].overrides) == {"num_views": 1}
     streams = 11 * 4  # notebook 13: batches of 4 and 16, sorted labels, mixed domains; the ten and UniEnt
-    assert len(extra) == 4 + 1 + 6 + 14 + 2 + 16 + 4 + streams  # Table 5's last row is STAMP's default
+    seeded = 9 * 2  # the paper's ten over seeds 1 and 2 in (a), STAMP's being reference cells
+    assert len(extra) == 4 + 1 + 6 + 14 + 2 + 16 + 4 + streams + seeded  # Table 5's last row is STAMP's default
     issue35 = reference.stress_specs("/nowhere")
-    assert issue35 == extra[25:]
+    assert issue35 == extra[25:-seeded]
+    issue41 = reference.seeded_specs("/nowhere")
+    assert issue41 == extra[-seeded:]
+    assert {(s.method, s.seed) for s in issue41} == {(m, seed) for m in methods.PAPER_ORDER if m != "stamp"
+                                                     for seed in (1, 2)}
+    assert all(s.outliers == "noise" and s.outlier_ratio == 0.2 and not s.overrides for s in issue41)
     assert [dict(s.overrides).get("weighting") for s in issue35[:2]] == ["static", "eata"]
     stamp_ratios = [s.outlier_ratio for s in issue35 if s.method == "stamp" and not s.overrides and
                     s.outlier_ratio != 0.2]
@@ -186,7 +216,7 @@ def test_the_optional_cells_follow_the_issue_and_repeat_no_reference_cell() -> N
 
 @pytest.mark.parametrize(("flags", "want_core", "want_extras"), [
     ([], True, False), (["--extras"], True, True), (["--cells", "extras"], False, True), (["--cells", "all"], True, True),
-    (["--cells", "stress"], False, False),
+    (["--cells", "stress"], False, False), (["--cells", "seeds"], False, False),
 ])
 def test_reference_compute_takes_the_cells_asked_for_on_the_device_asked_for(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flags: list[str], want_core: bool, want_extras: bool
@@ -210,7 +240,8 @@ def test_reference_compute_takes_the_cells_asked_for_on_the_device_asked_for(
     core, extras = reference.specs(tmp_path), reference.extra_specs(tmp_path)
     assert device == "cuda"
     stress = reference.stress_specs(tmp_path) if flags == ["--cells", "stress"] else []
-    assert specs == (core if want_core else []) + (extras if want_extras else []) + stress
+    seeded = reference.seeded_specs(tmp_path) if flags == ["--cells", "seeds"] else []
+    assert specs == (core if want_core else []) + (extras if want_extras else []) + stress + seeded
 
 
 def test_recompute_can_take_one_setting_so_one_source_model_is_enough() -> None:
