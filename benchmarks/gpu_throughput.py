@@ -48,6 +48,7 @@ from typing import Any
 import torch
 
 from stamplib import data, methods, models
+from stamplib.blocks import graphs
 from stamplib.evaluation.assembly import build_method, build_stream
 from stamplib.evaluation.precision import set_tf32, tf32_state
 from stamplib.evaluation.runner import run_stream
@@ -98,6 +99,7 @@ def environment(args: argparse.Namespace) -> dict[str, Any]:
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if cuda else None,
         "bf16": args.bf16, "channels_last": args.channels_last, "tf32": tf32_state(),
+        "replay_graphs": args.replay_graphs, "warmup": args.warmup,
         "threads": torch.get_num_threads(), "data": args.data, "small": args.small,
         "batch_size": args.batch_size, "batches": args.batches,
     }
@@ -116,7 +118,8 @@ class Synthetic:
                                          source_images(n_source, 1, shape.size), torch.arange(n_source) % shape.classes)
         self.stream = synthetic_stream(shape, args.batches * args.batch_size, args.batch_size)
 
-    def method(self, name: str, device: str, overrides: dict[str, Any]) -> methods.TTAMethod:
+    def method(self, name: str, device: str, overrides: dict[str, Any], replay_graphs: bool = False
+               ) -> methods.TTAMethod:
         fields = {f.name for f in dataclasses.fields(methods.resolve_config(name, self.shape.setting))}
         if "fisher_samples" in fields:  # EATA's Fisher reads exactly the source images there are
             overrides = {"fisher_samples": self.source.images.shape[0], **overrides}
@@ -124,7 +127,8 @@ class Synthetic:
             # the tiny network of --small takes raw images: the ImageNet quirk has nothing to clip
             overrides = {"clip_normalized_inputs": False, **overrides}
         source = self.source if methods.method_class(name).needs_source_data else None
-        return methods.create(name, self.net.to(device), self.shape.classes, setting=self.shape.setting,
+        net = graphs.replayed(self.net.to(device)) if replay_graphs else self.net.to(device)
+        return methods.create(name, net, self.shape.classes, setting=self.shape.setting,
                               seed=0, source_data=source, **overrides)
 
 
@@ -147,9 +151,11 @@ class Real:
         stream = build_stream(self.spec, max_id=args.batches * args.batch_size * 4 // 5)
         self.stream = data.Stream(stream.images, stream.labels, args.batch_size)
 
-    def method(self, name: str, device: str, overrides: dict[str, Any]) -> methods.TTAMethod:
+    def method(self, name: str, device: str, overrides: dict[str, Any], replay_graphs: bool = False
+               ) -> methods.TTAMethod:
         return build_method(RunSpec.make(name, dataset=self.spec.dataset, outliers="noise",
-                                         corruptions=("gaussian_noise",), profile="full", overrides=overrides), device)
+                                         corruptions=("gaussian_noise",), profile="full", overrides=overrides),
+                            device, replay_graphs=replay_graphs)
 
 
 def time_method(world: Synthetic | Real, name: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -157,15 +163,24 @@ def time_method(world: Synthetic | Real, name: str, args: argparse.Namespace) ->
     shape = world.shape
     overrides = {"bf16_autocast": args.bf16, "channels_last": args.channels_last} if name == "stamp" else {}
     row: dict[str, Any] = {**asdict(shape), "method": name, "options": overrides}
+    row["replay_graphs"] = args.replay_graphs
     try:
-        method = world.method(name, args.device, overrides)
-        first = next(iter(world.stream.batches(args.device)))
-        method.step(first.x)  # warm-up: cuDNN picks its kernels, lazy state is made
+        method = world.method(name, args.device, overrides, args.replay_graphs)
+        warm_up = list(zip(range(args.warmup), world.stream.batches(args.device)))
+        for _, batch in warm_up:  # cuDNN picks its kernels, lazy state is made (graphs: traced)
+            if args.replay_graphs:
+                graphs.step_begins()
+            method.step(batch.x)
         method.reset()
+        if args.replay_graphs:  # the copies a reset makes (teachers) are traced too
+            for _, batch in warm_up:
+                graphs.step_begins()
+                method.step(batch.x)
+            method.reset()
         if args.device == "cuda":
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
-        result = run_stream(method, world.stream, args.device)
+        result = run_stream(method, world.stream, args.device, replay_graphs=args.replay_graphs)
     except Exception as exc:  # one method failing must not hide the others' numbers
         return {**row, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
     n = int(result.labels.shape[0])
@@ -217,6 +232,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--bf16", action="store_true", help="STAMP's bfloat16 autocast (CUDA only)")
     parser.add_argument("--channels-last", action="store_true", help="STAMP's channels-last model and inputs")
     parser.add_argument("--tf32", action="store_true", help="allow TF32 (records never do)")
+    parser.add_argument("--replay-graphs", action="store_true",
+                        help="the network's kernels replayed as CUDA graphs (stamplib.blocks.graphs; not for records)")
+    parser.add_argument("--warmup", type=int, default=1,
+                        help="untimed batches before the reset (default 1; with --replay-graphs also after it)")
     parser.add_argument("--small", action="store_true", help="CPU smoke sizes: tiny network, 32 px, 2 batches of 8")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     parser.add_argument("--out", default=None, help="also write the report as JSON here")
@@ -231,18 +250,23 @@ def main(argv: list[str] | None = None) -> None:
     catalogue = SMALL if args.small else PAPER
     names = [n for n in args.methods.split(",") if n] or list(methods.TABLE_ORDER)
     env = environment(args)
-    rows = []
+    rows: list[dict[str, Any]] = []
     started = time.perf_counter()
+
+    def save() -> None:  # after every method, so that a run cut short keeps what it measured
+        if args.out:
+            result = {**env, "rows": rows, "table_hours": estimates(rows),
+                      "seconds": round(time.perf_counter() - started, 1)}
+            Path(args.out).write_text(json.dumps(result, indent=1))
+
     for shape_name in [s for s in args.shapes.split(",") if s]:
         if shape_name not in catalogue:
             raise SystemExit(f"unknown shape {shape_name!r}; choose from {', '.join(catalogue)}")
         world = Synthetic(catalogue[shape_name], args) if args.data == "synthetic" else Real(catalogue[shape_name], args)
-        rows += [time_method(world, name, args) for name in names]
-    tables = estimates(rows)
-    report(env, rows, tables)
-    if args.out:
-        result = {**env, "rows": rows, "table_hours": tables, "seconds": round(time.perf_counter() - started, 1)}
-        Path(args.out).write_text(json.dumps(result, indent=1))
+        for name in names:
+            rows.append(time_method(world, name, args))
+            save()
+    report(env, rows, estimates(rows))
 
 
 if __name__ == "__main__":

@@ -91,6 +91,30 @@ def view_groups(model: nn.Module, groups: int) -> Iterator[None]:
             m.groups = 1
 
 
+#: Pixels one batched forward of views may hold on a GPU: STAMP's 16 views of 64 ImageNet
+#: images at 224 px, whose ResNet-50 forward peaks near 18 GB (docs/gpu_runbook.md §6).
+VIEW_PIXEL_BUDGET = 16 * 64 * 224 * 224
+
+
+def views_per_forward(requested: int, num_views: int, device: torch.device, pixels_per_view: int = 0) -> int:
+    """How many views of a batch go through one forward under :func:`view_groups`.
+
+    ``requested`` > 0 is taken as it is (at most ``num_views``); 0 chooses: one view per forward
+    on a CPU, whose caches favour small forwards (benchmarks/stamp_throughput.py), and on a GPU
+    as many as :data:`VIEW_PIXEL_BUDGET` allows for views of ``pixels_per_view`` pixels (all of
+    them when that is 0), because at small images a GPU waits on launches, not arithmetic.
+    Every view keeps its own BN statistics whatever the choice: it changes speed, not results.
+    """
+    assert requested >= 0 and num_views >= 1, "views per forward: 0 (choose) or a positive count"
+    if requested > 0:
+        return min(requested, num_views)
+    if device.type != "cuda":
+        return 1
+    if pixels_per_view <= 0:
+        return num_views
+    return max(1, min(num_views, VIEW_PIXEL_BUDGET // pixels_per_view))
+
+
 def norm_affine_parameters(
     model: nn.Module, *, exclude_last_stage: bool
 ) -> list[nn.Parameter]:

@@ -13,6 +13,8 @@ come from the generator passed in, never from the global RNG.
   per pixel.
 * :func:`cotta_augment_batch` — either of the two, optionally applied in mean/std-normalised
   space (the ImageNet quirk of CoTTA and RoTTA).
+* :func:`cotta_augment_calls` — several successive :func:`cotta_augment_batch` calls in one
+  pass, with the same draws (CoTTA's 32 teacher views in one forward).
 * :func:`crop_flip_augment` — random crop with zero (``fill``) padding of 4 px, then h-flip
   (CIFAR100-C, the class-split sets, ImageNet-C).
 
@@ -112,6 +114,8 @@ def _jitter(x: torch.Tensor, factors: tuple[torch.Tensor, ...], order: torch.Ten
         for op in order[0].tolist():
             x = _jitter_op(op, x, factors[op])
         return x
+    if x.device.type == "cuda":
+        return _jitter_masked(x, factors, order)
     for slot in range(5):
         # Every image has exactly one op in this slot: each op runs on its own images only.
         out = torch.empty_like(x)
@@ -121,6 +125,29 @@ def _jitter(x: torch.Tensor, factors: tuple[torch.Tensor, ...], order: torch.Ten
                 own = factors[op].index_select(0, idx)
                 out.index_copy_(0, idx, _jitter_op(op, x.index_select(0, idx), own))
         x = out
+    return x
+
+
+def _jitter_masked(x: torch.Tensor, factors: tuple[torch.Tensor, ...], order: torch.Tensor) -> torch.Tensor:
+    """:func:`_jitter` with one row per image, without a host synchronisation: every op runs on
+    every image and each image keeps its own op's result. Five times the arithmetic of the index
+    path, which a GPU does not notice at 32 px, and the kept values are the same numbers."""
+    for slot in range(5):
+        picked = order[:, slot].view(-1, 1, 1, 1)
+        out = x
+        for op in range(5):
+            out = torch.where(picked == op, _jitter_op(op, x, factors[op]), out)
+        x = out
+    return x
+
+
+def _flip_rows(x: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
+    """Mirror the images whose ``flip`` [d, 1, 1, 1] is set (d = 1: all or none), in place on a
+    CPU (only those images are copied); on a GPU without the host synchronisation of nonzero."""
+    if x.device.type == "cuda":
+        return torch.where(flip.view(-1, 1, 1, 1), x.flip(-1), x)
+    flipped = flip.view(-1).expand(x.shape[0]).nonzero().squeeze(1)
+    x.index_copy_(0, flipped, x.index_select(0, flipped).flip(-1))
     return x
 
 
@@ -220,6 +247,26 @@ class _CottaDraws:
         flip = (torch.rand(d, generator=g, device=device) < 0.5).view(view)
         return cls(factors, order, theta, k1d, flip)
 
+    @classmethod
+    def per_image(cls, calls: list[_CottaDraws], images_per_call: int) -> _CottaDraws:
+        """The draws of several calls, one row per image of their stacked batches: a call's
+        shared row is repeated for each of its ``images_per_call`` images."""
+        def rows(draws: _CottaDraws) -> _CottaDraws:
+            if draws.order.shape[0] == images_per_call:
+                return draws
+            assert draws.order.shape[0] == 1, "a call draws one row per image or one shared row"
+            return _CottaDraws(
+                tuple(f.expand(images_per_call, *f.shape[1:]) for f in draws.factors),
+                draws.order.expand(images_per_call, -1), draws.theta.expand(images_per_call, -1, -1),
+                draws.k1d.expand(images_per_call, -1), draws.flip.expand(images_per_call, -1, -1, -1),
+            )
+        parts = [rows(d) for d in calls]
+        return cls(
+            tuple(torch.cat([p.factors[i] for p in parts]) for i in range(5)),
+            torch.cat([p.order for p in parts]), torch.cat([p.theta for p in parts]),
+            torch.cat([p.k1d for p in parts]), torch.cat([p.flip for p in parts]),
+        )
+
     def rows(self, start: int, stop: int) -> _CottaDraws:
         """The draws of images start:stop (all of them when they are shared)."""
         if self.order.shape[0] == 1:
@@ -251,8 +298,7 @@ def _cotta_chunk(x: torch.Tensor, p: _CottaDraws, noise: torch.Tensor, out: torc
         align_corners=False,
     )
     x = _blur_valid(region, p.k1d.to(region.dtype).expand(n, -1))
-    flipped = p.flip.view(-1).expand(n).nonzero().squeeze(1)  # only these images are copied
-    x.index_copy_(0, flipped, x.index_select(0, flipped).flip(-1))
+    x = _flip_rows(x, p.flip)
     torch.clamp(x + 0.005 * noise, 0.0, 1.0, out=out)
 
 
@@ -316,6 +362,35 @@ def cotta_augment_batch(
         return aug(x, g)
     mean, std = normalization
     return aug((x - mean) / std, g) * std + mean
+
+
+def cotta_augment_calls(
+    x: torch.Tensor,
+    g: torch.Generator,
+    calls: int,
+    normalization: tuple[torch.Tensor, torch.Tensor] | None = None,
+    shared: bool = True,
+) -> torch.Tensor:
+    """``calls`` successive :func:`cotta_augment_batch` calls on the batch ``x``, stacked as
+    [calls, B, C, H, W], with the very same random draws, in one pass over calls·B images.
+
+    The parameters and noise of each call are drawn first, in the order the calls would draw
+    them (none depends on the pixels), then all images are transformed at once; equal to the
+    loop up to float rounding (tests/blocks/test_views.py).
+    """
+    b, c, h, w = x.shape
+    assert calls >= 1 and min(h, w) >= 2 * (_BLUR_KERNEL // 2), f"image {h}x{w} too small for the CoTTA transform"
+    if normalization is not None:
+        mean, std = normalization
+        return cotta_augment_calls((x - mean) / std, g, calls, None, shared) * std + mean
+    draws, noise = [], []
+    for _ in range(calls):
+        draws.append(_CottaDraws.draw(_draws(b, shared), h + 2 * (h // 2), w + 2 * (w // 2), g, x.device))
+        noise.append(torch.randn((b, c, h, w), generator=g, device=x.device))
+    out = torch.empty((calls * b, c, h, w), dtype=x.dtype, device=x.device)
+    images = x.unsqueeze(0).expand(calls, *x.shape).reshape(calls * b, c, h, w)
+    _cotta_chunk(images, _CottaDraws.per_image(draws, b), torch.cat(noise), out)
+    return out.view(calls, b, c, h, w)
 
 
 def crop_flip_augment(

@@ -13,6 +13,7 @@ from typing import Any
 from torch import nn
 
 from stamplib import data, methods, models
+from stamplib.blocks import graphs
 from stamplib.evaluation.profiles import get_profile
 from stamplib.evaluation.spec import RunSpec
 
@@ -44,15 +45,19 @@ def source_data(spec: RunSpec, data_root: str | os.PathLike | None = None) -> me
 
 def build_method(
     spec: RunSpec, device: str = "cpu", progress: bool = False, model: nn.Module | None = None,
-    data_root: str | os.PathLike | None = None,
+    data_root: str | os.PathLike | None = None, replay_graphs: bool = False,
 ) -> methods.TTAMethod:
     """The spec's method, ready to step on ``device``: around the data set's source model (or
     ``model``, e.g. random weights for a timing), with source data where the method needs it,
     the spec's setting, seed and overrides. ``progress``: show the model's download;
-    ``data_root``: where the data sets are (None: the default, :func:`stamplib.paths.data_root`)."""
+    ``data_root``: where the data sets are (None: the default, :func:`stamplib.paths.data_root`);
+    ``replay_graphs``: the network's kernels replayed as CUDA graphs (:mod:`stamplib.blocks.graphs`;
+    speed measurements only, never records)."""
     # A partial data set copy fails here, naming every missing file, not at the 7th corruption.
     data.check_available(spec.dataset, spec.corruptions, spec.severity, data_root)
     network = models.source_model(spec.dataset, progress=progress) if model is None else model
+    if replay_graphs:
+        network = graphs.replayed(network)
     return methods.create(
         spec.method, network.to(device), data.dataset(spec.dataset).num_classes,
         setting=spec.hyperparameter_setting(), seed=spec.seed, source_data=source_data(spec, data_root),

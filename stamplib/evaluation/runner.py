@@ -30,6 +30,7 @@ import torch
 from tqdm.auto import tqdm
 
 from stamplib import data, methods
+from stamplib.blocks import graphs
 from stamplib.blocks.entropy import logit_entropy
 from stamplib.evaluation.assembly import build_method, build_stream
 from stamplib.evaluation.metrics import aggregate, stream_metrics
@@ -62,12 +63,13 @@ class StreamResult:
 
 def run_stream(
     method: methods.TTAMethod, stream: data.Stream, device: str = "cpu", progress: bool = False,
-    tracer: StreamTracer | None = None, adapt_every: int = 1,
+    tracer: StreamTracer | None = None, adapt_every: int = 1, replay_graphs: bool = False,
 ) -> StreamResult:
     """Feed a stream batch by batch through ``method`` (no reset here: the caller decides).
     With a ``tracer``, each step is timed and the method's reports are collected
     (:mod:`stamplib.evaluation.traces`). ``adapt_every`` = C(g) of the realistic protocol:
-    only batches 0, C, 2C, … reach ``step``, the others ``predict``."""
+    only batches 0, C, 2C, … reach ``step``, the others ``predict``. ``replay_graphs``: the
+    method was built with ``build_method(..., replay_graphs=True)``; each batch starts a step."""
     assert adapt_every >= 1, f"adapt_every is C(g) ≥ 1, got {adapt_every}"
     probs, scores, labels = [], [], []
     adapted = 0
@@ -77,6 +79,8 @@ def run_stream(
         if tracer is not None:
             tracer.begin(batch)
         stepped = index % adapt_every == 0
+        if replay_graphs:
+            graphs.step_begins()
         if stepped:
             out = method.step(batch.x)
             adapted += 1

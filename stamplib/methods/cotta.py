@@ -27,16 +27,16 @@ Quirks of the official code, reproduced by default, each behind a switch:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import torch
 
-from stamplib.blocks.bn import freeze_all_but, use_batch_statistics
+from stamplib.blocks.bn import freeze_all_but, use_batch_statistics, view_groups, views_per_forward
 from stamplib.blocks.ema import ema_update, make_teacher
 from stamplib.blocks.entropy import logit_entropy, soft_cross_entropy
 from stamplib.blocks.normalization import input_normalization
-from stamplib.blocks.views import cotta_augment_batch
+from stamplib.blocks.views import cotta_augment_batch, cotta_augment_calls
 from stamplib.methods.base import TTAMethod, TTAOutput, register
 
 #: The paper's ImageNet-C restore probability (App. A); the run script uses 5e-4 (§0.1).
@@ -53,11 +53,16 @@ class CottaConfig:
     loss: Literal["cross_entropy", "symmetric"] = "cross_entropy"  # §4 step 5: CIFAR / ImageNet
     clip_normalized_inputs: bool = False  # ImageNet quirk: augment the normalised tensor (§4)
     shared_augmentation: bool = True  # one parameter draw per batch, as torchvision on a batch
+    # Speed only (equal up to float rounding), so left out of the repr that records store:
+    # augmented views per teacher forward, each with its own BN statistics; 0 = one on a CPU,
+    # on a GPU all that fit blocks.bn.VIEW_PIXEL_BUDGET (Cotta._augmented_logits).
+    view_chunk: int = field(default=0, repr=False)
 
     def __post_init__(self) -> None:
         assert self.lr > 0 and 0.0 <= self.restore_prob <= 1.0 and 0.0 <= self.ema_momentum <= 1.0
         assert self.num_augmentations >= 1
         assert self.loss in ("cross_entropy", "symmetric"), self.loss
+        assert self.view_chunk >= 0, "view_chunk counts augmented views per forward (0 = choose by device)"
 
 
 @register("cotta")
@@ -103,11 +108,7 @@ class Cotta(TTAMethod):
             self.teacher.train()  # BN uses batch statistics in either mode; kept for fidelity
             self.last_augmented = bool(anchor_conf < cfg.aug_threshold)
             if self.last_augmented:
-                outs = [
-                    self.teacher(cotta_augment_batch(x, self.generator, self.normalization, cfg.shared_augmentation))
-                    for _ in range(cfg.num_augmentations)
-                ]
-                teacher_logits = torch.stack(outs).mean(dim=0)
+                teacher_logits = self._augmented_logits(x).mean(dim=0)
             else:
                 teacher_logits = self.teacher(x)
         with torch.enable_grad():
@@ -120,6 +121,29 @@ class Cotta(TTAMethod):
         ema_update(self.teacher, self.model, cfg.ema_momentum)
         self._stochastic_restore()
         return TTAOutput(teacher_logits.softmax(dim=1), logit_entropy(teacher_logits))
+
+    def _augmented_logits(self, x: torch.Tensor) -> torch.Tensor:
+        """Teacher logits [K, B, C] of the K augmented views of ``x`` (§4 step 3).
+
+        Several views go through one forward when :func:`views_per_forward` says so, each
+        normalised with its own BN statistics (view_groups), so the teacher sees what K separate
+        forwards show it; the views are drawn in the loop's order, so the draws are the same.
+        """
+        cfg = self.config
+        k, (b, c, h, w) = cfg.num_augmentations, x.shape
+        per_forward = views_per_forward(cfg.view_chunk, k, x.device, pixels_per_view=b * h * w)
+        if per_forward == 1:
+            return torch.stack([
+                self.teacher(cotta_augment_batch(x, self.generator, self.normalization, cfg.shared_augmentation))
+                for _ in range(k)
+            ])
+        parts = []
+        for start in range(0, k, per_forward):
+            n = min(per_forward, k - start)
+            views = cotta_augment_calls(x, self.generator, n, self.normalization, cfg.shared_augmentation)
+            with view_groups(self.teacher, n):
+                parts.append(self.teacher(views.view(n * b, c, h, w)).view(n, b, -1))
+        return torch.cat(parts)
 
     @torch.no_grad()
     def predict(self, x: torch.Tensor) -> TTAOutput:

@@ -27,7 +27,7 @@ from typing import Literal
 
 import torch
 
-from stamplib.blocks.bn import view_groups
+from stamplib.blocks.bn import view_groups, views_per_forward
 from stamplib.blocks.entropy import logit_entropy, prob_entropy
 from stamplib.blocks.memory import ClassBalancedMemory
 from stamplib.blocks.normalization import IMAGENET_MEAN
@@ -203,9 +203,7 @@ class Stamp(TTAMethod):
         """
         if not self.cfg.batched_views:
             return 1
-        if self.cfg.view_chunk > 0:
-            return min(self.cfg.view_chunk, num_views)
-        return num_views if device.type == "cuda" else 1
+        return views_per_forward(self.cfg.view_chunk, num_views, device)
 
     def _view_logits(self, views: torch.Tensor) -> torch.Tensor:
         """Logits [K, B, C] of the K views, each view normalised with its own BN statistics."""

@@ -133,3 +133,31 @@ def test_shared_augmentation_draws_one_parameter_set_per_call() -> None:
     # Reproducible from the generator alone.
     assert torch.equal(shared, views.cotta_augment_shared(x, torch.Generator().manual_seed(0)))
 
+
+
+# -- several calls in one pass (CoTTA's teacher views, issue 42) ------------------------------------
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("shared", [True, False])
+@pytest.mark.parametrize("normalised", [False, True])
+def test_augment_calls_equals_the_calls_one_after_another(device, shared, normalised):
+    x = _images(5, 16, 16, seed=3, device=device)
+    normalization = (torch.tensor([0.4, 0.5, 0.6], device=device).view(1, 3, 1, 1),
+                     torch.tensor([0.2, 0.25, 0.3], device=device).view(1, 3, 1, 1)) if normalised else None
+    one_pass, loop = _generators(11, device)
+    stacked = views.cotta_augment_calls(x, one_pass, 4, normalization, shared)
+    expected = torch.stack([views.cotta_augment_batch(x, loop, normalization, shared) for _ in range(4)])
+    assert stacked.shape == (4, *x.shape)
+    torch.testing.assert_close(stacked, expected, rtol=0, atol=1e-5)
+    assert torch.equal(one_pass.get_state(), loop.get_state()), "the same draws, so the generator ends in the same state"
+
+
+def test_the_synchronisation_free_jitter_and_flip_keep_the_index_paths_numbers():
+    """The GPU variants (no nonzero) on a CPU, against the index paths the CPU runs."""
+    g = torch.Generator().manual_seed(5)
+    x = _images(12, 16, 16, seed=4)
+    draws = views._CottaDraws.draw(12, 32, 32, g, "cpu")
+    torch.testing.assert_close(views._jitter_masked(x, draws.factors, draws.order),
+                               views._jitter(x, draws.factors, draws.order), rtol=0, atol=0)
+    flip = draws.flip
+    on_gpu_rule = torch.where(flip.view(-1, 1, 1, 1), x.flip(-1), x)
+    assert torch.equal(views._flip_rows(x.clone(), flip), on_gpu_rule) and flip.any() and not flip.all()

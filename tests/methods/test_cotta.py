@@ -4,6 +4,7 @@ CoTTA augmentation)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 import torch
@@ -201,3 +202,39 @@ def test_clip_normalized_inputs_augments_the_normalised_tensor() -> None:
 
 
 # -- end to end -------------------------------------------------------------------------------------------------
+
+
+# -- the augmented views in one forward (issue 42) --------------------------------------------------------------
+@pytest.mark.parametrize("view_chunk", [4, 3])  # all four views at once; 3 + 1
+def test_views_in_one_forward_equal_the_loop_of_forwards(view_chunk: int) -> None:
+    """Each view keeps its own BN statistics in the batched teacher forward, and the views are
+    drawn in the loop's order: outputs, student and teacher agree with the loop over steps."""
+    from tests.support import tiny_net as resnet
+
+    loop = make(net=resnet(), aug_threshold=1.01, num_augmentations=4, view_chunk=1)
+    batched = make(net=resnet(), aug_threshold=1.01, num_augmentations=4, view_chunk=view_chunk)
+    forwards: list[int] = []
+    batched.teacher.register_forward_hook(lambda m, i, o: forwards.append(i[0].shape[0]))
+    for seed in range(3):
+        x = batch(n=8, seed=seed, size=16)
+        a, b = loop.step(x), batched.step(x)
+        assert loop.last_augmented and batched.last_augmented
+        torch.testing.assert_close(b.probs, a.probs, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(b.ood_score, a.ood_score, rtol=1e-4, atol=1e-5)
+    assert forwards == [8 * view_chunk, 8 * (4 - view_chunk)][: 1 + (view_chunk < 4)] * 3
+    for got, want in zip(batched.model.parameters(), loop.model.parameters()):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    assert torch.equal(batched.generator.get_state(), loop.generator.get_state())
+
+
+def test_view_chunk_is_a_speed_switch_that_records_do_not_see() -> None:
+    """Records store the config's repr: the speed switch stays out of it, so no record goes stale."""
+    from stamplib.blocks.bn import views_per_forward
+
+    config = make().config
+    assert repr(config) == repr(dataclasses.replace(config, view_chunk=8)) and "view_chunk" not in repr(config)
+    cpu, gpu = torch.device("cpu"), torch.device("cuda")
+    assert views_per_forward(0, 32, cpu, 64 * 32 * 32) == 1  # a CPU keeps one view per forward
+    assert views_per_forward(0, 32, gpu, 64 * 32 * 32) == 32  # CIFAR: all 32 in one forward
+    assert views_per_forward(0, 32, gpu, 64 * 224 * 224) == 16  # ImageNet: STAMP's 16 views' pixels
+    assert views_per_forward(5, 32, cpu, 0) == 5 and views_per_forward(64, 32, gpu, 0) == 32

@@ -1,0 +1,109 @@
+"""Operator calls and host synchronisations per step of every method, counted on any device.
+
+At 32 px a GPU waits on kernel launches, not arithmetic (docs/gpu_runbook.md §6), and every
+host synchronisation (``.item()``, ``bool(tensor)``, ``nonzero``, a boolean mask index) drains
+the launch queue. Both are properties of the code, not of the device, so they can be counted on
+a CPU: a ``TorchDispatchMode`` sees every ATen operator a step dispatches (about one kernel
+launch each on CUDA) and the ones whose output size or value the host must wait for.
+
+Same worlds as ``gpu_throughput.py`` (synthetic stream, stand-in network at the paper's shapes,
+batch 64); one warm-up step, then ``--steps`` counted steps.
+
+Usage: .venv/bin/python benchmarks/launch_count.py [--methods cotta,stamp] [--steps 2]
+           [--override cotta:view_chunk=32] [--out counts.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from torch.utils._python_dispatch import TorchDispatchMode
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_throughput import PAPER, SMALL, Synthetic  # noqa: E402
+
+from stamplib import methods  # noqa: E402
+
+#: Operators whose result the host must see before it can go on (a sync on CUDA).
+SYNCING = {"_local_scalar_dense", "nonzero", "masked_select", "unique", "_unique2", "repeat_interleave",
+           "nonzero_static", "equal", "is_nonzero", "allclose", "item"}
+#: Metadata and aliasing operators that launch no kernel.
+NO_KERNEL = {"view", "_unsafe_view", "reshape", "t", "transpose", "permute", "expand", "unsqueeze", "squeeze",
+             "as_strided", "slice", "select", "detach", "alias", "unbind", "split", "split_with_sizes", "chunk",
+             "narrow", "lift_fresh", "empty", "empty_like", "empty_strided", "_reshape_alias", "view_as",
+             "expand_as", "set_", "resize_", "_to_copy_noop"}
+
+
+class Counting(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: Counter[str] = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        self.ops[func.overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def count_method(world: Synthetic, name: str, steps: int, device: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    method = world.method(name, device, overrides)
+    batches = iter(world.stream.batches(device))
+    method.step(next(batches).x)  # warm-up: lazy state, caches
+    mode = Counting()
+    with mode:
+        for _ in range(steps):
+            method.step(next(batches).x)
+    kernels = sum(n for op, n in mode.ops.items() if op not in NO_KERNEL)
+    syncs = sum(n for op, n in mode.ops.items() if op in SYNCING)
+    top = [f"{op} {n / steps:.0f}" for op, n in mode.ops.most_common(8)]
+    return {"method": name, "options": overrides, "ops_per_step": round(kernels / steps, 1),
+            "syncs_per_step": round(syncs / steps, 1), "top_ops": top}
+
+
+def parse_overrides(items: list[str]) -> dict[str, dict[str, Any]]:
+    """``method:field=value`` (value read as JSON, else as a string) -> {method: {field: value}}."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        method, _, assignment = item.partition(":")
+        field, _, value = assignment.partition("=")
+        if not (method and field and value):
+            raise SystemExit(f"--override {item!r}: write method:field=value")
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError:
+            parsed = value
+        out.setdefault(method, {})[field] = parsed
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--methods", default="", help="comma-separated (default: the 14 of the tables)")
+    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--small", action="store_true", help="the tiny network (CI smoke run)")
+    parser.add_argument("--size", type=int, default=0,
+                        help="image side (default: the paper's 32 px); the counts hardly depend on it, the CPU time does")
+    parser.add_argument("--override", action="append", default=[], help="method:field=value, repeatable")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+    args.batches, args.batch_size, args.bf16, args.channels_last = args.steps + 1, 8 if args.small else 64, False, False
+    names = [n for n in args.methods.split(",") if n] or list(methods.TABLE_ORDER)
+    overrides = parse_overrides(args.override)
+    shape = (SMALL if args.small else PAPER)["cifar10_c"]
+    world = Synthetic(dataclasses.replace(shape, size=args.size) if args.size else shape, args)
+    rows = [count_method(world, name, args.steps, args.device, overrides.get(name, {})) for name in names]
+    print(f"{'method':<12} {'ops/step':>9} {'syncs/step':>11}  most frequent")
+    for r in rows:
+        print(f"{r['method']:<12} {r['ops_per_step']:9.0f} {r['syncs_per_step']:11.0f}  {', '.join(r['top_ops'])}")
+    if args.out:
+        Path(args.out).write_text(json.dumps({"device": args.device, "steps": args.steps, "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
