@@ -158,10 +158,27 @@ class Real:
                             device, replay_graphs=replay_graphs)
 
 
+def parse_overrides(items: list[str]) -> dict[str, dict[str, Any]]:
+    """``method:field=value`` (value read as JSON, else as a string) -> {method: {field: value}}."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        method, _, assignment = item.partition(":")
+        field, _, value = assignment.partition("=")
+        if not (method and field and value):
+            raise SystemExit(f"--override {item!r}: write method:field=value")
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError:
+            parsed = value
+        out.setdefault(method, {})[field] = parsed
+    return out
+
+
 def time_method(world: Synthetic | Real, name: str, args: argparse.Namespace) -> dict[str, Any]:
     """One row: the method's images/s on the world's stream (or the error that stopped it)."""
     shape = world.shape
     overrides = {"bf16_autocast": args.bf16, "channels_last": args.channels_last} if name == "stamp" else {}
+    overrides = {**overrides, **args.overrides.get(name, {})}
     row: dict[str, Any] = {**asdict(shape), "method": name, "options": overrides}
     row["replay_graphs"] = args.replay_graphs
     try:
@@ -234,12 +251,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tf32", action="store_true", help="allow TF32 (records never do)")
     parser.add_argument("--replay-graphs", action="store_true",
                         help="the network's kernels replayed as CUDA graphs (stamplib.blocks.graphs; not for records)")
+    parser.add_argument("--override", action="append", default=[],
+                        help="method:field=value, a hyperparameter or speed switch (e.g. cotta:view_chunk=1); repeatable")
     parser.add_argument("--warmup", type=int, default=1,
                         help="untimed batches before the reset (default 1; with --replay-graphs also after it)")
     parser.add_argument("--small", action="store_true", help="CPU smoke sizes: tiny network, 32 px, 2 batches of 8")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     parser.add_argument("--out", default=None, help="also write the report as JSON here")
     args = parser.parse_args(argv)
+    args.overrides = parse_overrides(args.override)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: torch sees no GPU; use --device cpu (with --small for a quick run)")
     args.batches = args.batches or (2 if args.small else 20)

@@ -26,7 +26,7 @@ from typing import Any
 from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_throughput import PAPER, SMALL, Synthetic  # noqa: E402
+from gpu_throughput import PAPER, SMALL, Synthetic, parse_overrides  # noqa: E402
 
 from stamplib import methods  # noqa: E402
 
@@ -63,22 +63,6 @@ def count_method(world: Synthetic, name: str, steps: int, device: str, overrides
     top = [f"{op} {n / steps:.0f}" for op, n in mode.ops.most_common(8)]
     return {"method": name, "options": overrides, "ops_per_step": round(kernels / steps, 1),
             "syncs_per_step": round(syncs / steps, 1), "top_ops": top}
-
-
-def parse_overrides(items: list[str]) -> dict[str, dict[str, Any]]:
-    """``method:field=value`` (value read as JSON, else as a string) -> {method: {field: value}}."""
-    out: dict[str, dict[str, Any]] = {}
-    for item in items:
-        method, _, assignment = item.partition(":")
-        field, _, value = assignment.partition("=")
-        if not (method and field and value):
-            raise SystemExit(f"--override {item!r}: write method:field=value")
-        try:
-            parsed = json.loads(value)
-        except json.JSONDecodeError:
-            parsed = value
-        out.setdefault(method, {})[field] = parsed
-    return out
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -33,6 +33,9 @@ class BatchStatsNorm2d(nn.BatchNorm2d):
     @classmethod
     def from_bn(cls, bn: nn.BatchNorm2d) -> BatchStatsNorm2d:
         new = cls(bn.num_features, eps=bn.eps, affine=bn.affine, track_running_stats=False)
+        # An instance attribute from the start: view_groups sets it on the instance, and a traced
+        # network (blocks.graphs) must see the same attribute before and after, or it retraces.
+        new.groups = 1
         if bn.affine:
             # Keep the very same Parameter objects: optimisers built before configuration
             # (as in the authors' code) still point at the live tensors.
