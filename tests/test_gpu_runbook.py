@@ -32,3 +32,16 @@ def test_the_runbooks_grid_commands_plan_the_cells_it_counts(
     assert cli.main([*argv, "--dry-run", "--results", str(tmp_path / "results")]) == 0
     cells = {"02": 56, "03": 28}[argv[argv.index("--notebook") + 1]]  # 14 methods × 4 or 2 outlier sets
     assert f"would {'submit' if 'submitit' in argv else 'compute'} {cells} cells" in capsys.readouterr().out
+
+
+def test_the_runbooks_throughput_table_is_the_committed_measurement() -> None:
+    """Section 6.1 is benchmarks/gpu_report.py's rendering of the committed gpu_session.sh reports."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_report", REPO / "benchmarks" / "gpu_report.py")
+    gpu_report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_report)
+    folders = sorted((REPO / "results" / "gpu_throughput").iterdir())
+    text = RUNBOOK.read_text()
+    block = text[text.index(gpu_report.BEGIN) + len(gpu_report.BEGIN) + 1 : text.index(gpu_report.END) - 1]
+    assert block == gpu_report.render(folders[-1]), "run benchmarks/gpu_report.py <newest folder> --write"

