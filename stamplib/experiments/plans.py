@@ -519,9 +519,6 @@ AUGMENTATION = register(Experiment("09_fig_augmentation_averaging", plan_augment
 INSIDE_THE_STREAM = register(Experiment("10_inside_the_stream", plan_inside_the_stream, NOISE_SETUPS))
 REALISTIC = register(Experiment("12_realistic_stream", plan_realistic_stream, TABLE1_SETUPS))
 STRESS = register(Experiment("13_stress_streams", plan_stress_streams, NOISE_SETUPS))
-# The short course (notebooks 14–17) plans from the cells above; its module registers its four
-# experiments after them, so the registration order stays the notebooks' order.
-from stamplib.experiments import course as course  # noqa: E402
 
 
 def experiment(name: str | Experiment) -> Experiment:

@@ -234,7 +234,7 @@ def batch_norm_shift(model: nn.Module, images: Mapping[str, torch.Tensor]) -> pd
     rows = []
     for stream, x in images.items():
         captured: dict[str, torch.Tensor] = {}
-        hooks = [m.register_forward_pre_hook(lambda _m, inputs, n=name: captured.__setitem__(n, inputs[0]))
+        hooks = [m.register_forward_pre_hook(lambda _m, inputs, n=name, into=captured: into.__setitem__(n, inputs[0]))
                  for name, m in layers]
         try:
             model.eval()(x)
