@@ -27,7 +27,15 @@ from stamplib.methods.stamp import cosine_step_size as stamp_cosine_step_size
 from stamplib.models import resnet_cifar_tiny
 from stamplib.report.frames import plan_frame
 from stamplib.report.paper import paper_value
-from stamplib.teaching.exercises import as_tensor, close, exercise, first_match, integer, largest_difference, uniform
+from stamplib.teaching.exercises import (
+    as_tensor,
+    close,
+    exercise,
+    first_match,
+    integer,
+    largest_difference,
+    uniform,
+)
 from stamplib.teaching.records import STAMP_COLOUR, seed_spread
 
 LESSON = PIECE_BY_PIECE.notebook
