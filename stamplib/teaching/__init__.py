@@ -10,7 +10,8 @@
 What the lessons compute is planned in :mod:`stamplib.experiments.course`.
 """
 
-from stamplib.teaching import adapting
+# Importing the lessons registers their exercises (check() finds every one by name).
+from stamplib.teaching import adapting, breaking, outliers, overview, piece_by_piece
 from stamplib.teaching.exercises import EXERCISES, check
 
-__all__ = ["EXERCISES", "adapting", "check"]
+__all__ = ["EXERCISES", "adapting", "breaking", "check", "outliers", "overview", "piece_by_piece"]

@@ -22,7 +22,8 @@ from __future__ import annotations
 import inspect
 import secrets
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,7 +123,8 @@ def check(name: str, answer: Answer | None = None, solutions: bool = False, seed
     generator = torch.Generator().manual_seed(drawn)
     started = True
     try:
-        problems = ex.find_problems(candidate, generator)
+        with one_thread():
+            problems = ex.find_problems(candidate, generator)
     except NotImplementedError:
         problems, started = ["not written yet"], False
     except Exception as err:  # a student's function may fail in any way; say how
@@ -134,6 +136,18 @@ def check(name: str, answer: Answer | None = None, solutions: bool = False, seed
 
 
 # --------------------------------------------------------------------------- helpers for checks
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Run the block on one intra-op thread: a check's tensors are small, and on a shared
+    two-core machine OpenMP's extra threads cost far more than they save (tests/conftest.py)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def as_tensor(value: Any, what: str) -> torch.Tensor:

@@ -162,18 +162,22 @@ def self_weighted_entropy(logits: torch.Tensor, scale: int) -> torch.Tensor:
     return (entropy * scale * weights).mean()
 
 
-def _stamp_for_checks(num_classes: int, seed: int, **overrides: Any) -> methods.TTAMethod:
-    """A STAMP around a small random network (its loss and filters need no trained weights)."""
+def stamp_for_checks(num_classes: int, seed: int, sharpen: float = 1.0, **overrides: Any) -> methods.TTAMethod:
+    """A STAMP around a small random network (its loss and filters need no trained weights);
+    ``sharpen`` scales the last layer, so that its predictions range from unsure to confident."""
     torch.manual_seed(seed)
-    return methods.create("stamp", resnet_cifar_tiny(num_classes), num_classes, setting="cifar10_c", seed=seed,
-                          **overrides)
+    network = resnet_cifar_tiny(num_classes)
+    last = [m for m in network.modules() if isinstance(m, torch.nn.Linear)][-1]
+    with torch.no_grad():
+        last.weight.mul_(sharpen)
+    return methods.create("stamp", network, num_classes, setting="cifar10_c", seed=seed, **overrides)
 
 
 @exercise(LESSON, "STAMP's self-weighted entropy", self_weighted_entropy,
           "STAMP's own loss (`stamplib.methods.stamp.Stamp.loss`, weighting `adaptive`)")
 def _check_self_weighted_entropy(answer: Any, generator: torch.Generator) -> list[str]:
     num_classes = integer(generator, 2, 20)
-    stamp = _stamp_for_checks(num_classes, integer(generator, 0, 2**16))
+    stamp = stamp_for_checks(num_classes, integer(generator, 0, 2**16))
     for _ in range(5):
         n, scale = integer(generator, 1, 64), integer(generator, 1, 128)
         logits = torch.randn(n, num_classes, generator=generator, dtype=torch.float64) * uniform(generator, 0.5, 5)

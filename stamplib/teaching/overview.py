@@ -1,0 +1,77 @@
+"""The closing section of the overview (notebook 00): what its comparison shows — why STAMP's
+worst corruption is the lowest bar, how large the seed noise is — and the way on into the four
+lessons. Every number comes from the records (the walkthrough's, the committed quick run's, the
+committed reference run's)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from stamplib.evaluation.store import ResultsStore
+from stamplib.experiments import plans, reference
+from stamplib.experiments.course import LESSONS
+from stamplib.report.paper import method_label
+from stamplib.teaching import breaking
+from stamplib.teaching.records import SeedSpread, default_stores, seed_spread
+
+#: What each lesson teaches, one line each (docs/teaching.md says more).
+LESSON_LINES = {
+    "14_course_adapting_at_test_time": "Source, BN Stats and Tent; why re-estimated BatchNorm statistics help; "
+                                       "entropy minimisation and how it collapses on a long stream",
+    "15_course_outliers_in_the_stream": "the OOD score, AUROC and the H-score; what outliers do to entropy "
+                                        "minimisation; filters, with the precision and recall of what they keep",
+    "16_course_stamp_piece_by_piece": "from Tent to STAMP one component at a time, mapped to the paper's Table 5",
+    "17_course_when_it_breaks": "the contrast collapse below, and batch size, sorted labels and mixed domains",
+}
+
+
+def reference_stamp_spread() -> SeedSpread:
+    """STAMP's H in setting (a) of the ResNet-18 reference run on real images, over the seeds
+    committed in ``results/reference``."""
+    spec = plans.TABLE1.cells(profile=reference.PROFILE, data_root="reference", methods="stamp")[0]
+    return seed_spread(spec, [("`results/reference`", ResultsStore(reference.reference_dir()))])
+
+
+def closing(plan: plans.Plan, records: Mapping[str, Any], results: str | Path) -> str:
+    """The overview's last section, as Markdown."""
+    by_method = {c.spec.method: records.get(c.spec.key()) for c in plan.cells}
+    stamp, bn = by_method.get("stamp"), by_method.get("bn_stats")
+    lines = ["## What the comparison shows", ""]
+    if stamp is not None and bn is not None and "trace" in stamp:
+        worst = min(stamp["per_corruption"], key=lambda c: stamp["per_corruption"][c]["h"])
+        names = breaking.class_names(stamp["spec"]["dataset"])
+        others = [c for c in stamp["per_corruption"] if c != worst]
+        lines += [f"**Why STAMP's {worst.replace('_', ' ')} bar is the lowest.** "
+                  + breaking.collapse_text({"STAMP": stamp, "BN Stats": bn}, worst, names)
+                  + (f" On {' and '.join(o.replace('_', ' ') for o in others)} STAMP's H is "
+                     + " and ".join(f"{stamp['per_corruption'][o]['h']:.1f}" for o in others)
+                     + " against BN Stats' " + " and ".join(f"{bn['per_corruption'][o]['h']:.1f}" for o in others)
+                     + "." if others else "")
+                  + " A class-balanced memory can only balance the classes that pass its filters; entropy "
+                  "minimisation on a memory of one class pulls the network towards that class. Lesson 17 "
+                  "takes this apart (and runs STAMP without self-weights on the same stream).", ""]
+    stores = default_stores(results)
+    spreads = {c.spec.method: seed_spread(c.spec, stores) for c in plan.cells}
+    several = {m: s for m, s in spreads.items() if s.several}
+    lines.append("**How large the seed noise is.** A seed fixes the stream's order, the corruption draws and the "
+                 "methods' random choices. ")
+    if several:
+        lines[-1] += "H over the seeds whose records exist: " + "; ".join(
+            f"{method_label(m)} {s.text()}" for m, s in spreads.items()) + "."
+    else:
+        lines[-1] += ("This table has one seed per method (no other seed's record is in the results store or the "
+                      "committed quick run), so a difference of a few points here may be noise.")
+    ref = reference_stamp_spread()
+    if ref.several:
+        lines[-1] += (f" On real images, the ResNet-18 reference run gives STAMP an H of "
+                      f"{' / '.join(f'{ref.values[s]:.1f}' for s in ref.seeds)} over seeds "
+                      f"{', '.join(map(str, ref.seeds))} in the same setting: a spread of "
+                      f"{ref.high - ref.low:.1f} points from the seed alone.")
+    lines += ["", "## Where to go next", "",
+              "A short course takes these ideas one at a time, on the same benchmark and from the same runs "
+              "(`docs/teaching.md` has the learning path and a 90-minute lab plan):", ""]
+    for experiment in LESSONS:
+        lines.append(f"- `{experiment.notebook}`: {LESSON_LINES[experiment.notebook]}.")
+    return "\n".join(lines)
