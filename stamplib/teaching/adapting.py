@@ -21,9 +21,12 @@ from torch import nn
 from stamplib.blocks.bn import BatchStatsNorm2d
 from stamplib.blocks.entropy import exact_prob_entropy, logit_entropy
 from stamplib.data.streams import Stream
+from stamplib.evaluation.assembly import build_stream
 from stamplib.evaluation.metrics import METRIC_LABELS
 from stamplib.experiments.course import ADAPTING, LONG_STREAM, LONG_STREAM_CLOSED
 from stamplib.experiments.plans import Plan
+from stamplib.models import source_model
+from stamplib.paths import RunContext
 from stamplib.report.frames import plan_frame
 from stamplib.report.paper import method_label
 from stamplib.teaching.exercises import (
@@ -41,6 +44,58 @@ from stamplib.teaching.records import method_colours, per_corruption_shares
 LESSON = ADAPTING.notebook
 
 # ------------------------------------------------------------------------------- exercises
+
+
+def batch_norm_with_batch_statistics(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+                                     eps: float = 1e-5) -> torch.Tensor:
+    """BatchNorm of ``x`` ([N, C, H, W]) with the batch's own statistics: per channel, the mean
+    and the biased variance over the batch and the spatial positions, then ``weight`` and
+    ``bias`` per channel."""
+    mean = x.mean(dim=(0, 2, 3), keepdim=True)
+    variance = x.var(dim=(0, 2, 3), unbiased=False, keepdim=True)
+    normalised = (x - mean) / torch.sqrt(variance + eps)
+    return normalised * weight.view(1, -1, 1, 1) + bias.view(1, -1, 1, 1)
+
+
+@exercise(LESSON, "BatchNorm with the batch's statistics (BN Stats)", batch_norm_with_batch_statistics,
+          "`stamplib.blocks.bn.BatchStatsNorm2d` (the layer every adapting method uses)")
+def _check_batch_norm(answer: Any, generator: torch.Generator) -> list[str]:
+    for _ in range(5):
+        n, c, h = integer(generator, 2, 16), integer(generator, 1, 16), integer(generator, 1, 8)
+        x = (torch.randn(n, c, h, h, generator=generator, dtype=torch.float64) * uniform(generator, 0.5, 4)
+             + torch.randn(1, c, 1, 1, generator=generator, dtype=torch.float64) * 3)
+        weight = torch.rand(c, generator=generator, dtype=torch.float64) + 0.5
+        bias = torch.randn(c, generator=generator, dtype=torch.float64)
+        eps = 10 ** uniform(generator, -5, -1)
+        layer = BatchStatsNorm2d(c, eps=eps).double()
+        with torch.no_grad():
+            layer.weight.copy_(weight)
+            layer.bias.copy_(bias)
+            expected = layer(x)
+        got = as_tensor(answer(x.clone(), weight.clone(), bias.clone(), eps), "a tensor shaped like x")
+        if problem := shape_problem(got, expected, "BatchNorm returns a tensor shaped like its input"):
+            return [problem]
+        if close(got, expected, 1e-6):
+            continue
+        w, b = weight.view(1, -1, 1, 1), bias.view(1, -1, 1, 1)
+        dims = (0, 2, 3)
+        mean, var = x.mean(dims, keepdim=True), x.var(dims, unbiased=False, keepdim=True)
+        known = [
+            ("it uses the unbiased variance (÷ n − 1); BatchNorm normalises with the biased one (÷ n, n = N·H·W)",
+             (x - mean) / torch.sqrt(x.var(dims, keepdim=True) + eps) * w + b),
+            ("eps belongs inside the square root: (x − μ) / √(σ² + ε)", (x - mean) / (var.sqrt() + eps) * w + b),
+            ("it normalises but then forgets weight and bias (scale by weight, shift by bias, per channel)",
+             (x - mean) / torch.sqrt(var + eps)),
+            ("weight and bias are swapped: weight scales, bias shifts", (x - mean) / torch.sqrt(var + eps) * b + w),
+            ("its statistics are per sample; BatchNorm's are per channel over the batch and the positions "
+             "(dims 0, 2, 3)",
+             (x - x.mean((1, 2, 3), keepdim=True)) / torch.sqrt(x.var((1, 2, 3), unbiased=False, keepdim=True) + eps)
+             * w + b),
+            ("its statistics leave the spatial positions out; BatchNorm averages over them too (dims 0, 2, 3)",
+             (x - x.mean(0, keepdim=True)) / torch.sqrt(x.var(0, unbiased=False, keepdim=True) + eps) * w + b),
+        ]
+        return [first_match(got, known, 1e-6) or f"it differs from BatchNorm's output {largest_difference(got, expected)}"]
+    return []
 
 
 def softmax_entropy(probs: torch.Tensor) -> torch.Tensor:
@@ -117,58 +172,6 @@ def _check_entropy_from_logits(answer: Any, generator: torch.Generator) -> list[
         (expected_grad,) = torch.autograd.grad(logit_entropy(reference).sum(), reference)
         if not close(grad.double(), expected_grad, 1e-4):
             return [f"the value is right but its gradient differs {largest_difference(grad.double(), expected_grad)}"]
-    return []
-
-
-def batch_norm_with_batch_statistics(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
-                                     eps: float = 1e-5) -> torch.Tensor:
-    """BatchNorm of ``x`` ([N, C, H, W]) with the batch's own statistics: per channel, the mean
-    and the biased variance over the batch and the spatial positions, then ``weight`` and
-    ``bias`` per channel."""
-    mean = x.mean(dim=(0, 2, 3), keepdim=True)
-    variance = x.var(dim=(0, 2, 3), unbiased=False, keepdim=True)
-    normalised = (x - mean) / torch.sqrt(variance + eps)
-    return normalised * weight.view(1, -1, 1, 1) + bias.view(1, -1, 1, 1)
-
-
-@exercise(LESSON, "BatchNorm with the batch's statistics (BN Stats)", batch_norm_with_batch_statistics,
-          "`stamplib.blocks.bn.BatchStatsNorm2d` (the layer every adapting method uses)")
-def _check_batch_norm(answer: Any, generator: torch.Generator) -> list[str]:
-    for _ in range(5):
-        n, c, h = integer(generator, 2, 16), integer(generator, 1, 16), integer(generator, 1, 8)
-        x = (torch.randn(n, c, h, h, generator=generator, dtype=torch.float64) * uniform(generator, 0.5, 4)
-             + torch.randn(1, c, 1, 1, generator=generator, dtype=torch.float64) * 3)
-        weight = torch.rand(c, generator=generator, dtype=torch.float64) + 0.5
-        bias = torch.randn(c, generator=generator, dtype=torch.float64)
-        eps = 10 ** uniform(generator, -5, -1)
-        layer = BatchStatsNorm2d(c, eps=eps).double()
-        with torch.no_grad():
-            layer.weight.copy_(weight)
-            layer.bias.copy_(bias)
-            expected = layer(x)
-        got = as_tensor(answer(x.clone(), weight.clone(), bias.clone(), eps), "a tensor shaped like x")
-        if problem := shape_problem(got, expected, "BatchNorm returns a tensor shaped like its input"):
-            return [problem]
-        if close(got, expected, 1e-6):
-            continue
-        w, b = weight.view(1, -1, 1, 1), bias.view(1, -1, 1, 1)
-        dims = (0, 2, 3)
-        mean, var = x.mean(dims, keepdim=True), x.var(dims, unbiased=False, keepdim=True)
-        known = [
-            ("it uses the unbiased variance (÷ n − 1); BatchNorm normalises with the biased one (÷ n, n = N·H·W)",
-             (x - mean) / torch.sqrt(x.var(dims, keepdim=True) + eps) * w + b),
-            ("eps belongs inside the square root: (x − μ) / √(σ² + ε)", (x - mean) / (var.sqrt() + eps) * w + b),
-            ("it normalises but then forgets weight and bias (scale by weight, shift by bias, per channel)",
-             (x - mean) / torch.sqrt(var + eps)),
-            ("weight and bias are swapped: weight scales, bias shifts", (x - mean) / torch.sqrt(var + eps) * b + w),
-            ("its statistics are per sample; BatchNorm's are per channel over the batch and the positions "
-             "(dims 0, 2, 3)",
-             (x - x.mean((1, 2, 3), keepdim=True)) / torch.sqrt(x.var((1, 2, 3), unbiased=False, keepdim=True) + eps)
-             * w + b),
-            ("its statistics leave the spatial positions out; BatchNorm averages over them too (dims 0, 2, 3)",
-             (x - x.mean(0, keepdim=True)) / torch.sqrt(x.var(0, unbiased=False, keepdim=True) + eps) * w + b),
-        ]
-        return [first_match(got, known, 1e-6) or f"it differs from BatchNorm's output {largest_difference(got, expected)}"]
     return []
 
 
@@ -251,6 +254,16 @@ def batch_norm_shift(model: nn.Module, images: Mapping[str, torch.Tensor]) -> pd
     return pd.DataFrame(rows)
 
 
+def shift_on_streams(plan: Plan, context: RunContext, count: int = 256) -> pd.DataFrame:
+    """:func:`batch_norm_shift` of the source model of the plan's data set on ``count`` clean
+    known-class images and on the same number from each corruption of its streams."""
+    spec = plan.cells[0].spec
+    model = source_model(spec.dataset, progress=False)
+    images = {name: known_class_images(build_stream(spec, corruption, data_root=context.data_root), count)
+              for name, corruption in [("clean", "none"), *[(c, c) for c in spec.corruptions]]}
+    return batch_norm_shift(model, images)
+
+
 def known_class_images(stream: Stream, count: int = 256) -> torch.Tensor:
     """The first ``count`` known-class images of a stream as float [N, 3, H, W] in [0, 1]."""
     chosen = stream.images[~stream.is_outlier][:count]
@@ -331,7 +344,7 @@ def long_stream_text(frame: pd.DataFrame) -> str:
     if tent.empty or bn.empty:
         return "The long-stream records are missing: compute the cells first."
     first, last = tent.iloc[0], tent.iloc[-1]
-    return (f"Along the {len(tent)} corruptions Tent's most predicted class grows from "
+    return (f"Along the {len(tent)} corruptions Tent's most predicted class goes from "
             f"{100 * first['top_class_share']:.0f} % of the known-class predictions on {first['corruption'].replace('_', ' ')} "
             f"to {100 * last['top_class_share']:.0f} % on {last['corruption'].replace('_', ' ')} (BN Stats, which "
             f"does not learn: {100 * bn['top_class_share'].min():.0f}–{100 * bn['top_class_share'].max():.0f} %), "

@@ -59,6 +59,17 @@ def stamp_records(plan: plans.Plan, records: Mapping[str, Any]) -> dict[str, dic
     return {label: r for label, r in found.items() if r is not None}
 
 
+def worst_corruption(record: Mapping[str, Any], chosen: str = "") -> str:
+    """``chosen`` when given (checked against the record), else the corruption where the
+    record's H is lowest."""
+    corruptions = record["per_corruption"]
+    if chosen:
+        if chosen not in corruptions:
+            raise ValueError(f"corruption: {chosen!r} is not one of this run's corruptions ({', '.join(corruptions)})")
+        return chosen
+    return min(corruptions, key=lambda c: corruptions[c]["h"])
+
+
 def per_corruption(found: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
     """ACC, AUROC and H per corruption (and mean) of each record of :func:`stamp_records`."""
     rows = []
@@ -126,12 +137,13 @@ def collapse_text(found: Mapping[str, Mapping[str, Any]], corruption: str, class
     here = stamp["per_corruption"][corruption]
     passed = {c: float(np.mean(t["n_passed"])) for c, t in stamp["trace"].items()}
     others = "; ".join(f"{c.replace('_', ' ')} {v:.1f}" for c, v in passed.items() if c != corruption)
+    others = f" ({others})" if others else ""
     last = stamp["trace"][corruption]["memory_counts"][-1]
     top = int(np.argmax(last))
     name = class_names[top] if top < len(class_names) else str(top)
     text = (f"On {corruption.replace('_', ' ')} STAMP recognises {here['acc']:.1f} % of the known-class images "
             f"(BN Stats {bn['per_corruption'][corruption]['acc']:.1f} %; AUROC {here['auroc']:.1f}, H {here['h']:.1f}). "
-            f"There only {passed[corruption]:.1f} samples per batch of 64 pass its filters ({others}), and at the end "
+            f"There only {passed[corruption]:.1f} samples per batch of 64 pass its filters{others}, and at the end "
             f"of the stream {last[top]} of the {sum(last)} samples in its memory are predicted *{name}*, "
             f"{sum(1 for n in last if n)} classes in all.")
     plain = found.get("STAMP, weighting=none")

@@ -1,6 +1,6 @@
 """The closing section of the overview (notebook 00): what its comparison shows — why STAMP's
-worst corruption is the lowest bar, how large the seed noise is — and the way on into the four
-lessons. Every number comes from the records (the walkthrough's, the committed quick run's, the
+worst corruption is the lowest bar, how large the seed noise is (the notebook's last cell then
+points to the four lessons). Every number comes from the records (the walkthrough's, the committed quick run's, the
 committed reference run's)."""
 
 from __future__ import annotations
@@ -11,20 +11,9 @@ from typing import Any
 
 from stamplib.evaluation.store import ResultsStore
 from stamplib.experiments import plans, reference
-from stamplib.experiments.course import LESSONS
 from stamplib.report.paper import method_label
 from stamplib.teaching import breaking
 from stamplib.teaching.records import SeedSpread, default_stores, seed_spread
-
-#: What each lesson teaches, one line each (docs/teaching.md says more).
-LESSON_LINES = {
-    "14_course_adapting_at_test_time": "Source, BN Stats and Tent; why re-estimated BatchNorm statistics help; "
-                                       "entropy minimisation and how it collapses on a long stream",
-    "15_course_outliers_in_the_stream": "the OOD score, AUROC and the H-score; what outliers do to entropy "
-                                        "minimisation; filters, with the precision and recall of what they keep",
-    "16_course_stamp_piece_by_piece": "from Tent to STAMP one component at a time, mapped to the paper's Table 5",
-    "17_course_when_it_breaks": "the contrast collapse below, and batch size, sorted labels and mixed domains",
-}
 
 
 def reference_stamp_spread() -> SeedSpread:
@@ -35,10 +24,11 @@ def reference_stamp_spread() -> SeedSpread:
 
 
 def closing(plan: plans.Plan, records: Mapping[str, Any], results: str | Path) -> str:
-    """The overview's last section, as Markdown."""
+    """The overview's closing paragraphs, as Markdown: why STAMP's worst corruption is the
+    lowest bar, and how large the seed noise is."""
     by_method = {c.spec.method: records.get(c.spec.key()) for c in plan.cells}
     stamp, bn = by_method.get("stamp"), by_method.get("bn_stats")
-    lines = ["## What the comparison shows", ""]
+    lines = []
     if stamp is not None and bn is not None and "trace" in stamp:
         worst = min(stamp["per_corruption"], key=lambda c: stamp["per_corruption"][c]["h"])
         names = breaking.class_names(stamp["spec"]["dataset"])
@@ -69,9 +59,4 @@ def closing(plan: plans.Plan, records: Mapping[str, Any], results: str | Path) -
                       f"{' / '.join(f'{ref.values[s]:.1f}' for s in ref.seeds)} over seeds "
                       f"{', '.join(map(str, ref.seeds))} in the same setting: a spread of "
                       f"{ref.high - ref.low:.1f} points from the seed alone.")
-    lines += ["", "## Where to go next", "",
-              "A short course takes these ideas one at a time, on the same benchmark and from the same runs "
-              "(`docs/teaching.md` has the learning path and a 90-minute lab plan):", ""]
-    for experiment in LESSONS:
-        lines.append(f"- `{experiment.notebook}`: {LESSON_LINES[experiment.notebook]}.")
     return "\n".join(lines)

@@ -152,6 +152,88 @@ def path_text(table: pd.DataFrame) -> str:
 # ------------------------------------------------------------------------------- exercises
 
 
+def cosine_step_size(lr0: float, step: int, period: int) -> float:
+    """STAMP's step size before the (step+1)-th adaptation step: lr0 · ½ · (1 + cos(π · step /
+    period)), periodic in ``step`` as PyTorch's CosineAnnealingLR (it rises again after
+    ``period`` steps, stamp.md §4.5)."""
+    return lr0 * 0.5 * (1.0 + math.cos(math.pi * step / period))
+
+
+@exercise(LESSON, "The cosine step size", cosine_step_size, "`stamplib.methods.stamp.cosine_step_size`")
+def _check_cosine(answer: Any, generator: torch.Generator) -> list[str]:
+    for case in range(8):
+        lr0, period = uniform(generator, 0.001, 0.5), integer(generator, 5, 300)
+        step = integer(generator, 0, period) if case < 5 else integer(generator, period + 1, 3 * period)
+        expected = stamp_cosine_step_size(lr0, step, period, periodic=True)
+        got = float(answer(lr0, step, period))
+        if abs(got - expected) <= 1e-9 * max(1.0, lr0):
+            continue
+        known = [
+            ("after `period` steps the authors' schedule rises again (PyTorch's CosineAnnealingLR is periodic); "
+             "do not hold it at 0", stamp_cosine_step_size(lr0, step, period, periodic=False)),
+            ("the ½ is missing: lr0 · ½ · (1 + cos(π·step/period)) starts at lr0", 2 * expected),
+            ("the angle is π · step / period radians, not 180 · step / period",
+             lr0 * 0.5 * (1 + math.cos(180 * step / period))),
+            ("off by one: the step size before the first step (step 0) is lr0",
+             stamp_cosine_step_size(lr0, step + 1, period, periodic=True)),
+        ]
+        message = first_match(torch.tensor(got), [(m, torch.tensor(v)) for m, v in known], 1e-9)
+        return [message or f"lr0={lr0:.4f}, step {step}, period {period}: expected {expected:.6f}, got {got:.6f}"]
+    return []
+
+
+def eviction_candidates(class_counts: Sequence[int], xi: Sequence[float], capacity: int) -> list[int]:
+    """The classes a class-balanced memory may evict from when a new sample arrives: none while
+    it holds fewer than ``capacity`` samples; else the classes present in it (count > 0) whose
+    class-frequency EMA ξ is the largest among them, in class order."""
+    if sum(class_counts) < capacity:
+        return []
+    present = [c for c, count in enumerate(class_counts) if count > 0]
+    top = max(xi[c] for c in present)
+    return [c for c in present if xi[c] == top]
+
+
+@exercise(LESSON, "The class-balanced memory's eviction rule", eviction_candidates,
+          "`stamplib.blocks.memory.ClassBalancedMemory` (STAMP's memory, stamp.md §4.3)")
+def _check_eviction(answer: Any, generator: torch.Generator) -> list[str]:
+    for case in range(8):
+        num_classes, capacity = integer(generator, 3, 10), integer(generator, 4, 32)
+        full = case % 4 != 3
+        total = capacity if full else integer(generator, 1, capacity - 1)
+        labels = torch.randint(num_classes, (total,), generator=generator)
+        if case == 0:  # the memory one class wide (lesson 17's contrast stream)
+            labels[:] = labels[0]
+        counts = torch.bincount(labels, minlength=num_classes).tolist()
+        xi = (torch.rand(num_classes, generator=generator, dtype=torch.float64) * 4).round().tolist()  # ties
+        present = [c for c in range(num_classes) if counts[c]]
+        if case == 1 and len(present) > 1:  # two present classes tie at the top
+            xi[present[0]] = xi[present[-1]] = max(xi) + 1.0
+        absent = [c for c in range(num_classes) if counts[c] == 0]
+        if absent:
+            xi[absent[0]] = max(xi) + 5.0  # an absent class with the largest EMA
+        memory = ClassBalancedMemory(num_classes, capacity)
+        memory.add(torch.zeros(total, 1), labels)
+        memory.xi = torch.tensor(xi, dtype=torch.float64)
+        expected = memory.eviction_candidates()
+        got = sorted(int(c) for c in answer(list(counts), list(xi), capacity))
+        if got == expected:
+            continue
+        if not full and got:
+            return ["the memory still has room here: nothing is evicted until it holds `capacity` samples"]
+        if any(c not in present for c in got):
+            return ["it evicts from a class with no sample in the memory: only a present class can lose one (an "
+                    "absent class with a large ξ is skipped)"]
+        by_count = [c for c in present if counts[c] == max(counts[p] for p in present)]
+        if got == by_count and by_count != expected:
+            return ["it picks by the current counts; the rule uses the class-frequency EMA ξ (it remembers which "
+                    "classes were frequent, Eq. 5)"]
+        if len(got) == 1 and got[0] in expected:
+            return ["with ties every present class with the largest ξ is a candidate (the memory then picks one at "
+                    "random)"]
+        return [f"counts {counts}, ξ {xi}, capacity {capacity}: the candidates are {expected}, it gives {got}"]
+    return []
+
+
 def self_weighted_entropy(logits: torch.Tensor, scale: int) -> torch.Tensor:
     """STAMP's loss on the memory (stamp.md §4.4): the entropy H_i of each sample, weighted by
     w = softmax(−H) with its gradient kept, scaled by ``scale`` (the memory's capacity) and
@@ -212,84 +294,4 @@ def _check_self_weighted_entropy(answer: Any, generator: torch.Generator) -> lis
                 return ["the value is right but the weights are detached: STAMP's adaptive weights keep their gradient "
                         "(detaching them is the 'static' weighting of Fig. 3)"]
             return [f"the value is right but the gradient differs {largest_difference(grad.double(), expected_grad)}"]
-    return []
-
-
-def eviction_candidates(class_counts: Sequence[int], xi: Sequence[float], capacity: int) -> list[int]:
-    """The classes a class-balanced memory may evict from when a new sample arrives: none while
-    it holds fewer than ``capacity`` samples; else the classes present in it (count > 0) whose
-    class-frequency EMA ξ is the largest among them, in class order."""
-    if sum(class_counts) < capacity:
-        return []
-    present = [c for c, count in enumerate(class_counts) if count > 0]
-    top = max(xi[c] for c in present)
-    return [c for c in present if xi[c] == top]
-
-
-@exercise(LESSON, "The class-balanced memory's eviction rule", eviction_candidates,
-          "`stamplib.blocks.memory.ClassBalancedMemory` (STAMP's memory, stamp.md §4.3)")
-def _check_eviction(answer: Any, generator: torch.Generator) -> list[str]:
-    for case in range(8):
-        num_classes, capacity = integer(generator, 3, 10), integer(generator, 4, 32)
-        full = case % 4 != 3
-        total = capacity if full else integer(generator, 1, capacity - 1)
-        labels = torch.randint(num_classes, (total,), generator=generator)
-        if case == 0:  # the memory one class wide (lesson 17's contrast stream)
-            labels[:] = labels[0]
-        counts = torch.bincount(labels, minlength=num_classes).tolist()
-        xi = (torch.rand(num_classes, generator=generator, dtype=torch.float64) * 4).round().tolist()  # ties
-        absent = [c for c in range(num_classes) if counts[c] == 0]
-        if absent:
-            xi[absent[0]] = 10.0  # an absent class with the largest EMA
-        memory = ClassBalancedMemory(num_classes, capacity)
-        memory.add(torch.zeros(total, 1), labels)
-        memory.xi = torch.tensor(xi, dtype=torch.float64)
-        expected = memory.eviction_candidates()
-        got = sorted(int(c) for c in answer(list(counts), list(xi), capacity))
-        if got == expected:
-            continue
-        present = [c for c in range(num_classes) if counts[c]]
-        if not full and got:
-            return ["the memory still has room here: nothing is evicted until it holds `capacity` samples"]
-        if any(c not in present for c in got):
-            return ["it evicts from a class with no sample in the memory: only a present class can lose one (an "
-                    "absent class with a large ξ is skipped)"]
-        by_count = [c for c in present if counts[c] == max(counts[p] for p in present)]
-        if got == by_count and by_count != expected:
-            return ["it picks by the current counts; the rule uses the class-frequency EMA ξ (it remembers which "
-                    "classes were frequent, Eq. 5)"]
-        if len(got) == 1 and got[0] in expected:
-            return ["with ties every present class with the largest ξ is a candidate (the memory then picks one at "
-                    "random)"]
-        return [f"counts {counts}, ξ {xi}, capacity {capacity}: the candidates are {expected}, it gives {got}"]
-    return []
-
-
-def cosine_step_size(lr0: float, step: int, period: int) -> float:
-    """STAMP's step size before the (step+1)-th adaptation step: lr0 · ½ · (1 + cos(π · step /
-    period)), periodic in ``step`` as PyTorch's CosineAnnealingLR (it rises again after
-    ``period`` steps, stamp.md §4.5)."""
-    return lr0 * 0.5 * (1.0 + math.cos(math.pi * step / period))
-
-
-@exercise(LESSON, "The cosine step size", cosine_step_size, "`stamplib.methods.stamp.cosine_step_size`")
-def _check_cosine(answer: Any, generator: torch.Generator) -> list[str]:
-    for case in range(8):
-        lr0, period = uniform(generator, 0.001, 0.5), integer(generator, 5, 300)
-        step = integer(generator, 0, period) if case < 5 else integer(generator, period + 1, 3 * period)
-        expected = stamp_cosine_step_size(lr0, step, period, periodic=True)
-        got = float(answer(lr0, step, period))
-        if abs(got - expected) <= 1e-9 * max(1.0, lr0):
-            continue
-        known = [
-            ("after `period` steps the authors' schedule rises again (PyTorch's CosineAnnealingLR is periodic); "
-             "do not hold it at 0", stamp_cosine_step_size(lr0, step, period, periodic=False)),
-            ("the ½ is missing: lr0 · ½ · (1 + cos(π·step/period)) starts at lr0", 2 * expected),
-            ("the angle is π · step / period radians, not 180 · step / period",
-             lr0 * 0.5 * (1 + math.cos(180 * step / period))),
-            ("off by one: the step size before the first step (step 0) is lr0",
-             stamp_cosine_step_size(lr0, step + 1, period, periodic=True)),
-        ]
-        message = first_match(torch.tensor(got), [(m, torch.tensor(v)) for m, v in known], 1e-9)
-        return [message or f"lr0={lr0:.4f}, step {step}, period {period}: expected {expected:.6f}, got {got:.6f}"]
     return []
