@@ -289,14 +289,22 @@ def plot_batch_norm_shift(frame: pd.DataFrame) -> plt.Figure:
 
 
 def batch_norm_shift_text(frame: pd.DataFrame) -> str:
-    """The largest shift per stream, in words."""
+    """Per stream, the largest mean shift and the variance ratio farthest from 1, in words."""
     parts = []
     for stream, rows in frame.groupby("stream", sort=False):
-        top = rows.loc[rows["mean_shift"].idxmax()]
-        parts.append(f"{stream.replace('_', ' ')} {top['mean_shift']:.2f} (layer {int(top['layer'])})")
-    return ("Largest standardised mean shift of a BatchNorm layer's input: " + "; ".join(parts) + ". With BN "
-            "Stats every layer normalises with the batch's own mean and variance, so these shifts are removed "
-            "before the next layer sees them.")
+        shift = rows.loc[rows["mean_shift"].idxmax()]
+        ratio = rows.loc[(rows["variance_ratio"].apply(math.log)).abs().idxmax()]
+        parts.append(f"{stream.replace('_', ' ')}: mean shifted by up to {shift['mean_shift']:.2f} σ (layer "
+                     f"{int(shift['layer'])}), variance × {ratio['variance_ratio']:.2f} (layer {int(ratio['layer'])})")
+    return ("Against the training statistics, per stream — " + "; ".join(parts) + ". BN Stats normalises every layer "
+            "with the batch's own mean and variance, so the next layer gets standardised features again.")
+
+
+def wide(frame: pd.DataFrame, metric: str = "acc") -> pd.DataFrame:
+    """``metric`` per method (rows) and corruption (columns, in stream order, the mean last)."""
+    columns = list(dict.fromkeys(frame["corruption"]))
+    table = frame.pivot_table(index="Method", columns="corruption", values=metric, sort=False)
+    return table.reindex(index=list(dict.fromkeys(frame["Method"])), columns=columns)
 
 
 def long_stream(plan: Plan, records: Mapping[str, Any], results: str | Path) -> pd.DataFrame:

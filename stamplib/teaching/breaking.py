@@ -79,6 +79,14 @@ def per_corruption(found: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def wide(frame: pd.DataFrame) -> pd.DataFrame:
+    """ACC, AUROC and H per run (rows) and corruption (columns, in stream order, the mean last)."""
+    corruptions = list(dict.fromkeys(frame["corruption"]))
+    table = frame.pivot_table(index="run", columns="corruption", values=["ACC", "AUROC", "H"], sort=False)
+    columns = pd.MultiIndex.from_product([["ACC", "AUROC", "H"], corruptions])
+    return table.reindex(index=list(dict.fromkeys(frame["run"])), columns=columns)
+
+
 def plot_per_corruption(frame: pd.DataFrame, metric: str = "ACC") -> plt.Figure:
     """``metric`` per corruption for each run, STAMP in red."""
     rows = frame[frame["corruption"] != "mean"]
