@@ -26,7 +26,7 @@ from stamplib.experiments.course import WHEN_IT_BREAKS, WITHOUT_SELF_WEIGHTS
 from stamplib.report.stress import stress_table
 from stamplib.teaching.exercises import exercise, integer, uniform
 from stamplib.teaching.piece_by_piece import stamp_for_checks
-from stamplib.teaching.records import method_colours
+from stamplib.teaching.records import corruptions_of, method_colours
 
 LESSON = WHEN_IT_BREAKS.notebook
 
@@ -74,7 +74,8 @@ def per_corruption(found: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
     """ACC, AUROC and H per corruption (and mean) of each record of :func:`stamp_records`."""
     rows = []
     for label, record in found.items():
-        for corruption, m in [*record["per_corruption"].items(), ("mean", record["mean"])]:
+        ordered = [(c, record["per_corruption"][c]) for c in corruptions_of(record)]
+        for corruption, m in [*ordered, ("mean", record["mean"])]:
             rows.append({"run": label, "corruption": corruption, "ACC": m["acc"], "AUROC": m["auroc"], "H": m["h"]})
     return pd.DataFrame(rows)
 
@@ -110,7 +111,9 @@ def plot_per_corruption(frame: pd.DataFrame, metric: str = "ACC") -> plt.Figure:
 def trace_frame(record: Mapping[str, Any]) -> pd.DataFrame:
     """STAMP's trace per batch and corruption: samples through its filters and memory size."""
     rows = []
-    for corruption, trace in record.get("trace", {}).items():
+    traces = record.get("trace", {})
+    for corruption in [c for c in corruptions_of(record) if c in traces]:
+        trace = traces[corruption]
         for i, (n, size) in enumerate(zip(trace["n_passed"], trace["memory_size"])):
             rows.append({"corruption": corruption, "batch": i, "passed": n, "memory size": size})
     return pd.DataFrame(rows)
@@ -143,7 +146,7 @@ def collapse_text(found: Mapping[str, Mapping[str, Any]], corruption: str, class
     if stamp is None or bn is None or "trace" not in stamp:
         return "STAMP's or BN Stats' record is missing: compute the cells first."
     here = stamp["per_corruption"][corruption]
-    passed = {c: float(np.mean(t["n_passed"])) for c, t in stamp["trace"].items()}
+    passed = {c: float(np.mean(stamp["trace"][c]["n_passed"])) for c in corruptions_of(stamp) if c in stamp["trace"]}
     others = "; ".join(f"{c.replace('_', ' ')} {v:.1f}" for c, v in passed.items() if c != corruption)
     others = f" ({others})" if others else ""
     last = stamp["trace"][corruption]["memory_counts"][-1]
@@ -341,7 +344,9 @@ def memory_width(record: Mapping[str, Any]) -> pd.DataFrame:
     """Per corruption of a STAMP record: classes in the memory at the end of the stream, the
     largest class's share of it, and the mean samples through the filters per batch."""
     rows = []
-    for corruption, trace in record.get("trace", {}).items():
+    traces = record.get("trace", {})
+    for corruption in [c for c in corruptions_of(record) if c in traces]:
+        trace = traces[corruption]
         last = trace["memory_counts"][-1]
         rows.append({"corruption": corruption, "classes in memory": sum(1 for n in last if n),
                      "largest class (%)": 100.0 * max(last) / sum(last) if sum(last) else math.nan,

@@ -13,7 +13,7 @@ from stamplib.evaluation.store import ResultsStore
 from stamplib.experiments import plans, reference
 from stamplib.report.paper import method_label
 from stamplib.teaching import breaking
-from stamplib.teaching.records import SeedSpread, default_stores, seed_spread
+from stamplib.teaching.records import SeedSpread, corruptions_of, default_stores, seed_spread
 
 
 def reference_stamp_spread() -> SeedSpread:
@@ -32,7 +32,7 @@ def closing(plan: plans.Plan, records: Mapping[str, Any], results: str | Path) -
     if stamp is not None and bn is not None and "trace" in stamp:
         worst = min(stamp["per_corruption"], key=lambda c: stamp["per_corruption"][c]["h"])
         names = breaking.class_names(stamp["spec"]["dataset"])
-        others = [c for c in stamp["per_corruption"] if c != worst]
+        others = [c for c in corruptions_of(stamp) if c != worst]
         lines += [f"**Why STAMP's {worst.replace('_', ' ')} bar is the lowest.** "
                   + breaking.collapse_text({"STAMP": stamp, "BN Stats": bn}, worst, names)
                   + (f" On {' and '.join(o.replace('_', ' ') for o in others)} STAMP's H is "

@@ -42,6 +42,13 @@ def method_colours(names: Iterable[str]) -> dict[str, Any]:
     return {n: STAMP_COLOUR if n in ("stamp", "STAMP") or n.startswith("STAMP") else next(others) for n in names}
 
 
+def corruptions_of(record: Mapping[str, Any]) -> list[str]:
+    """The record's corruptions in stream order (its spec's), as its per-corruption rows have them
+    (stored records keep their keys sorted by name)."""
+    rows = record["per_corruption"]
+    return [c for c in record["spec"]["corruptions"] if c in rows] or list(rows)
+
+
 def stream_outputs(record: Mapping[str, Any], results: str | Path) -> dict[str, StreamOutputs]:
     """The record's per-sample outputs by corruption, in stream order (store root ``results``)."""
     return record_outputs(record, Path(results))
