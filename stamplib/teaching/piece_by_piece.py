@@ -105,14 +105,32 @@ def path_table(plan: plans.Plan, records: Mapping[str, Any], stores: Sequence[tu
         mean = mine[mine["corruption"] == "mean"].iloc[0]
         row: dict[str, Any] = {"step": step.name, "adds": step.adds, "Table 5 row": step.table5_row or "—",
                                "ACC": mean["acc"], "AUROC": mean["auroc"], "H": mean["h"]}
-        for _, r in mine[mine["corruption"] != "mean"].iterrows():
-            row[f"H {r['corruption'].replace('_', ' ')}"] = r["h"]
+        per_corruption = mine.set_index("corruption")["h"]
+        for corruption in specs[step.variant].corruptions:  # in stream order
+            if corruption in per_corruption:
+                row[f"H {corruption.replace('_', ' ')}"] = per_corruption[corruption]
         row["H over seeds"] = seed_spread(specs[step.variant], stores).text()
         for metric in ("acc", "auroc", "h"):
             value = paper_value("5", *TABLE5_CELL, "stamp", metric, variant=step.variant) if step.table5_row else None
             row[f"paper {metric.upper()}"] = math.nan if value is None else value
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def schedule_text(plan: plans.Plan, records: Mapping[str, Any]) -> str:
+    """How far STAMP's cosine step size falls within one corruption's stream (before the reset),
+    from its configuration and the number of batches in its record's trace."""
+    spec = next((c.spec for c in reversed(plan.cells) if c.spec.method == "stamp"), None)
+    record = records.get(spec.key()) if spec is not None else None
+    if record is None or "trace" not in record:
+        return "STAMP's record is missing: compute the cells first."
+    config = methods.resolve_config("stamp", spec.hyperparameter_setting(), **dict(spec.overrides))
+    batches = max(len(t["n_passed"]) for t in record["trace"].values())
+    end = stamp_cosine_step_size(config.lr, batches, config.period, periodic=True)
+    return (f"Here a corruption's stream has {batches} batches (at most as many adaptation steps) and STAMP is reset "
+            f"before the next, while the "
+            f"period is T = {config.period} adaptation steps: the step size only falls from {config.lr:g} to "
+            f"{end:.3g} ({100 * end / config.lr:.0f} % of it) before each reset.")
 
 
 def plot_path(table: pd.DataFrame) -> plt.Figure:
