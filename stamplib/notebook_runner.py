@@ -117,7 +117,9 @@ def run_notebooks(
     # real-data runs get their own folder: they must not replace the built-in benchmark's copies
     folder = f"{profile}_real" if data_root else profile
     build_dir = build_dir or (paths.repo_root() or Path.cwd()) / "build" / "notebooks" / folder
-    common: dict[str, Any] = {"profile": profile, "device": device, "data_root": data_root or ""}
+    # A headless run executes every notebook whole: the course's exercise checks take the reference
+    # solutions (execute gives a notebook only the parameters its parameters cell has).
+    common: dict[str, Any] = {"profile": profile, "device": device, "data_root": data_root or "", "solutions": True}
     extra = extra or {}
     _executor()  # a missing extra stops here, before any notebook is looked at
     notebooks = discover(only)

@@ -129,6 +129,10 @@ def index_markdown(pages: list[Page], profile: str, headline: str | None, guides
         "quick run with the paper and the ResNet-18 reference run.",
         "",
     ]
+    course = [g for g in guides if Path(g.source).stem == "teaching"]
+    if course:  # the learning path of the teaching notebooks (00 and the course, 14–17)
+        lines += [f"For teaching: the overview and a short course of four lessons with exercises; the learning "
+                  f"path, run times and a 90-minute lab plan are on [{course[0].title}]({course[0].docname}.md).", ""]
     if headline:
         lines += [f"![The headline comparison: the methods by H-score, paper vs ours]({headline})", ""]
     lines += ["| page | what it shows |", "| --- | --- |"]

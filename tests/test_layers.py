@@ -27,6 +27,9 @@ ALLOWED = {
     "experiments": {"experiments", "evaluation", "data", "methods", "models", "blocks", "paths", "validation",
                     "version", "extras"},
     "report": {"report", "experiments", "evaluation", "data", "methods", "paths", "validation"},
+    # the course (notebooks 14–17): exercises checked against the layers below, lessons' figures
+    "teaching": {"teaching", "report", "experiments", "evaluation", "data", "methods", "models", "blocks", "paths",
+                 "validation"},
 }
 FACES = {"__init__", "__main__", "cli", "notebook_runner", "explorer", "site"}
 

@@ -59,10 +59,17 @@ class ClassBalancedMemory:
             self.items[label].append(sample.detach().clone())
             self.item_tags[label].append(tag)
 
-    def _evict_one(self) -> None:
+    def eviction_candidates(self) -> list[int]:
+        """The classes the next insertion may evict from: none while the memory has room, else
+        the classes present in it with the largest class-frequency EMA ξ (§4.3)."""
+        if len(self) < self.capacity:
+            return []
         present = [c for c in range(self.num_classes) if self.items[c]]
         top = max(0.0, max(float(self.xi[c]) for c in present))
-        candidates = [c for c in present if float(self.xi[c]) == top]
+        return [c for c in present if float(self.xi[c]) == top]
+
+    def _evict_one(self) -> None:
+        candidates = self.eviction_candidates()
         pick = int(torch.randint(len(candidates), (1,), generator=self.generator))
         self.items[candidates[pick]].pop(0)
         self.item_tags[candidates[pick]].pop(0)

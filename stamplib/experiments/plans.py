@@ -257,15 +257,22 @@ def ablation_label(sam: bool, lr_decay: bool, memory: bool, weighting: bool) -> 
             f"weighting={'adaptive' if weighting else 'none'}")
 
 
-def plan_ablation(experiment: Experiment, params: NotebookParameters) -> Plan:
-    """Table 5: STAMP with SAM, step-size decay, the memory and self-weighting switched on and
-    off (protocol.md §3.3 ablation switches; memory off = entropy minimisation on the current batch)."""
+def ablation_variants(rows: Sequence[tuple[bool, bool, bool, bool]] = ABLATION_ROWS) -> list[Variant]:
+    """Table 5's rows as variants: each row's label and STAMP's overrides that switch its
+    components off (protocol.md §3.3 ablation switches; memory off = entropy minimisation on the
+    current batch). The course's notebook 16 walks a path through the same rows."""
     switched_off = {"sam": False, "lr_decay": False, "memory": False, "weighting": "none"}
-    variants = []
-    for row in ABLATION_ROWS:
+    variants: list[Variant] = []
+    for row in rows:
         overrides = {name: off for (name, off), on in zip(switched_off.items(), row) if not on}
         variants.append((ablation_label(*row), overrides, None))
-    return plan_rows(experiment, params, STAMP_ONLY, variants)
+    return variants
+
+
+def plan_ablation(experiment: Experiment, params: NotebookParameters) -> Plan:
+    """Table 5: STAMP with SAM, step-size decay, the memory and self-weighting switched on and
+    off (:func:`ablation_variants`)."""
+    return plan_rows(experiment, params, STAMP_ONLY, ablation_variants())
 
 
 def plan_weight_strategies(experiment: Experiment, params: NotebookParameters,

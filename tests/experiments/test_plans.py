@@ -73,6 +73,11 @@ def test_full_profile_cell_counts_follow_the_paper():
         "12_realistic_stream": 2 * 4 * 14 * 2,  # Table 1's cells under both protocols
         "13_stress_streams": 14 * (1 + 7) - 2,  # the paper's stream, 4 batch sizes on one corruption, 3 harder
                                                   # streams; no UniEnt batch of 1
+        "14_course_adapting_at_test_time": 3 + 2 * 2,  # Source, BN Stats, Tent; two on the long stream, ± outliers
+        "15_course_outliers_in_the_stream": 8 + 2 + 2 * 2,  # + the five filters; closed set; the long streams
+        "16_course_stamp_piece_by_piece": 1 + 5,  # Tent, then five of Table 5's rows
+        "17_course_when_it_breaks": 2 + 4 * 5 - 1,  # STAMP ± self-weights; four methods × (2 batch sizes,
+                                                   # sorted, mixed, the paper's stream); STAMP's shared
     }
     full = E.plan("02_table1_cifar_outlier_aware", profile="full").specs[0]
     assert len(full.corruptions) == 15 and full.outlier_ratio == 0.2

@@ -35,7 +35,9 @@ def test_notebook_is_committed_clean_with_one_typed_parameters_cell(nb, caplog):
 def test_notebook_runs_in_smoke_profile(nb, tmp_path):
     import papermill
 
-    params: dict[str, str] = {"profile": "smoke"}
+    params: dict[str, object] = {"profile": "smoke"}
+    if "solutions" in notebook_parameters(nb):  # the course's exercises: reference solutions, whole notebook
+        params["solutions"] = True
     if "metrics" in notebook_parameters(nb):  # the method tables show any metric on request
         params["metrics"] = "h,fpr95,aupr_out,oscr"
     papermill.execute_notebook(

@@ -88,6 +88,7 @@ def test_every_guide_of_docs_is_a_page_of_the_site_and_its_links_resolve(execute
     for guide in guides:
         assert (root / "docs" / f"{guide.stem}.html").is_file(), guide.name
         assert f'href="docs/{guide.stem}.html"' in home, guide.name
+    assert "For teaching" in home  # the course's learning path, named on the home page
     assert site.check_site(root) == []
 
 

@@ -1,0 +1,354 @@
+"""Lesson 17, *When it breaks*: STAMP's collapse on contrast in the built-in benchmark (the memory
+ending one class wide, few samples passing the filters, ``weighting=none`` on the same stream),
+and the methods on notebook 13's harder streams (batch size, a class-sorted order, mixed
+domains).
+
+Exercises: STAMP's reliability filter (checked against a STAMP step), the class-frequency EMA ξ
+of its memory.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import torch
+
+from stamplib import data
+from stamplib.blocks.entropy import SCORE_EPS, prob_entropy
+from stamplib.blocks.memory import ClassBalancedMemory
+from stamplib.experiments import plans
+from stamplib.experiments.course import WHEN_IT_BREAKS, WITHOUT_SELF_WEIGHTS
+from stamplib.report.stress import stress_table
+from stamplib.teaching.exercises import exercise, integer, uniform
+from stamplib.teaching.piece_by_piece import stamp_for_checks
+from stamplib.teaching.records import corruptions_of, method_colours
+
+LESSON = WHEN_IT_BREAKS.notebook
+
+#: The authors' own STAMP code, run outside this repository on the same quick stream of setting
+#: (a) (the built-in CIFAR-10, seed 0, the shipped ``ResNetTiny_10_jpeg``, the same CoTTA views):
+#: ACC / AUROC / H on contrast, as issue 43 reports the run (there gaussian noise and defocus blur
+#: agreed with ours to 0.01 points). An outside measurement, so a constant, not a record.
+AUTHORS_CODE_ON_CONTRAST = {"acc": 16.8, "auroc": 52.6, "h": 25.5}
+AUTHORS_CODE_STREAM = {"dataset": "cifar10_builtin", "profile": "quick", "seed": 0}
+
+# ------------------------------------------------------------------------------- the collapse
+
+
+def _record(plan: plans.Plan, records: Mapping[str, Any], method: str, variant: str = "") -> dict[str, Any] | None:
+    for cell in plan.cells:
+        if cell.spec.method == method and cell.variant == variant:
+            return records.get(cell.spec.key())
+    return None
+
+
+def stamp_records(plan: plans.Plan, records: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The paper's-stream records the collapse is read from: STAMP, STAMP without self-weights,
+    BN Stats and Tent (label ``→`` record; missing ones left out)."""
+    found = {
+        "STAMP": _record(plan, records, "stamp"),
+        "STAMP, weighting=none": _record(plan, records, "stamp", WITHOUT_SELF_WEIGHTS),
+        "BN Stats": _record(plan, records, "bn_stats", "label shift=none"),
+        "Tent": _record(plan, records, "tent", "label shift=none"),
+    }
+    return {label: r for label, r in found.items() if r is not None}
+
+
+def worst_corruption(record: Mapping[str, Any], chosen: str = "") -> str:
+    """``chosen`` when given (checked against the record), else the corruption where the
+    record's H is lowest."""
+    corruptions = record["per_corruption"]
+    if chosen:
+        if chosen not in corruptions:
+            raise ValueError(f"corruption: {chosen!r} is not one of this run's corruptions ({', '.join(corruptions)})")
+        return chosen
+    return min(corruptions, key=lambda c: corruptions[c]["h"])
+
+
+def per_corruption(found: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """ACC, AUROC and H per corruption (and mean) of each record of :func:`stamp_records`."""
+    rows = []
+    for label, record in found.items():
+        ordered = [(c, record["per_corruption"][c]) for c in corruptions_of(record)]
+        for corruption, m in [*ordered, ("mean", record["mean"])]:
+            rows.append({"run": label, "corruption": corruption, "ACC": m["acc"], "AUROC": m["auroc"], "H": m["h"]})
+    return pd.DataFrame(rows)
+
+
+def wide(frame: pd.DataFrame) -> pd.DataFrame:
+    """ACC, AUROC and H per run (rows) and corruption (columns, in stream order, the mean last)."""
+    corruptions = list(dict.fromkeys(frame["corruption"]))
+    table = frame.pivot_table(index="run", columns="corruption", values=["ACC", "AUROC", "H"], sort=False)
+    columns = pd.MultiIndex.from_product([["ACC", "AUROC", "H"], corruptions])
+    return table.reindex(index=list(dict.fromkeys(frame["run"])), columns=columns)
+
+
+def plot_per_corruption(frame: pd.DataFrame, metric: str = "ACC") -> plt.Figure:
+    """``metric`` per corruption for each run, STAMP in red."""
+    rows = frame[frame["corruption"] != "mean"]
+    runs = list(dict.fromkeys(rows["run"]))
+    corruptions = list(dict.fromkeys(rows["corruption"]))
+    colours = method_colours(runs)
+    colours.update({r: "tab:pink" for r in runs if r.startswith("STAMP,")})
+    fig, ax = plt.subplots(figsize=(8, 3.4))
+    width = 0.8 / max(1, len(runs))
+    for i, run in enumerate(runs):
+        values = rows[rows["run"] == run].set_index("corruption")[metric].reindex(corruptions)
+        ax.bar([j + (i - (len(runs) - 1) / 2) * width for j in range(len(corruptions))], values, width, label=run,
+               color=colours[run])
+    ax.set_xticks(range(len(corruptions)), [c.replace("_", " ") for c in corruptions])
+    ax.set(ylabel=f"{metric} (%)", ylim=(0, 100), title=f"{metric} per corruption on the paper's stream")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def trace_frame(record: Mapping[str, Any]) -> pd.DataFrame:
+    """STAMP's trace per batch and corruption: samples through its filters and memory size."""
+    rows = []
+    traces = record.get("trace", {})
+    for corruption in [c for c in corruptions_of(record) if c in traces]:
+        trace = traces[corruption]
+        for i, (n, size) in enumerate(zip(trace["n_passed"], trace["memory_size"])):
+            rows.append({"corruption": corruption, "batch": i, "passed": n, "memory size": size})
+    return pd.DataFrame(rows)
+
+
+def plot_collapse(record: Mapping[str, Any], corruption: str, class_names: Sequence[str]) -> plt.Figure:
+    """Left: reliable samples per batch on every corruption. Right: the memory's content by
+    (pseudo-)class along ``corruption``'s stream."""
+    trace = trace_frame(record)
+    fig, axes = plt.subplots(1, 2, figsize=(13, 3.6))
+    for name, rows in trace.groupby("corruption", sort=False):
+        axes[0].plot(rows["batch"], rows["passed"], marker="o", markersize=3, label=name.replace("_", " "),
+                     linewidth=2.5 if name == corruption else 1.2)
+    axes[0].set(xlabel="batch", ylabel="samples through the filters", title="reliable samples per batch (of 64)")
+    axes[0].legend(frameon=False)
+    counts = np.array(record["trace"][corruption]["memory_counts"])
+    names = [class_names[c] if c < len(class_names) else str(c) for c in range(counts.shape[1])]
+    axes[1].stackplot(range(len(counts)), counts.T, labels=names)
+    axes[1].set(xlabel="batch", ylabel="samples in memory",
+                title=f"STAMP's memory by predicted class, {corruption.replace('_', ' ')}")
+    axes[1].legend(ncol=2, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, title="class")
+    fig.tight_layout()
+    return fig
+
+
+def collapse_text(found: Mapping[str, Mapping[str, Any]], corruption: str, class_names: Sequence[str]) -> str:
+    """The collapse in numbers: the corruption's ACC against BN Stats', the filters' throughput
+    on each corruption, the memory at the end, and STAMP without self-weights."""
+    stamp, bn = found.get("STAMP"), found.get("BN Stats")
+    if stamp is None or bn is None or "trace" not in stamp:
+        return "STAMP's or BN Stats' record is missing: compute the cells first."
+    here = stamp["per_corruption"][corruption]
+    passed = {c: float(np.mean(stamp["trace"][c]["n_passed"])) for c in corruptions_of(stamp) if c in stamp["trace"]}
+    others = "; ".join(f"{c.replace('_', ' ')} {v:.1f}" for c, v in passed.items() if c != corruption)
+    others = f" ({others})" if others else ""
+    last = stamp["trace"][corruption]["memory_counts"][-1]
+    top = int(np.argmax(last))
+    name = class_names[top] if top < len(class_names) else str(top)
+    text = (f"On {corruption.replace('_', ' ')} STAMP recognises {here['acc']:.1f} % of the known-class images "
+            f"(BN Stats {bn['per_corruption'][corruption]['acc']:.1f} %; AUROC {here['auroc']:.1f}, H {here['h']:.1f}). "
+            f"There only {passed[corruption]:.1f} samples per batch of 64 pass its filters{others}, and at the end "
+            f"of the stream {last[top]} of the {sum(last)} samples in its memory are predicted *{name}*, "
+            f"{sum(1 for n in last if n)} classes in all.")
+    plain = found.get("STAMP, weighting=none")
+    if plain is not None:
+        p = plain["per_corruption"][corruption]
+        text += (f" The same memory without self-weights (`weighting=none`, Table 5's row 6) keeps "
+                 f"{p['acc']:.1f} % on {corruption.replace('_', ' ')} (AUROC {p['auroc']:.1f}, H {p['h']:.1f}; mean H "
+                 f"{plain['mean']['h']:.1f} against STAMP's {stamp['mean']['h']:.1f}).")
+    return text
+
+
+def authors_code_text(plan: plans.Plan, found: Mapping[str, Mapping[str, Any]], corruption: str = "contrast") -> str:
+    """Ours against the authors' code on the stream where that comparison was made, or why it
+    does not apply to this run."""
+    stamp = found.get("STAMP")
+    spec = next((c.spec for c in plan.cells if c.spec.method == "stamp" and not c.variant), None)
+    same_stream = spec is not None and all(getattr(spec, k) == v for k, v in AUTHORS_CODE_STREAM.items()) \
+        and corruption in spec.corruptions
+    if stamp is None or not same_stream:
+        return ("The authors' code was compared with ours on the quick profile's built-in CIFAR-10 stream, seed 0 "
+                "(issue 43): run this notebook in the quick profile to see that comparison.")
+    ours = stamp["per_corruption"][corruption]
+    theirs = AUTHORS_CODE_ON_CONTRAST
+    gap = max(abs(ours[k] - theirs[k]) for k in theirs)
+    return (f"The authors' own STAMP code, run outside this repository on this very stream (seed 0, the shipped "
+            f"`ResNetTiny_10_jpeg`, the same CoTTA views), gives ACC / AUROC / H {theirs['acc']:.1f} / "
+            f"{theirs['auroc']:.1f} / {theirs['h']:.1f} on {corruption}; ours gives {ours['acc']:.1f} / "
+            f"{ours['auroc']:.1f} / {ours['h']:.1f}, within {gap:.1f} points (issue 43; on gaussian noise and defocus "
+            "blur the two agreed to 0.01 points). The collapse is the method's on this network and stream, not a "
+            "bug of this reproduction.")
+
+
+# ------------------------------------------------------------------------------- harder streams
+
+
+def harder_streams(stress_plan: plans.Plan, records: Mapping[str, Any]) -> pd.DataFrame:
+    """ACC, AUROC, H and rank of each method on each of notebook 13's streams in the plan."""
+    return stress_table(stress_plan, records)
+
+
+def plot_harder_streams(table: pd.DataFrame) -> plt.Figure:
+    """H per method along each axis (batch size on a log scale), STAMP in red."""
+    axes_names = list(dict.fromkeys(table["axis"])) if not table.empty else []
+    fig, axes = plt.subplots(1, max(1, len(axes_names)), figsize=(4.6 * max(1, len(axes_names)), 3.6), squeeze=False)
+    colours = method_colours(table["method"]) if not table.empty else {}
+    for ax, axis in zip(axes[0], axes_names):
+        rows = table[table["axis"] == axis]
+        streams = list(dict.fromkeys(rows["stream"]))
+        numeric = axis == plans.BATCH_AXIS
+        for method, mine in rows.groupby("method", sort=False):
+            xs = mine["stream"].astype(int) if numeric else [streams.index(s) for s in mine["stream"]]
+            ax.plot(list(xs), list(mine["H"]), marker="o", color=colours[method], label=method,
+                    linewidth=2.5 if method == "STAMP" else 1.4)
+        if numeric:
+            ax.set_xscale("log", base=2)
+            ticks = sorted(rows["stream"].astype(int).unique())
+            ax.set_xticks(ticks, [str(t) for t in ticks])
+        else:
+            ax.set_xticks(range(len(streams)), streams)
+        ax.set(title=axis, xlabel=axis, ylabel="H-score (%)", ylim=(0, 100))
+    if axes_names:
+        axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    fig.suptitle("H on notebook 13's harder streams (batch size: gaussian noise only)")
+    fig.tight_layout()
+    return fig
+
+
+def harder_streams_text(table: pd.DataFrame) -> str:
+    """Per harder stream, each method's change of H against the paper's stream, from the table."""
+    if table.empty:
+        return "No records of the harder streams yet: compute the cells first."
+    lines = []
+    for axis, rows in table.groupby("axis", sort=False):
+        paper = rows[rows["stream"] == plans.PAPER_STREAM[axis]].set_index("method")["H"]
+        for stream, other in rows.groupby("stream", sort=False):
+            if stream == plans.PAPER_STREAM[axis]:
+                continue
+            h = other.set_index("method")["H"]
+            both = [m for m in h.index if m in paper.index]
+            changes = ", ".join(f"{m} {h[m] - paper[m]:+.1f}" for m in both)
+            lines.append(f"- {axis} {stream} (against {plans.PAPER_STREAM[axis]}): {changes} points of H; best "
+                         f"{h.idxmax()} ({h.max():.1f}).")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------- exercises
+
+
+def stamp_reliable(probs: torch.Tensor, clean_label: torch.Tensor, reference_label: torch.Tensor,
+                   alpha: float) -> torch.Tensor:
+    """STAMP's reliability filter (stamp.md §4.1, the authors' code): a sample is reliable when
+    the entropy of its view-averaged prediction ``probs`` ([B, C]), computed as −Σ p·log(p + 1e-5),
+    is below α·ln C, and the current model's label of its clean view equals the label the source
+    weights give it (``reference_label``). Returns a bool mask [B]."""
+    entropy = -(probs * torch.log(probs + 1e-5)).sum(dim=1)
+    return (entropy < alpha * math.log(probs.shape[1])) & (clean_label == reference_label)
+
+
+def _filter_case(generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float, torch.Tensor]:
+    """One batch through a real STAMP step: (averaged probabilities, clean-view labels, the
+    reference's labels, α, the mask STAMP reported)."""
+    num_classes, alpha = integer(generator, 3, 12), uniform(generator, 0.3, 0.8)
+    stamp = stamp_for_checks(num_classes, integer(generator, 0, 2**16), sharpen=10.0, alpha=alpha, num_views=4,
+                             lr=1.0)
+    for _ in range(2):  # a few adapted steps: the model's labels leave the source weights'
+        stamp.step(torch.rand(24, 3, 32, 32, generator=generator))
+        stamp.take_report()
+    views = torch.rand(4, 24, 3, 32, 32, generator=generator)
+    with torch.no_grad():  # as the step computes them: each view with its own BatchNorm statistics
+        logits = torch.stack([stamp.model(v) for v in views])
+        probs = torch.softmax(logits, dim=2).mean(dim=0)
+        reference = stamp.reference(views[0]).argmax(dim=1)
+    stamp.step_on_views(views)
+    return probs, logits[0].argmax(dim=1), reference, alpha, stamp.take_report().passed.cpu()
+
+
+@exercise(LESSON, "STAMP's reliability filter", stamp_reliable, "the mask a STAMP step reports "
+          "(`stamplib.methods.stamp.Stamp.step_on_views`)")
+def _check_stamp_reliable(answer: Any, generator: torch.Generator) -> list[str]:
+    for _ in range(2):
+        probs, clean, reference, alpha, expected = _filter_case(generator)
+        got = answer(probs.clone(), clean.clone(), reference.clone(), alpha)
+        if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
+            return [f"return a bool tensor with one entry per sample (shape {tuple(expected.shape)})"]
+        got = got.bool()
+        if torch.equal(got, expected):
+            continue
+        entropy = prob_entropy(probs, SCORE_EPS)
+        threshold = alpha * math.log(probs.shape[1])
+        consistent = clean == reference
+        known = [
+            ("the threshold is α·ln C (C classes), not α: ln C is the largest possible entropy",
+             (entropy < alpha) & consistent),
+            ("a reliable sample must also keep the label the source weights give it (clean-view label == "
+             "reference label)", entropy < threshold),
+            ("the entropy test is missing: a reliable sample's averaged prediction has entropy below α·ln C",
+             consistent),
+            ("reliable means *low* entropy (below α·ln C)", (entropy > threshold) & consistent),
+            ("compare the clean view's label, not the averaged prediction's, with the reference (the authors' code, "
+             "stamp.md §9 row 2)", (entropy < threshold) & (probs.argmax(1) == reference)),
+        ]
+        for message, mistaken in known:
+            if torch.equal(got, mistaken):
+                return [message]
+        return [f"{int((got != expected).sum())} of {len(expected)} samples differ from STAMP's own filter"]
+    return []
+
+
+def class_frequency_update(xi: torch.Tensor, class_counts: torch.Tensor, beta: float) -> torch.Tensor:
+    """One update of the memory's class-frequency EMA (paper Eq. 5): ξ ← (1 − β)·ξ + β·counts,
+    ``class_counts`` the samples of each class now in the memory."""
+    return (1.0 - beta) * xi + beta * class_counts
+
+
+@exercise(LESSON, "The class-frequency EMA ξ", class_frequency_update,
+          "`stamplib.blocks.memory.ClassBalancedMemory.update_frequency`")
+def _check_frequency(answer: Any, generator: torch.Generator) -> list[str]:
+    for _ in range(5):
+        num_classes, capacity = integer(generator, 2, 10), integer(generator, 4, 64)
+        beta = uniform(generator, 0.01, 0.6)
+        memory = ClassBalancedMemory(num_classes, capacity, beta)
+        labels = torch.randint(num_classes, (integer(generator, 1, capacity),), generator=generator)
+        memory.add(torch.zeros(len(labels), 1), labels)
+        xi = torch.rand(num_classes, generator=generator, dtype=torch.float64) * capacity / num_classes
+        memory.xi = xi.clone()
+        counts = memory.class_counts()
+        memory.update_frequency()
+        expected = memory.xi
+        got = torch.as_tensor(answer(xi.clone(), counts.clone(), beta), dtype=torch.float64)
+        if got.shape == expected.shape and torch.allclose(got, expected, atol=1e-9):
+            continue
+        if got.shape == expected.shape and torch.allclose(got, beta * xi + (1 - beta) * counts, atol=1e-9):
+            return ["β weighs the new counts: ξ ← (1 − β)·ξ + β·counts (a small β remembers long)"]
+        if got.shape == expected.shape and torch.allclose(got, (1 - beta) * xi + beta * counts / counts.sum(), atol=1e-9):
+            return ["ξ follows the counts of samples in memory (Eq. 5), not their shares"]
+        return [f"expected {expected.tolist()}, got {got.tolist()}"]
+    return []
+
+
+def class_names(dataset: str) -> tuple[str, ...]:
+    """The known classes' names of a data set (numbers where it has none)."""
+    entry = data.dataset(dataset)
+    return tuple(entry.class_names) if entry.class_names else tuple(str(c) for c in range(entry.num_classes))
+
+
+def memory_width(record: Mapping[str, Any]) -> pd.DataFrame:
+    """Per corruption of a STAMP record: classes in the memory at the end of the stream, the
+    largest class's share of it, and the mean samples through the filters per batch."""
+    rows = []
+    traces = record.get("trace", {})
+    for corruption in [c for c in corruptions_of(record) if c in traces]:
+        trace = traces[corruption]
+        last = trace["memory_counts"][-1]
+        rows.append({"corruption": corruption, "classes in memory": sum(1 for n in last if n),
+                     "largest class (%)": 100.0 * max(last) / sum(last) if sum(last) else math.nan,
+                     "passed per batch": float(np.mean(trace["n_passed"]))})
+    return pd.DataFrame(rows)

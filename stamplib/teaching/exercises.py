@@ -1,0 +1,198 @@
+"""Exercises of the course: a function the student completes, and a check that runs it against
+stamplib's own implementation on fresh inputs and says what is wrong.
+
+The markup follows the student side of nbgrader's convention: an exercise cell (tagged
+``exercise``) defines the function with ``# YOUR CODE HERE`` and ``raise NotImplementedError()``
+as its body, and the next cell (tagged ``check``) calls :func:`check`. The reference solutions
+and the checks live here, not in the notebooks: they are linted, tested (a wrong answer must
+fail its check, the solution must pass it) and shared by every copy of a notebook. The
+notebooks' ``solutions`` parameter (papermill) makes :func:`check` take the reference solution
+instead of the student's function, so the headless runs and the tests execute every notebook
+whole; a student's copy starts with it off.
+
+Each exercise registers itself with :func:`exercise`: its name (the function's name in the
+notebook), its lesson, the reference solution, what stamplib implementation it is checked
+against, and a function that tries an answer on fresh random cases and returns the problems it
+found (empty: right). Known mistakes are recognised by computing what the mistaken formula
+would give (:func:`first_match`), so the message names the mistake rather than a difference.
+"""
+
+from __future__ import annotations
+
+import inspect
+import secrets
+import textwrap
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+Answer = Callable[..., Any]
+#: Tries an answer on fresh cases drawn from the generator; returns what is wrong (empty: right).
+FindProblems = Callable[[Answer, torch.Generator], list[str]]
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise: ``name`` is the function the student completes, ``lesson`` its notebook."""
+
+    name: str
+    lesson: str
+    title: str
+    solution: Answer
+    checked_against: str  # the stamplib implementation the answer is compared with, for the messages
+    find_problems: FindProblems
+
+
+#: Every exercise by name, in the order the lessons register them.
+EXERCISES: dict[str, Exercise] = {}
+
+
+def exercise(lesson: str, title: str, solution: Answer, checked_against: str) -> Callable[[FindProblems], FindProblems]:
+    """Register the decorated problem finder as the check of ``solution`` (named after it)."""
+
+    def register(find_problems: FindProblems) -> FindProblems:
+        name = solution.__name__
+        if name in EXERCISES:
+            raise ValueError(f"exercise {name!r} is registered twice")
+        EXERCISES[name] = Exercise(name, lesson, title, solution, checked_against, find_problems)
+        return find_problems
+
+    return register
+
+
+def of_lesson(lesson: str) -> list[Exercise]:
+    """The exercises of one notebook, in order."""
+    return [e for e in EXERCISES.values() if e.lesson == lesson]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What :func:`check` found; shown as Markdown in a notebook."""
+
+    exercise: Exercise
+    passed: bool
+    problems: tuple[str, ...]
+    used_solution: bool
+    started: bool = True
+    seed: int | None = None  # of the failing cases, to repeat them: check(..., seed=seed)
+
+    def lines(self) -> list[str]:
+        ex = self.exercise
+        if self.used_solution:
+            return [f"✓ `{ex.name}`: the reference solution (`solutions=True`) agrees with {ex.checked_against} "
+                    "on fresh inputs. It reads:", "", "```python", solution_source(ex.name), "```"]
+        if self.passed:
+            return [f"✓ `{ex.name}` is right: it agrees with {ex.checked_against} on fresh inputs."]
+        if not self.started:
+            return [f"… `{ex.name}` is not written yet: replace `raise NotImplementedError()` with your code and "
+                    "run this cell again (or run the notebook with `solutions=True` to see a solution)."]
+        lines = [f"✗ `{ex.name}` is not right yet (compared with {ex.checked_against}):", ""]
+        lines += [f"- {p}" for p in self.problems]
+        if self.seed is not None:
+            lines += ["", f"(These inputs again: `check(\"{ex.name}\", {ex.name}, seed={self.seed})`.)"]
+        return lines
+
+    def _repr_markdown_(self) -> str:
+        return "\n".join(self.lines())
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    __repr__ = __str__
+
+
+def solution_source(name: str) -> str:
+    """The source of an exercise's reference solution, as a notebook shows it."""
+    return textwrap.dedent(inspect.getsource(EXERCISES[name].solution)).strip()
+
+
+def check(name: str, answer: Answer | None = None, solutions: bool = False, seed: int | None = None) -> CheckResult:
+    """Check the student's ``answer`` to exercise ``name`` on fresh random inputs (``seed``: the
+    same inputs again). With ``solutions`` the reference solution is checked instead, and a
+    failure raises: it is a bug of the course, not the student's."""
+    ex = EXERCISES.get(name)
+    if ex is None:
+        raise KeyError(f"no exercise {name!r}; the exercises are {', '.join(EXERCISES)}")
+    candidate = ex.solution if solutions else answer
+    if candidate is None:
+        raise ValueError(f"give the function you wrote: check({name!r}, {name})")
+    drawn = seed if seed is not None else secrets.randbits(31)
+    generator = torch.Generator().manual_seed(drawn)
+    started = True
+    try:
+        with one_thread():
+            problems = ex.find_problems(candidate, generator)
+    except NotImplementedError:
+        problems, started = ["not written yet"], False
+    except Exception as err:  # a student's function may fail in any way; say how
+        problems = [f"it raised {type(err).__name__}: {err}"]
+    result = CheckResult(ex, not problems, tuple(problems), solutions, started, None if not problems else drawn)
+    if solutions and problems:
+        raise AssertionError(f"the reference solution of {name!r} fails its own check: {problems}")
+    return result
+
+
+# --------------------------------------------------------------------------- helpers for checks
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Run the block on one intra-op thread: a check's tensors are small, and on a shared
+    two-core machine OpenMP's extra threads cost far more than they save (tests/conftest.py)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def as_tensor(value: Any, what: str) -> torch.Tensor:
+    """``value`` as a float64 tensor, or a TypeError saying what was expected."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().double()
+    try:
+        return torch.as_tensor(value, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"expected {what}, got {type(value).__name__}") from None
+
+
+def close(a: torch.Tensor, b: torch.Tensor, tolerance: float = 1e-5) -> bool:
+    """Same shape and equal within ``tolerance`` (relative to the values' size), NaNs equal."""
+    if a.shape != b.shape:
+        return False
+    scale = max(1.0, float(b.abs().nan_to_num().max())) if b.numel() else 1.0
+    return bool(torch.allclose(a.double(), b.double(), atol=tolerance * scale, rtol=0.0, equal_nan=True))
+
+
+def first_match(answer: torch.Tensor, mistakes: Sequence[tuple[str, torch.Tensor]], tolerance: float = 1e-5) -> str | None:
+    """The message of the first known mistake whose result ``answer`` equals, else None."""
+    for message, mistaken in mistakes:
+        if close(answer, mistaken, tolerance):
+            return message
+    return None
+
+
+def largest_difference(answer: torch.Tensor, expected: torch.Tensor) -> str:
+    """"by up to X" for two tensors of one shape."""
+    return f"by up to {float((answer - expected).abs().nan_to_num(float('inf')).max()):.4g}"
+
+
+def shape_problem(answer: torch.Tensor, expected: torch.Tensor, hint: str) -> str | None:
+    """A message when the shapes differ (``hint`` says which shape and why), else None."""
+    if answer.shape == expected.shape:
+        return None
+    return f"it returns shape {tuple(answer.shape)}; expected {tuple(expected.shape)}: {hint}"
+
+
+def uniform(generator: torch.Generator, low: float, high: float) -> float:
+    """One number drawn uniformly from [low, high)."""
+    return low + (high - low) * float(torch.rand((), generator=generator, dtype=torch.float64))
+
+
+def integer(generator: torch.Generator, low: int, high: int) -> int:
+    """One integer drawn uniformly from [low, high]."""
+    return int(torch.randint(low, high + 1, (), generator=generator))

@@ -1,0 +1,373 @@
+"""Lesson 15, *Outliers in the stream*: the OOD score, AUROC and the H-score; what outliers do
+to entropy minimisation; filters, with the precision and recall of what they keep, read from
+the methods' per-batch traces.
+
+Exercises: AUROC from scores, the H-score from ACC and AUROC, a filter's precision and recall.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import torch
+from sklearn.metrics import roc_curve
+
+from stamplib.evaluation import metrics
+from stamplib.evaluation.traces import filter_precision
+from stamplib.experiments.course import LONG_STREAM, LONG_STREAM_CLOSED, OUTLIERS
+from stamplib.experiments.plans import Plan
+from stamplib.report.frames import plan_frame
+from stamplib.report.paper import method_label
+from stamplib.teaching.exercises import as_tensor, exercise, first_match, integer, uniform
+from stamplib.teaching.records import corruptions_of, method_colours, per_batch, stream_outputs
+
+LESSON = OUTLIERS.notebook
+
+# ------------------------------------------------------------------------------- exercises
+
+
+def auroc_percent(ood_score: torch.Tensor, is_outlier: torch.Tensor) -> float:
+    """AUROC in percent of telling outliers (positive, ``is_outlier`` True) from known-class
+    samples by ``ood_score`` (higher = more likely an outlier): the chance that a random outlier
+    scores higher than a random known-class sample, a tie counting one half."""
+    outliers, known = ood_score[is_outlier], ood_score[~is_outlier]
+    higher = (outliers[:, None] > known[None, :]).double()
+    ties = (outliers[:, None] == known[None, :]).double()
+    return 100.0 * float((higher + 0.5 * ties).mean())
+
+
+@exercise(LESSON, "AUROC from OOD scores", auroc_percent, "`stamplib.evaluation.metrics.auroc` (scikit-learn's "
+          "`roc_auc_score`)")
+def _check_auroc(answer: Any, generator: torch.Generator) -> list[str]:
+    for case in range(6):
+        n = integer(generator, 10, 200)
+        is_outlier = torch.rand(n, generator=generator) < uniform(generator, 0.15, 0.5)
+        is_outlier[0], is_outlier[1] = True, False  # both kinds
+        score = torch.randn(n, generator=generator, dtype=torch.float64) + 1.5 * is_outlier
+        if case >= 3:  # a coarse score (rounded entropies): ties between the two kinds
+            score = score.round()
+        expected = metrics.auroc(score, is_outlier)
+        got = float(as_tensor(answer(score.clone(), is_outlier.clone()), "one number (percent)"))
+        if abs(got - expected) < 1e-6:
+            continue
+        strict = 100.0 * float((score[is_outlier][:, None] > score[~is_outlier][None, :]).double().mean())
+        known = [
+            ("it is a fraction; the tables give AUROC in percent (× 100)", expected / 100.0),
+            ("it is reversed: outliers are the positive class and a higher score means 'outlier'", 100.0 - expected),
+            ("it is reversed and a fraction: outliers are positive (higher score = outlier), in percent",
+             1.0 - expected / 100.0),
+            ("ties between an outlier and a known-class sample count one half (they appear with coarse scores)",
+             strict),
+        ]
+        message = first_match(torch.tensor(got), [(m, torch.tensor(v)) for m, v in known], 1e-6)
+        return [message or f"it gives {got:.4f} where AUROC is {expected:.4f}"]
+    return []
+
+
+def h_score(acc: float, auroc: float) -> float:
+    """The H-score of the paper (Eq. 9): the harmonic mean of ACC and AUROC (both in percent);
+    0 when both are 0."""
+    if acc + auroc == 0:
+        return 0.0
+    return 2.0 * acc * auroc / (acc + auroc)
+
+
+@exercise(LESSON, "The H-score from ACC and AUROC", h_score, "`stamplib.evaluation.metrics.h_score`")
+def _check_h_score(answer: Any, generator: torch.Generator) -> list[str]:
+    pairs = [(uniform(generator, 0, 100), uniform(generator, 0, 100)) for _ in range(5)]
+    pairs += [(uniform(generator, 50, 100), uniform(generator, 0, 5)), (0.0, 0.0)]
+    for acc, auc in pairs:
+        expected = metrics.h_score(acc, auc)
+        try:
+            got = float(answer(acc, auc))
+        except ZeroDivisionError:
+            return ["it divides by zero when ACC and AUROC are both 0: H is 0 there (nothing recognised, "
+                    "nothing rejected)"]
+        if abs(got - expected) < 1e-6:
+            continue
+        if acc + auc == 0:
+            return [f"it gives {got} when ACC and AUROC are both 0: H is 0 there"]
+        known = [
+            ("that is the arithmetic mean; H is the harmonic mean 2·ACC·AUROC / (ACC + AUROC), which a low "
+             "value drags down", (acc + auc) / 2),
+            ("that is the geometric mean; H is the harmonic mean 2·ACC·AUROC / (ACC + AUROC)", math.sqrt(acc * auc)),
+            ("it misses the factor 2: H = 2·ACC·AUROC / (ACC + AUROC)", acc * auc / (acc + auc)),
+        ]
+        message = first_match(torch.tensor(got), [(m, torch.tensor(v)) for m, v in known], 1e-6)
+        return [message or f"H({acc:.2f}, {auc:.2f}) should be {expected:.4f}, it gives {got:.4f}"]
+    return []
+
+
+def filter_precision_recall(passed: torch.Tensor, is_outlier: torch.Tensor) -> tuple[float, float]:
+    """Of the samples a filter let through (``passed``), the share that are known-class samples
+    (precision; NaN when none passed), and of the known-class samples, the share it let through
+    (recall; NaN when there is none). Fractions in [0, 1]."""
+    known = ~is_outlier
+    kept_known = int((passed & known).sum())
+    precision = kept_known / int(passed.sum()) if passed.any() else math.nan
+    recall = kept_known / int(known.sum()) if known.any() else math.nan
+    return precision, recall
+
+
+def _trace_precision(passed: torch.Tensor, is_outlier: torch.Tensor) -> float:
+    """Precision as the per-batch traces compute it (:func:`stamplib.evaluation.traces.filter_precision`)."""
+    trace = {"n_passed": [int(passed.sum())], "passed_outliers": [int((passed & is_outlier).sum())]}
+    return filter_precision(trace)[0]
+
+
+@exercise(LESSON, "A filter's precision and recall", filter_precision_recall,
+          "`stamplib.evaluation.traces.filter_precision` and the recall of the known-class samples")
+def _check_precision_recall(answer: Any, generator: torch.Generator) -> list[str]:
+    for case in range(6):
+        b = integer(generator, 4, 64)
+        is_outlier = torch.rand(b, generator=generator) < 0.3
+        is_outlier[0] = False
+        passed = torch.rand(b, generator=generator) < (0.0 if case == 5 else uniform(generator, 0.1, 0.9))
+        expected_precision = _trace_precision(passed, is_outlier)
+        known = ~is_outlier
+        expected_recall = float((passed & known).sum()) / float(known.sum())
+        result = answer(passed.clone(), is_outlier.clone())
+        if not isinstance(result, (tuple, list)) or len(result) != 2:
+            return ["return two numbers, (precision, recall)"]
+        precision, recall = (float(v) for v in result)
+        if case == 5 and not math.isnan(precision):
+            return [f"nothing passed the filter, so its precision is undefined (nan), not {precision}"]
+
+        def near(a: float, b: float) -> bool:
+            return abs(a - b) < 1e-6
+
+        if (math.isnan(expected_precision) or near(precision, expected_precision)) and near(recall, expected_recall):
+            continue
+        if near(precision, expected_recall) and near(recall, expected_precision):
+            return ["precision and recall are swapped: precision divides by what passed, recall by the known-class "
+                    "samples"]
+        if near(precision, 100 * expected_precision) or near(recall, 100 * expected_recall):
+            return ["give fractions in [0, 1], not percent"]
+        if near(recall, float((passed & is_outlier).sum()) / max(1, int(is_outlier.sum()))):
+            return ["recall here is of the known-class samples (how many of them the filter keeps), not of the "
+                    "outliers"]
+        if near(precision, float((passed & known).sum()) / b):
+            return ["precision divides by the samples that passed, not by the whole batch"]
+        return [f"precision {precision:.4f} (expected {expected_precision:.4f}), recall {recall:.4f} "
+                f"(expected {expected_recall:.4f})"]
+    return []
+
+
+# ------------------------------------------------------------------------------- the lesson
+
+
+def table(plan: Plan, records: Mapping[str, Any]) -> pd.DataFrame:
+    """ACC, AUROC and H (mean over corruptions) per method and stream of the plan."""
+    frame = plan_frame(plan, records)
+    if frame.empty:
+        return frame
+    frame = frame.assign(Method=frame["method"].map(method_label), stream=frame["variant"].replace("", "paper's stream"))
+    return frame[["Method", "method", "stream", "acc", "auroc", "h", "collapsed"]].reset_index(drop=True)
+
+
+def _cell_record(plan: Plan, records: Mapping[str, Any], method: str, variant: str = "") -> dict[str, Any] | None:
+    for cell in plan.cells:
+        if cell.spec.method == method and cell.variant == variant:
+            return records.get(cell.spec.key())
+    return None
+
+
+def plot_scores(plan: Plan, records: Mapping[str, Any], results: str | Path,
+                methods: tuple[str, ...] = ("bn_stats", "tent", "stamp")) -> plt.Figure:
+    """Histograms of the OOD score of known-class samples and outliers, one row per method and
+    one column per corruption, AUROC in each title; the last column: the ROC curves of the
+    first corruption."""
+    chosen = [(m, r) for m in methods if (r := _cell_record(plan, records, m)) is not None]
+    corruptions = corruptions_of(chosen[0][1]) if chosen else []
+    fig, axes = plt.subplots(max(1, len(chosen)), len(corruptions) + 1, squeeze=False,
+                             figsize=(3.3 * (len(corruptions) + 1), 2.4 * max(1, len(chosen))))
+    colours = method_colours([method_label(m) for m, _ in chosen])
+    for row, (method, record) in zip(axes, chosen):
+        outputs = stream_outputs(record, results)
+        for ax, corruption in zip(row, corruptions):
+            out = outputs[corruption]
+            outlier = out.label < 0
+            bins = np.linspace(float(out.ood_score.min()), float(out.ood_score.max()) + 1e-9, 30)
+            ax.hist(out.ood_score[~outlier], bins=bins, density=True, alpha=0.6, label="known classes")
+            ax.hist(out.ood_score[outlier], bins=bins, density=True, alpha=0.6, label="outliers")
+            auc = record["per_corruption"][corruption]["auroc"]
+            ax.set_title(f"{method_label(method)}, {corruption.replace('_', ' ')}: AUROC {auc:.1f}", fontsize=9)
+            ax.set_yticks([])
+        first = outputs[corruptions[0]]
+        fpr, tpr, _ = roc_curve(first.label < 0, first.ood_score)
+        row[-1].plot(100 * fpr, 100 * tpr, color=colours[method_label(method)])
+        row[-1].plot([0, 100], [0, 100], color="grey", linewidth=0.8, linestyle="--")
+        row[-1].set(title=f"ROC, {corruptions[0].replace('_', ' ')}", xlabel="known-class samples flagged (%)",
+                    ylabel="outliers flagged (%)")
+        row[-1].title.set_fontsize(9)
+    for ax in axes[-1][:-1]:
+        ax.set_xlabel("OOD score (entropy, nats)")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_h_plane(frame: pd.DataFrame) -> plt.Figure:
+    """Every method of the paper's stream as a point (mean ACC, mean AUROC) over curves of equal
+    H: the harmonic mean is only high where both are."""
+    rows = frame[frame["stream"] == "paper's stream"]
+    fig, ax = plt.subplots(figsize=(6.2, 5.0))
+    grid = np.linspace(1, 100, 200)
+    acc, auc = np.meshgrid(grid, grid)
+    contours = ax.contour(acc, auc, 2 * acc * auc / (acc + auc), levels=range(10, 100, 10), colors="grey",
+                          linewidths=0.6)
+    ax.clabel(contours, fmt="H=%d", fontsize=7)
+    colours = method_colours(rows["Method"])
+    for _, r in rows.iterrows():
+        ax.scatter(r["acc"], r["auroc"], color=colours[r["Method"]], s=50, zorder=3)
+        ax.annotate(f"{r['Method']} (H {r['h']:.1f})", (r["acc"], r["auroc"]), textcoords="offset points",
+                    xytext=(5, 4), fontsize=8)
+    ax.set(xlabel="ACC (%)", ylabel="AUROC (%)", xlim=(0, 100), ylim=(0, 100),
+           title="Each method's ACC and AUROC, over lines of equal H")
+    fig.tight_layout()
+    return fig
+
+
+def outliers_text(frame: pd.DataFrame) -> str:
+    """What outliers do to Tent, in numbers: ACC with and without outliers against BN Stats,
+    and the AUROC it gives up."""
+    def value(method: str, stream: str, metric: str) -> float:
+        rows = frame[(frame["method"] == method) & (frame["stream"] == stream)]
+        return float(rows[metric].iloc[0]) if not rows.empty else math.nan
+
+    paper, closed = "paper's stream", "closed set"
+    numbers = {(m, s, k): value(m, s, k) for m in ("bn_stats", "tent") for s in (paper, closed) for k in ("acc", "auroc")}
+    if any(math.isnan(numbers[(m, s, "acc")]) for m in ("bn_stats", "tent") for s in (paper, closed)):
+        return "Some records are missing: compute the cells first."
+    gain_closed = numbers[("tent", closed, "acc")] - numbers[("bn_stats", closed, "acc")]
+    gain_open = numbers[("tent", paper, "acc")] - numbers[("bn_stats", paper, "acc")]
+    return (f"Without outliers Tent changes BN Stats' accuracy by {gain_closed:+.1f} points "
+            f"({numbers[('bn_stats', closed, 'acc')]:.1f} → {numbers[('tent', closed, 'acc')]:.1f} %); with 20 % "
+            f"outliers in the same stream by {gain_open:+.1f} ({numbers[('bn_stats', paper, 'acc')]:.1f} → "
+            f"{numbers[('tent', paper, 'acc')]:.1f} %), and its AUROC goes from BN Stats' "
+            f"{numbers[('bn_stats', paper, 'auroc')]:.1f} to {numbers[('tent', paper, 'auroc')]:.1f}" + (
+                ": minimising the entropy of every sample makes the outliers confident too, so the entropy stops "
+                "telling them apart." if numbers[("tent", paper, "auroc")] < numbers[("bn_stats", paper, "auroc")]
+                else "."))
+
+
+def long_stream_scores(plan: Plan, records: Mapping[str, Any], results: str | Path) -> pd.DataFrame:
+    """Per batch of the long stream with outliers, for BN Stats and Tent: the mean OOD score
+    (entropy) of known-class samples and of outliers (:func:`~stamplib.teaching.records.per_batch`)."""
+    parts = []
+    for method in ("bn_stats", "tent"):
+        record = _cell_record(plan, records, method, LONG_STREAM)
+        if record is not None:
+            parts.append(per_batch(record, results).assign(Method=method_label(method)))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def plot_long_stream_scores(frame: pd.DataFrame) -> plt.Figure:
+    """Mean entropy per batch of known-class samples (solid) and outliers (dotted) along the long
+    stream, per method."""
+    fig, ax = plt.subplots(figsize=(11, 3.4))
+    colours = method_colours(frame["Method"]) if not frame.empty else {}
+    for method, rows in frame.groupby("Method", sort=False):
+        ax.plot(rows["batch"], rows["score_known"], color=colours[method], label=f"{method}: known classes")
+        ax.plot(rows["batch"], rows["score_outliers"], color=colours[method], linestyle=":",
+                label=f"{method}: outliers")
+    starts = frame.groupby("corruption", sort=False)["batch"].min() if not frame.empty else pd.Series(dtype=float)
+    for corruption, start in starts.items():
+        ax.axvline(start, color="grey", linewidth=0.4)
+        ax.text(start + 0.5, ax.get_ylim()[1], corruption.replace("_", " "), rotation=90, va="top", fontsize=6)
+    ax.set(xlabel="batch of the long stream", ylabel="mean OOD score (entropy, nats)",
+           title="The OOD score along the long stream")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def long_stream_text(frame: pd.DataFrame, shares: pd.DataFrame) -> str:
+    """Tent's outliers along the long stream: their entropy against the known classes', and
+    the share predicted as one class (``shares``: :func:`stamplib.teaching.adapting.long_stream`)."""
+    tent = frame[frame["Method"] == method_label("tent")] if not frame.empty else frame
+    tent_shares = shares[(shares["Method"] == method_label("tent")) & (shares["stream"] == LONG_STREAM)] \
+        if not shares.empty else shares
+    closed = shares[(shares["Method"] == method_label("tent")) & (shares["stream"] == LONG_STREAM_CLOSED)] \
+        if not shares.empty else shares
+    if tent.empty or tent_shares.empty or closed.empty:
+        return "The long-stream records are missing: compute the cells first."
+    later = tent[tent["score_outliers"] < tent["score_known"]]
+    flips = (f"first at batch {int(later['batch'].iloc[0])}, then in {len(later)} of its {len(tent)} batches"
+             if not later.empty else f"in none of its {len(tent)} batches")
+    last = tent_shares.iloc[-1]
+    closed_top = 100 * closed["top_class_share"].max()
+    text = (f"On the long stream Tent's outliers are more confident than its known-class samples {flips}; on the "
+            f"last corruption {100 * last['outliers_top_share']:.0f} % of the outliers are predicted as one class, "
+            f"and the most predicted class takes {100 * last['top_class_share']:.0f} % of the known-class "
+            f"predictions. Without outliers (dashed) that share stays at {100 * closed['top_class_share'].min():.0f}–"
+            f"{closed_top:.0f} %")
+    if 100 * last["top_class_share"] > closed_top + 5:
+        return text + ": the outliers are what the entropy minimisation collapses onto."
+    return text + "."
+
+
+def filter_frame(plan: Plan, records: Mapping[str, Any], results: str | Path) -> pd.DataFrame:
+    """One row per (filtering method, corruption, batch) of the paper's stream: samples through
+    the filter, known-class samples in the batch, precision and recall of what passed."""
+    rows = []
+    for cell in plan.cells:
+        record = records.get(cell.spec.key())
+        if cell.variant or record is None or "trace" not in record:
+            continue
+        outputs = stream_outputs(record, results)
+        batch_size = int(record["spec"].get("batch_size", 64))
+        for corruption in [c for c in corruptions_of(record) if c in record["trace"]]:
+            trace = record["trace"][corruption]
+            if "n_passed" not in trace:
+                continue
+            labels = outputs[corruption].label
+            for i, (n, outliers) in enumerate(zip(trace["n_passed"], trace["passed_outliers"])):
+                known = int((labels[i * batch_size:(i + 1) * batch_size] >= 0).sum())
+                rows.append({"Method": method_label(cell.spec.method), "corruption": corruption, "batch": i,
+                             "passed": n, "known": known,
+                             "precision": math.nan if not n else 1.0 - outliers / n,
+                             "recall": (n - outliers) / known if known else math.nan})
+    return pd.DataFrame(rows)
+
+
+def filter_summary(frame: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
+    """Per method: samples through the filter per batch, precision and recall (percent, means
+    over batches), and the method's ACC, AUROC and H on the paper's stream (``scores``:
+    :func:`table`)."""
+    if frame.empty:
+        return frame
+    out = frame.groupby("Method", sort=False).agg(**{"passed per batch": ("passed", "mean"),
+                                                     "precision (%)": ("precision", "mean"),
+                                                     "recall (%)": ("recall", "mean")}).reset_index()
+    out[["precision (%)", "recall (%)"]] *= 100.0
+    paper = scores[scores["stream"] == "paper's stream"].set_index("Method")[["acc", "auroc", "h"]]
+    return out.join(paper.rename(columns=str.upper), on="Method")
+
+
+def plot_filters(frame: pd.DataFrame) -> plt.Figure:
+    """Per corruption: precision against recall of each filtering method, one point per batch
+    and a large one for the mean."""
+    corruptions = list(dict.fromkeys(frame["corruption"])) if not frame.empty else []
+    fig, axes = plt.subplots(1, max(1, len(corruptions)), figsize=(4.4 * max(1, len(corruptions)), 3.8),
+                             squeeze=False, sharey=True)
+    colours = method_colours(frame["Method"]) if not frame.empty else {}
+    for ax, corruption in zip(axes[0], corruptions):
+        rows = frame[frame["corruption"] == corruption]
+        for method, mine in rows.groupby("Method", sort=False):
+            ax.scatter(100 * mine["recall"], 100 * mine["precision"], s=8, alpha=0.35, color=colours[method])
+            ax.scatter(100 * mine["recall"].mean(), 100 * mine["precision"].mean(), s=70, color=colours[method],
+                       edgecolor="black", label=method, zorder=3)
+        ax.set(title=corruption.replace("_", " "), xlabel="recall: known-class samples kept (%)", xlim=(-3, 103))
+    axes[0][0].set_ylabel("precision: known-class share of what passed (%)")
+    if corruptions:
+        axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    fig.suptitle("What each filter keeps, batch by batch")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,315 @@
+"""Lesson 16, *STAMP piece by piece*: from Tent to STAMP one component at a time — augmentation
+averaging, SAM, the cosine step size, the reliable class-balanced memory, self-weighting —
+along Table 5's rows (:data:`stamplib.experiments.course.PATH_ROWS`), the H of each step over
+the seeds whose records exist, and how the steps map to the paper's Table 5.
+
+Exercises: STAMP's self-weighted entropy, the class-balanced memory's eviction rule, the cosine
+step size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import torch
+
+from stamplib import methods
+from stamplib.blocks.memory import ClassBalancedMemory
+from stamplib.evaluation.store import ResultsStore
+from stamplib.experiments import plans
+from stamplib.experiments.course import PIECE_BY_PIECE, SINGLE_VIEW
+from stamplib.methods.stamp import cosine_step_size as stamp_cosine_step_size
+from stamplib.models import resnet_cifar_tiny
+from stamplib.report.frames import plan_frame
+from stamplib.report.paper import paper_value
+from stamplib.teaching.exercises import (
+    as_tensor,
+    close,
+    exercise,
+    first_match,
+    integer,
+    largest_difference,
+    uniform,
+)
+from stamplib.teaching.records import STAMP_COLOUR, seed_spread
+
+LESSON = PIECE_BY_PIECE.notebook
+
+
+# ------------------------------------------------------------------------------- the path
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the path: what it adds, and the Table 5 row (1–7; 0: Tent, not in Table 5)."""
+
+    name: str
+    adds: str
+    variant: str  # the plan's variant label ("" for Tent)
+    table5_row: int
+
+
+def _row(sam: bool, lr_decay: bool, memory: bool, weighting: bool) -> tuple[str, int]:
+    row = (sam, lr_decay, memory, weighting)
+    return plans.ablation_label(*row), plans.ABLATION_ROWS.index(row) + 1
+
+
+STEPS = (
+    Step("Tent", "entropy minimisation on each batch (Adam, every BatchNorm layer, one view)", "", 0),
+    Step("+ views averaging", "prediction and OOD score averaged over 16 augmented views; entropy minimisation "
+         "on the batch with STAMP's plain SGD (lr 0.1, the last stage frozen)", *_row(False, False, False, False)),
+    Step("+ SAM", "sharpness-aware steps: the update is taken where the loss is highest nearby (ρ = 0.05)",
+         *_row(True, False, False, False)),
+    Step("+ cosine step size", "the step size follows a cosine from 0.1 down over 150 steps (and up again)",
+         *_row(True, True, False, False)),
+    Step("+ reliable memory", "adapt on a class-balanced memory of 64 reliable samples (low entropy, label "
+         "consistent with the source weights) instead of the whole batch", *_row(True, True, True, False)),
+    Step("+ self-weighting = STAMP", "weight each memory sample's entropy by softmax(−entropy), gradient kept",
+         *_row(True, True, True, True)),
+)
+#: The rows of Table 5 the path skips, and STAMP without views averaging (Fig. 4's K = 1).
+OFF_PATH = tuple(Step(name, adds, variant, row) for name, adds, variant, row in (
+    ("cosine step size alone", "Table 5's row 2: no SAM, no memory", *_row(False, True, False, False)),
+    ("self-weighting without memory", "Table 5's row 5: self-weighted entropy on the batch",
+     *_row(True, True, False, True)),
+    ("STAMP with one view", "Fig. 4 (notebook 09): no augmentation averaging (K = 1)", SINGLE_VIEW, 0),
+))
+#: The paper's Table 5 cell (CIFAR100-C with SVHN-C outliers).
+TABLE5_CELL = ("cifar100_c", "svhn")
+
+
+def path_table(plan: plans.Plan, records: Mapping[str, Any], stores: Sequence[tuple[str, ResultsStore]],
+               off_path: plans.Plan | None = None, off_path_records: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """One row per step (then the off-path rows stored): ACC, AUROC, H (mean over corruptions),
+    H on each corruption, H over the seeds found (text), and the paper's Table 5 row with its
+    ACC, AUROC and H."""
+    frame = plan_frame(plan, records, per_corruption=True)
+    if off_path is not None and off_path_records:
+        frame = pd.concat([frame, plan_frame(off_path, off_path_records, per_corruption=True)], ignore_index=True)
+    specs = {c.variant: c.spec for c in plan.cells}  # Tent's variant is ""
+    if off_path is not None:
+        specs.update({c.variant: c.spec for c in off_path.cells})
+    rows = []
+    for step in (*STEPS, *OFF_PATH):
+        mine = frame[(frame["variant"] == step.variant) & (frame["method"] == ("tent" if not step.variant else "stamp"))] \
+            if not frame.empty else frame
+        if mine.empty:
+            if step in STEPS:
+                rows.append({"step": step.name, "adds": step.adds, "Table 5 row": step.table5_row or "—"})
+            continue
+        mean = mine[mine["corruption"] == "mean"].iloc[0]
+        row: dict[str, Any] = {"step": step.name, "adds": step.adds, "Table 5 row": step.table5_row or "—",
+                               "ACC": mean["acc"], "AUROC": mean["auroc"], "H": mean["h"]}
+        per_corruption = mine.set_index("corruption")["h"]
+        for corruption in specs[step.variant].corruptions:  # in stream order
+            if corruption in per_corruption:
+                row[f"H {corruption.replace('_', ' ')}"] = per_corruption[corruption]
+        row["H over seeds"] = seed_spread(specs[step.variant], stores).text()
+        for metric in ("acc", "auroc", "h"):
+            value = paper_value("5", *TABLE5_CELL, "stamp", metric, variant=step.variant) if step.table5_row else None
+            row[f"paper {metric.upper()}"] = math.nan if value is None else value
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def schedule_text(plan: plans.Plan, records: Mapping[str, Any]) -> str:
+    """How far STAMP's cosine step size falls within one corruption's stream (before the reset),
+    from its configuration and the number of batches in its record's trace."""
+    spec = next((c.spec for c in reversed(plan.cells) if c.spec.method == "stamp"), None)
+    record = records.get(spec.key()) if spec is not None else None
+    if record is None or "trace" not in record:
+        return "STAMP's record is missing: compute the cells first."
+    config = methods.resolve_config("stamp", spec.hyperparameter_setting(), **dict(spec.overrides))
+    batches = max(len(t["n_passed"]) for t in record["trace"].values())
+    end = stamp_cosine_step_size(config.lr, batches, config.period, periodic=True)
+    return (f"Here a corruption's stream has {batches} batches (at most as many adaptation steps) and STAMP is reset "
+            f"before the next, while the "
+            f"period is T = {config.period} adaptation steps: the step size only falls from {config.lr:g} to "
+            f"{end:.3g} ({100 * end / config.lr:.0f} % of it) before each reset.")
+
+
+def plot_path(table: pd.DataFrame) -> plt.Figure:
+    """H of each step of the path (mean and per corruption), beside the paper's Table 5 H of the
+    same row (on its own benchmark: compare the direction of each step, not the numbers)."""
+    steps = table[table["step"].isin([s.name for s in STEPS])]
+    x = range(len(steps))
+    fig, ax = plt.subplots(figsize=(10, 4.0))
+    per_corruption = [c for c in steps.columns if c.startswith("H ") and c != "H over seeds"]
+    for column in per_corruption:
+        ax.plot(x, steps[column], marker="o", linewidth=1, alpha=0.6, label=f"ours, {column[2:]}")
+    ax.plot(x, steps["H"], marker="o", linewidth=2.5, color=STAMP_COLOUR, label="ours, mean over corruptions")
+    if "paper H" in steps:
+        ax.plot(x, steps["paper H"], marker="x", linestyle="--", color="black",
+                label="paper, Table 5 (CIFAR100-C + SVHN-C)")
+    ax.set_xticks(list(x), list(steps["step"]), rotation=15, ha="right")
+    ax.set(ylabel="H-score (%)", ylim=(0, 100), title="From Tent to STAMP, one component at a time")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def path_text(table: pd.DataFrame) -> str:
+    """Each step's change of H, in words, and where the path ends against Tent."""
+    steps = table[table["step"].isin([s.name for s in STEPS])].dropna(subset=["H"]) if "H" in table else table
+    if len(steps) < 2:
+        return "The path's records are missing: compute the cells first."
+    moves = [f"{b['step']} {b['H'] - a['H']:+.1f}" for (_, a), (_, b) in zip(steps.iloc[:-1].iterrows(),
+                                                                          steps.iloc[1:].iterrows())]
+    first, last = steps.iloc[0], steps.iloc[-1]
+    biggest = max(((b["H"] - a["H"], b["step"]) for (_, a), (_, b) in zip(steps.iloc[:-1].iterrows(),
+                                                                        steps.iloc[1:].iterrows())))
+    return (f"Mean H from {first['step']} ({first['H']:.1f}) to {last['step']} ({last['H']:.1f}), step by step: "
+            f"{'; '.join(moves)}. The largest single gain: {biggest[1]} ({biggest[0]:+.1f}).")
+
+
+# ------------------------------------------------------------------------------- exercises
+
+
+def cosine_step_size(lr0: float, step: int, period: int) -> float:
+    """STAMP's step size before the (step+1)-th adaptation step: lr0 · ½ · (1 + cos(π · step /
+    period)), periodic in ``step`` as PyTorch's CosineAnnealingLR (it rises again after
+    ``period`` steps, stamp.md §4.5)."""
+    return lr0 * 0.5 * (1.0 + math.cos(math.pi * step / period))
+
+
+@exercise(LESSON, "The cosine step size", cosine_step_size, "`stamplib.methods.stamp.cosine_step_size`")
+def _check_cosine(answer: Any, generator: torch.Generator) -> list[str]:
+    for case in range(8):
+        lr0, period = uniform(generator, 0.001, 0.5), integer(generator, 5, 300)
+        step = integer(generator, 0, period) if case < 5 else integer(generator, period + 1, 3 * period)
+        expected = stamp_cosine_step_size(lr0, step, period, periodic=True)
+        got = float(answer(lr0, step, period))
+        if abs(got - expected) <= 1e-9 * max(1.0, lr0):
+            continue
+        known = [
+            ("after `period` steps the authors' schedule rises again (PyTorch's CosineAnnealingLR is periodic); "
+             "do not hold it at 0", stamp_cosine_step_size(lr0, step, period, periodic=False)),
+            ("the ½ is missing: lr0 · ½ · (1 + cos(π·step/period)) starts at lr0", 2 * expected),
+            ("the angle is π · step / period radians, not 180 · step / period",
+             lr0 * 0.5 * (1 + math.cos(180 * step / period))),
+            ("off by one: the step size before the first step (step 0) is lr0",
+             stamp_cosine_step_size(lr0, step + 1, period, periodic=True)),
+        ]
+        message = first_match(torch.tensor(got), [(m, torch.tensor(v)) for m, v in known], 1e-9)
+        return [message or f"lr0={lr0:.4f}, step {step}, period {period}: expected {expected:.6f}, got {got:.6f}"]
+    return []
+
+
+def eviction_candidates(class_counts: Sequence[int], xi: Sequence[float], capacity: int) -> list[int]:
+    """The classes a class-balanced memory may evict from when a new sample arrives: none while
+    it holds fewer than ``capacity`` samples; else the classes present in it (count > 0) whose
+    class-frequency EMA ξ is the largest among them, in class order."""
+    if sum(class_counts) < capacity:
+        return []
+    present = [c for c, count in enumerate(class_counts) if count > 0]
+    top = max(xi[c] for c in present)
+    return [c for c in present if xi[c] == top]
+
+
+@exercise(LESSON, "The class-balanced memory's eviction rule", eviction_candidates,
+          "`stamplib.blocks.memory.ClassBalancedMemory` (STAMP's memory, stamp.md §4.3)")
+def _check_eviction(answer: Any, generator: torch.Generator) -> list[str]:
+    for case in range(8):
+        num_classes, capacity = integer(generator, 3, 10), integer(generator, 4, 32)
+        full = case % 4 != 3
+        total = capacity if full else integer(generator, 1, capacity - 1)
+        labels = torch.randint(num_classes, (total,), generator=generator)
+        if case == 0:  # the memory one class wide (lesson 17's contrast stream)
+            labels[:] = labels[0]
+        counts = torch.bincount(labels, minlength=num_classes).tolist()
+        xi = (torch.rand(num_classes, generator=generator, dtype=torch.float64) * 4).round().tolist()  # ties
+        present = [c for c in range(num_classes) if counts[c]]
+        if case == 1 and len(present) > 1:  # two present classes tie at the top
+            xi[present[0]] = xi[present[-1]] = max(xi) + 1.0
+        absent = [c for c in range(num_classes) if counts[c] == 0]
+        if absent:
+            xi[absent[0]] = max(xi) + 5.0  # an absent class with the largest EMA
+        memory = ClassBalancedMemory(num_classes, capacity)
+        memory.add(torch.zeros(total, 1), labels)
+        memory.xi = torch.tensor(xi, dtype=torch.float64)
+        expected = memory.eviction_candidates()
+        got = sorted(int(c) for c in answer(list(counts), list(xi), capacity))
+        if got == expected:
+            continue
+        if not full and got:
+            return ["the memory still has room here: nothing is evicted until it holds `capacity` samples"]
+        if any(c not in present for c in got):
+            return ["it evicts from a class with no sample in the memory: only a present class can lose one (an "
+                    "absent class with a large ξ is skipped)"]
+        by_count = [c for c in present if counts[c] == max(counts[p] for p in present)]
+        if got == by_count and by_count != expected:
+            return ["it picks by the current counts; the rule uses the class-frequency EMA ξ (it remembers which "
+                    "classes were frequent, Eq. 5)"]
+        if len(got) == 1 and got[0] in expected:
+            return ["with ties every present class with the largest ξ is a candidate (the memory then picks one at "
+                    "random)"]
+        return [f"counts {counts}, ξ {xi}, capacity {capacity}: the candidates are {expected}, it gives {got}"]
+    return []
+
+
+def self_weighted_entropy(logits: torch.Tensor, scale: int) -> torch.Tensor:
+    """STAMP's loss on the memory (stamp.md §4.4): the entropy H_i of each sample, weighted by
+    w = softmax(−H) with its gradient kept, scaled by ``scale`` (the memory's capacity) and
+    averaged: mean_i(H_i · scale · w_i)."""
+    log_p = torch.log_softmax(logits, dim=1)
+    entropy = -(log_p.exp() * log_p).sum(dim=1)
+    weights = torch.softmax(-entropy, dim=0)  # confident samples weigh more; not detached
+    return (entropy * scale * weights).mean()
+
+
+def stamp_for_checks(num_classes: int, seed: int, sharpen: float = 1.0, **overrides: Any) -> methods.TTAMethod:
+    """A STAMP around a small random network (its loss and filters need no trained weights);
+    ``sharpen`` scales the last layer, so that its predictions range from unsure to confident."""
+    torch.manual_seed(seed)
+    network = resnet_cifar_tiny(num_classes)
+    last = [m for m in network.modules() if isinstance(m, torch.nn.Linear)][-1]
+    with torch.no_grad():
+        last.weight.mul_(sharpen)
+    return methods.create("stamp", network, num_classes, setting="cifar10_c", seed=seed, **overrides)
+
+
+@exercise(LESSON, "STAMP's self-weighted entropy", self_weighted_entropy,
+          "STAMP's own loss (`stamplib.methods.stamp.Stamp.loss`, weighting `adaptive`)")
+def _check_self_weighted_entropy(answer: Any, generator: torch.Generator) -> list[str]:
+    num_classes = integer(generator, 2, 20)
+    stamp = stamp_for_checks(num_classes, integer(generator, 0, 2**16))
+    for _ in range(5):
+        n, scale = integer(generator, 1, 64), integer(generator, 1, 128)
+        logits = torch.randn(n, num_classes, generator=generator, dtype=torch.float64) * uniform(generator, 0.5, 5)
+        reference = logits.clone().requires_grad_(True)
+        expected = stamp.loss(reference, scale)
+        (expected_grad,) = torch.autograd.grad(expected, reference)
+        given = logits.clone().requires_grad_(True)
+        result = answer(given, scale)
+        got = as_tensor(result, "one number (a 0-d tensor)").reshape(())
+        entropy = -(torch.log_softmax(logits, 1).exp() * torch.log_softmax(logits, 1)).sum(1)
+        w = torch.softmax(-entropy, 0)
+        if not close(got, expected.detach(), 1e-6):
+            known = [
+                ("the weights favour the uncertain samples: w = softmax(−H), so confident samples weigh more",
+                 (entropy * scale * torch.softmax(entropy, 0)).mean()),
+                ("the scale is missing: mean(H · scale · w), with scale the memory's capacity",
+                 (entropy * w).mean()),
+                ("it sums over the samples; STAMP averages (mean(H · scale · w))", (entropy * scale * w).sum()),
+                ("that is plain mean entropy (weighting 'none'); weight each sample by w = softmax(−H)",
+                 entropy.mean()),
+            ]
+            return [first_match(got, known, 1e-6) or f"the loss differs from STAMP's {largest_difference(got, expected.detach())}"]
+        if not isinstance(result, torch.Tensor) or not result.requires_grad:
+            return ["the value is right but it carries no gradient: STAMP back-propagates this loss"]
+        (grad,) = torch.autograd.grad(result.reshape(()), given)
+        if not close(grad.double(), expected_grad, 1e-5):
+            static = logits.clone().requires_grad_(True)
+            lp = torch.log_softmax(static, 1)
+            h = -(lp.exp() * lp).sum(1)
+            (static_grad,) = torch.autograd.grad((h * scale * torch.softmax(-h, 0).detach()).mean(), static)
+            if close(grad.double(), static_grad, 1e-5):
+                return ["the value is right but the weights are detached: STAMP's adaptive weights keep their gradient "
+                        "(detaching them is the 'static' weighting of Fig. 3)"]
+            return [f"the value is right but the gradient differs {largest_difference(grad.double(), expected_grad)}"]
+    return []

@@ -1,0 +1,135 @@
+"""The course (notebooks 14–17, issue 43): its lessons plan the paper notebooks' own cells, its
+notebooks keep the exercise markup (one check after each exercise, the student's copy with
+``solutions`` off), seed spreads say "one seed" where only one exists, and the overview's closing
+and lesson 17's comparison with the authors' code read the committed records."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from stamplib.data.corruptions import CORRUPTIONS
+from stamplib.evaluation.store import ResultsStore
+from stamplib.experiments import course, plans
+from stamplib.experiments.parameters import NotebookParameters
+from stamplib.notebook_runner import notebook_parameters, notebooks_dir
+from stamplib.teaching import EXERCISES, breaking, overview
+from stamplib.teaching.exercises import of_lesson
+from stamplib.teaching.records import seed_spread
+
+REPO = Path(__file__).resolve().parents[2]
+QUICK_RUN = ResultsStore(REPO / "results" / "builtin_benchmark")
+LESSONS = [e.notebook for e in course.LESSONS]
+
+
+def keys(notebook: str, **params: object) -> set[str]:
+    return {s.key() for s in plans.plan(notebook, profile="quick", **params).specs}
+
+
+def test_the_lessons_come_after_the_paper_notebooks_in_order() -> None:
+    assert list(plans.EXPERIMENTS)[-4:] == LESSONS
+    assert [nb.stem for nb in sorted(notebooks_dir().glob("1[4-7]_*.ipynb"))] == LESSONS
+
+
+def test_the_lessons_plan_the_paper_notebooks_cells() -> None:
+    table1, closed, inside = keys("02_table1_cifar_outlier_aware"), keys("05_table4_closed_set"), keys("10_inside_the_stream")
+    ablation, views, stress = keys("06_table5_ablation"), keys("09_fig_augmentation_averaging"), keys("13_stress_streams")
+    adapting = plans.plan(LESSONS[0], profile="quick")
+    long = [c.spec for c in adapting.cells if c.variant.startswith(course.LONG_STREAM)]
+    assert len(long) == 4 and all(s.continual and s.corruptions == CORRUPTIONS for s in long)
+    assert {s.outliers for s in long} == {"noise", "none"}
+    own = {s.key() for s in long}  # the one stream no paper notebook has
+    assert keys(LESSONS[0]) - own <= table1
+    assert keys(LESSONS[1]) - own <= table1 | closed | inside and keys(LESSONS[1]) & own == own
+    assert keys(LESSONS[2]) <= ablation | table1
+    off_path = course.off_path(plans.experiment(LESSONS[2]), NotebookParameters.parse(profile="quick"))
+    assert {s.key() for s in off_path.specs} <= ablation | views and not {s.key() for s in off_path.specs} & keys(LESSONS[2])
+    assert keys(LESSONS[3]) <= table1 | ablation | stress
+    # the path ends at STAMP itself, the cell of Table 1 and of the overview
+    assert plans.plan(LESSONS[2], profile="quick").cells[-1].spec.key() in keys("00_walkthrough")
+
+
+def _cells(notebook: str) -> list[dict]:
+    return json.loads((notebooks_dir() / f"{notebook}.ipynb").read_text())["cells"]
+
+
+def _source(cell: dict) -> str:
+    return "".join(cell["source"])
+
+
+@pytest.mark.parametrize("notebook", LESSONS)
+def test_each_exercise_is_a_function_to_complete_followed_by_its_check(notebook: str) -> None:
+    params = notebook_parameters(notebooks_dir() / f"{notebook}.ipynb")
+    assert params["solutions"]["default"] == "False" and params["solutions"]["inferred_type_name"] == "bool"
+    cells = _cells(notebook)
+    tags = [c["metadata"].get("tags", []) for c in cells]
+    found = []
+    for i, cell in enumerate(cells):
+        if "exercise" not in tags[i]:
+            assert "check" not in tags[i] or "exercise" in tags[i - 1], f"{notebook}: a check without its exercise"
+            continue
+        source = _source(cell)
+        name = re.match(r"def (\w+)\(", source).group(1)
+        assert source.rstrip().endswith("# YOUR CODE HERE\n    raise NotImplementedError()"), source
+        assert "check" in tags[i + 1] and _source(cells[i + 1]).strip() == f'check("{name}", {name}, solutions)'
+        namespace: dict = {}
+        exec("import torch\n" + source, namespace)  # noqa: S102 - the notebook's own cell
+        expected = list(inspect.signature(EXERCISES[name].solution).parameters)
+        assert list(inspect.signature(namespace[name]).parameters) == expected, name
+        found.append(name)
+    assert found == [e.name for e in of_lesson(notebook)] and 2 <= len(found) <= 3
+
+
+def test_the_overview_points_to_the_lessons_and_names_its_trace() -> None:
+    text = "".join(_source(c) for c in _cells("00_walkthrough"))
+    assert all(notebook in text for notebook in LESSONS)
+    assert '"STAMP, CoTTA-style"' in text and "overview.closing(" in text
+
+
+def _record(spec, h: float) -> dict:
+    per = {c: {"acc": h, "auroc": h, "h": h, "collapsed": False} for c in spec.corruptions}
+    return {"key": spec.key(), "spec": spec.to_dict(), "per_corruption": per, "mean": {"acc": h, "auroc": h, "h": h},
+            "collapsed": [], "seconds": 1.0}
+
+
+def test_a_seed_spread_shows_the_seeds_that_exist_and_says_one_seed_otherwise(tmp_path: Path) -> None:
+    spec = plans.plan("02_table1_cifar_outlier_aware", profile="quick", methods="stamp").specs[0]
+    run, committed = ResultsStore(tmp_path / "run"), ResultsStore(tmp_path / "committed")
+    run.put(_record(spec, 60.0))
+    stores = [("run", run), ("committed", committed)]
+    assert seed_spread(spec, stores).text() == "60.0 (one seed)"
+    committed.put(_record(spec, 99.0))  # the run's own record wins
+    committed.put(_record(spec.with_(seed=1), 70.0))
+    committed.put(_record(spec.with_(seed=2), 65.0))
+    spread = seed_spread(spec, stores)
+    assert spread.values == {0: 60.0, 1: 70.0, 2: 65.0} and spread.sources == {0: "run", 1: "committed", 2: "committed"}
+    assert spread.text() == "65.0 (60.0–70.0 over seeds 0, 1, 2)"
+    assert seed_spread(spec.with_(method="tent"), stores).text() == "—"
+
+
+def test_the_overviews_closing_explains_the_committed_quick_run(tmp_path: Path) -> None:
+    plan = plans.plan("00_walkthrough", profile="quick")
+    records = {s.key(): r for s in plan.specs if (r := QUICK_RUN.get(s)) is not None}
+    assert len(records) == len(plan.specs)
+    text = overview.closing(plan, records, tmp_path / "empty")
+    assert "**Why STAMP's contrast bar is the lowest.**" in text and "samples per batch of 64 pass its filters" in text
+    assert re.search(r"(one seed per method|over seeds 0, 1, 2)", text)
+    assert re.search(r"reference run gives STAMP an H of [\d.]+ / [\d.]+ / [\d.]+ over seeds 0, 1, 2", text)
+
+
+def test_lesson_17_compares_the_committed_stamp_record_with_the_authors_code() -> None:
+    plan = plans.plan(LESSONS[3], profile="quick")
+    found = breaking.stamp_records(plan, {s.key(): r for s in plan.specs if (r := QUICK_RUN.get(s)) is not None})
+    text = breaking.authors_code_text(plan, found, "contrast")
+    assert "16.8 / 52.6 / 25.5" in text
+    gap = float(re.search(r"within ([\d.]+) points", text).group(1))
+    assert gap <= 0.5
+    smoke = plans.plan(LESSONS[3], profile="smoke")
+    assert "run this notebook in the quick profile" in breaking.authors_code_text(smoke, found, "contrast")
+    assert breaking.worst_corruption(found["STAMP"]) == "contrast"
+    with pytest.raises(ValueError, match="corruption: 'fog'"):
+        breaking.worst_corruption(found["STAMP"], "fog")
