@@ -11,6 +11,7 @@ import pytest
 
 import stamplib
 from stamplib import paths
+from tests.support import context_for
 
 PACKAGE = Path(stamplib.__file__).resolve().parent
 BUILDER = PACKAGE / "paths.py"
@@ -76,7 +77,7 @@ def test_the_data_root_is_passed_down_not_read_from_the_environment(
     build = runner.build_stream
     monkeypatch.setattr(runner, "build_stream", lambda spec, corruption, severity=None, data_root=None: (
         seen.append(data_root), build(spec, corruption, severity=severity, data_root=data_root))[1])
-    run(RunSpec(method="source", profile="smoke"), store=ResultsStore(tmp_path / "results"), data_root=tmp_path / "given")
+    run(RunSpec(method="source", profile="smoke"), context_for(tmp_path / "results"), data_root=tmp_path / "given")
     assert seen == [tmp_path / "given"]
     spec = RunSpec(method="source", dataset="cifar10", outliers="none", corruptions=("none",), profile="smoke")
     with pytest.raises(FileNotFoundError, match=str(tmp_path / "given")):

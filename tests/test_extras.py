@@ -154,17 +154,17 @@ import json
 import sys
 
 import stamplib
-from stamplib import RunSpec, cli, explorer, notebook_runner, site  # noqa: F401 - the faces import
+from stamplib import RunSpec, cli, explorer, notebook_runner, paths, site  # noqa: F401 - the faces import
 from stamplib.experiments import grid
-from stamplib.evaluation.store import ResultsStore
 from stamplib.extras import MissingExtra
 
 spec = RunSpec(method="source", corruptions=("gaussian_noise",), profile="smoke")
-record = stamplib.run(spec)
-local = grid.run_grid([RunSpec(method="bn_stats", corruptions=("gaussian_noise",), profile="smoke")],
-                      executor="local", store=ResultsStore(sys.argv[1]), progress=False)
+context = paths.RunContext.build(results=sys.argv[1])
+record = stamplib.run(spec, context)
+local = grid.run_grid([RunSpec(method="bn_stats", corruptions=("gaussian_noise",), profile="smoke")], context,
+                      progress=False)
 try:
-    grid.run_grid([spec], executor="submitit-local", store=ResultsStore(sys.argv[1]), progress=False)
+    grid.run_grid([spec], context, grid.ExecutorOptions("submitit-local"), progress=False)
     refused = ""
 except MissingExtra as err:
     refused = str(err)

@@ -16,7 +16,7 @@ from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
 from stamplib.experiments import plans
 from stamplib.report import paper
-from tests.support import uint8_images as images
+from tests.support import context_for, uint8_images as images
 
 
 @pytest.fixture
@@ -56,7 +56,7 @@ def test_a_new_dataset_is_one_registry_entry_and_runs_end_to_end(toy_dataset, tm
     for method in ("stamp", "eata"):  # EATA also reads the source-training images
         spec = RunSpec(method=method, dataset="toy", outliers="heldout_classes",
                        corruptions=("none", "gaussian_noise"), profile="smoke")
-        record = stamplib.run(spec, store=ResultsStore(tmp_path / "results"))
+        record = stamplib.run(spec, context_for(tmp_path / "results"))
         assert all(0 <= m["h"] <= 100 and m["n_outliers"] > 0 for m in record["per_corruption"].values())
     plan = plans.plan("04_table3_class_split", datasets="toy", methods="source")
     assert [c.spec.dataset for c in plan.cells] == ["toy"]

@@ -20,7 +20,7 @@ from stamplib.evaluation import runner
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
 from tests.data.files import write_folder
-from tests.support import uint8_images as images
+from tests.support import context_for, uint8_images as images
 
 pytestmark = pytest.mark.usefixtures("fresh_streams")
 
@@ -101,7 +101,7 @@ def test_a_cell_holds_one_stream_at_a_time_when_streams_do_not_fit(
 
     monkeypatch.setattr(runner, "build_stream", build_stream)
     spec = RunSpec(method="stamp", corruptions=("gaussian_noise", "fog", "contrast"), profile="smoke")
-    record = stamplib.run(spec, store=ResultsStore(tmp_path))
+    record = stamplib.run(spec, context_for(tmp_path))
     assert len(alive) == 3 and all(ref() is None for ref in alive) and len(record["per_corruption"]) == 3
 
 

@@ -15,6 +15,7 @@ from stamplib import cli, determinism
 from stamplib.evaluation import precision
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
+from tests.support import context_for
 
 
 @pytest.fixture
@@ -29,10 +30,10 @@ def test_records_are_computed_without_tf32_unless_asked_and_say_which(
     spec = RunSpec(method="source", corruptions=("none",), profile="smoke")
     monkeypatch.delenv(precision.TF32_ENV, raising=False)
     precision.set_tf32(True)  # e.g. PyTorch's own default for cuDNN
-    record = stamplib.run(spec, store=ResultsStore(tmp_path / "fidelity"))
+    record = stamplib.run(spec, context_for(tmp_path / "fidelity"))
     assert record["provenance"]["tf32"] == {"matmul": False, "cudnn": False} == precision.tf32_state()
     monkeypatch.setenv(precision.TF32_ENV, "1")
-    record = stamplib.run(spec, store=ResultsStore(tmp_path / "fast"))
+    record = stamplib.run(spec, context_for(tmp_path / "fast"))
     assert record["provenance"]["tf32"] == {"matmul": True, "cudnn": True}
 
 

@@ -13,6 +13,7 @@ from stamplib.evaluation.assembly import build_method, build_stream
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
 from stamplib.methods import contract
+from tests.support import context_for
 
 SMOKE = dict(dataset="digits", outliers="noise", corruptions=("gaussian_noise", "contrast"), profile="smoke")
 
@@ -26,7 +27,7 @@ def _outputs(store: ResultsStore, spec: RunSpec) -> dict[str, np.ndarray]:
 def test_relative_speed_one_is_todays_protocol_bit_for_bit(tmp_path: Path, method: str) -> None:
     paper, realistic = RunSpec(method=method, **SMOKE), RunSpec(method=method, realistic=True, relative_speed=1, **SMOKE)
     store = ResultsStore(tmp_path)
-    a, b = runner.run(paper, store=store), runner.run(realistic, store=store)
+    a, b = runner.run(paper, context_for(store)), runner.run(realistic, context_for(store))
     assert paper.key() != realistic.key()
     out_a, out_b = _outputs(store, paper), _outputs(store, realistic)
     assert out_a.keys() == out_b.keys() and all(np.array_equal(out_a[k], out_b[k]) for k in out_a)
@@ -68,7 +69,7 @@ def test_every_third_batch_is_adapted_and_the_others_change_nothing(monkeypatch:
 
 def test_a_realistic_record_carries_its_relative_speed_and_adapted_batches(tmp_path: Path) -> None:
     spec = RunSpec(method="tent", realistic=True, relative_speed=2, **SMOKE)
-    record = runner.run(spec, store=ResultsStore(tmp_path))
+    record = runner.run(spec, context_for(tmp_path))
     assert record["realistic"] == {"relative_speed": 2, "step_seconds": None, "forward_seconds": None,
                                    "measured": False, "adapted_batches": 2, "batches": 4}
     assert record["spec"]["realistic"] is True and record["spec"]["relative_speed"] == 2
@@ -82,7 +83,7 @@ def test_the_relative_speed_is_measured_once_per_cell(tmp_path: Path, monkeypatc
         return runner.RelativeSpeed.from_times(0.0035, 0.001)
 
     monkeypatch.setattr(runner, "measure_relative_speed", measured)
-    record = runner.run(RunSpec(method="tent", realistic=True, **SMOKE), store=ResultsStore(tmp_path))
+    record = runner.run(RunSpec(method="tent", realistic=True, **SMOKE), context_for(tmp_path))
     assert len(calls) == 1 and record["realistic"]["measured"]
     assert record["realistic"]["relative_speed"] == 4  # 3.5 rounded up
     assert [row["relative_speed"] for row in record["per_corruption"].values()] == [4, 4]

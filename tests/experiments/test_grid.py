@@ -10,6 +10,7 @@ import stamplib
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
 from stamplib.experiments import grid
+from tests.support import context_for
 
 
 def _fake_record(store: ResultsStore, spec: RunSpec) -> None:
@@ -99,7 +100,7 @@ def test_submitit_grid_survives_a_killed_job_and_matches_in_process_runs(tmp_pat
 
     reference = ResultsStore(tmp_path / "reference")
     for spec in specs:
-        assert _metrics(store.get(spec)) == _metrics(stamplib.run(spec, store=reference)), spec.method
+        assert _metrics(store.get(spec)) == _metrics(stamplib.run(spec, context_for(reference))), spec.method
 
 
 @pytest.mark.slow  # two spawned workers each import torch: about 20 s on two busy cores
@@ -110,7 +111,7 @@ def test_local_process_pool_matches_in_process_runs(tmp_path, digits_model):
     assert report.ok and report.jobs == ["local-pool-0", "local-pool-1"]
     reference = ResultsStore(tmp_path / "reference")
     for spec in specs:
-        assert _metrics(store.get(spec)) == _metrics(stamplib.run(spec, store=reference)), spec.method
+        assert _metrics(store.get(spec)) == _metrics(stamplib.run(spec, context_for(reference))), spec.method
 
 
 def test_slurm_jobs_are_one_array_with_the_requested_resources(tmp_path, monkeypatch):

@@ -20,6 +20,7 @@ from stamplib.evaluation.store import ResultsStore
 from stamplib.experiments import reference
 from stamplib.models import checkpoints
 from stamplib.models.builtin import DIGITS_CHECKPOINT
+from tests.support import context_for
 
 
 def test_a_record_names_its_checkpoint_data_code_and_command(
@@ -27,7 +28,7 @@ def test_a_record_names_its_checkpoint_data_code_and_command(
 ) -> None:
     monkeypatch.setenv(provenance.COMMAND_ENV, "python -m stamplib run --method source")
     spec = RunSpec(method="source", corruptions=("gaussian_noise",), profile="smoke")
-    record = run(spec, store=ResultsStore(tmp_path))
+    record = run(spec, context_for(tmp_path))
     made = record["provenance"]
     side = checkpoints.read_sidecar(checkpoints.checkpoint_path(DIGITS_CHECKPOINT))
     assert made["checkpoint"] == {"name": DIGITS_CHECKPOINT, "sha256": side["sha256"],

@@ -60,11 +60,11 @@ def test_cli_run_under_the_realistic_protocol(tmp_path: Path, capsys: pytest.Cap
         (["--method", "tent", "--relative-speed", "-3"], "relative_speed is C(g) of the realistic protocol"),
         # Typed overrides: each value against its field's type, then the config's own checks.
         (["--method", "stamp", "--set", "lr=abc"], "hyperparameter 'lr' of 'stamp' takes a number, got 'abc'"),
-        (["--method", "stamp", "--set", "lr=-1"], "lr=-1 out of range for 'stamp': lr and alpha must be positive"),
+        (["--method", "stamp", "--set", "lr=-1"], "lr=-1.0 out of range for 'stamp': lr and alpha must be positive"),
         (["--method", "stamp", "--set", "num_views=0"], "num_views, capacity and period must be at least 1"),
-        (["--method", "stamp", "--set", "capacity=2.5"], "'capacity' of 'stamp' takes an integer, got 2.5"),
-        (["--method", "stamp", "--set", "sam=1"], "'sam' of 'stamp' takes True or False, got 1"),
-        (["--method", "stamp", "--set", "weighting=mean"], "takes one of 'adaptive', 'static', 'eata', 'none'"),
+        (["--method", "stamp", "--set", "capacity=2.5"], "'capacity' of 'stamp' takes an integer, got '2.5'"),
+        (["--method", "stamp", "--set", "sam=maybe"], "'sam' of 'stamp' takes true or false, got 'maybe'"),
+        (["--method", "stamp", "--set", "weighting=mean"], "takes one of adaptive, static, eata, none, got 'mean'"),
     ],
 )
 def test_cli_run_bad_input_is_one_line_and_exit_2(
