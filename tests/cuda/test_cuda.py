@@ -24,7 +24,6 @@ from stamplib import determinism, methods  # noqa: E402
 from stamplib.evaluation import precision  # noqa: E402
 from stamplib.evaluation.assembly import build_method, build_stream  # noqa: E402
 from stamplib.evaluation.spec import RunSpec  # noqa: E402
-from stamplib.evaluation.store import ResultsStore  # noqa: E402
 from tests.support import context_for
 
 pytestmark = [

@@ -13,10 +13,10 @@ import stamplib
 from stamplib import data, methods, models
 from stamplib.data import loaders
 from stamplib.evaluation.spec import RunSpec
-from stamplib.evaluation.store import ResultsStore
 from stamplib.experiments import plans
 from stamplib.report import paper
-from tests.support import context_for, uint8_images as images
+from tests.support import context_for
+from tests.support import uint8_images as images
 
 
 @pytest.fixture
@@ -61,7 +61,7 @@ def test_a_new_dataset_is_one_registry_entry_and_runs_end_to_end(toy_dataset, tm
     plan = plans.plan("04_table3_class_split", datasets="toy", methods="source")
     assert [c.spec.dataset for c in plan.cells] == ["toy"]
     assert paper.paper_dataset("toy") == "cifar10_c_8_2"  # its numbers are compared with Table 3's
-    assert "toy" in {name for name, _, _ in data.dataset_status()}
+    assert "toy" in {name for name, _, _ in data.dataset_status(tmp_path)}
 
 
 def test_unknown_names_are_refused_with_the_list_and_registration_is_checked() -> None:

@@ -24,6 +24,7 @@ from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
 from stamplib.methods.base import SETTINGS, TTAMethod, TTAOutput, register
 from tests.data.files import write_cifar_c
+from tests.support import context_for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -49,13 +50,12 @@ def test_run_stores_one_record_and_skips_on_rerun(tmp_path, monkeypatch):
 
 
 def test_partial_cifar10_c_fails_before_the_model_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("STAMPLIB_DATA_ROOT", str(tmp_path))
     write_cifar_c(tmp_path, per=10, corruptions=("gaussian_noise",))  # half extracted: fog and snow missing
     monkeypatch.setattr(models, "source_model", _boom)
     spec = RunSpec(method="source", dataset="cifar10_c", corruptions=("gaussian_noise", "fog", "snow"),
                    profile="smoke")
     with pytest.raises(loaders.DatasetNotFound) as err:
-        stamplib.run(spec)
+        stamplib.run(spec, context_for(tmp_path / "results", data_root=tmp_path))
     msg = str(err.value)
     assert "fog.npy" in msg and "snow.npy" in msg and "gaussian_noise.npy" not in msg
     assert "unpack CIFAR-10-C.tar again" in msg
@@ -70,12 +70,11 @@ import sys, time
 import torch
 torch.set_num_threads(1)
 import stamplib
-from stamplib import RunSpec
-from tests.support import context_for
+from stamplib import RunSpec, paths
 specs = [RunSpec(method=m, corruptions=("gaussian_noise",), profile="smoke", seed=s)
          for s in range(3) for m in ("source", "bn_stats")]
 for spec in specs:
-    stamplib.run(spec)
+    stamplib.run(spec, paths.RunContext.build())
     time.sleep(float(sys.argv[1]))  # a long grid: the kill lands before the next cell
 """
 
@@ -263,7 +262,7 @@ def test_continual_resets_once_and_records_the_order(tmp_path: Path, digits_mode
     corruptions = ("contrast", "gaussian_noise")
     base = RunSpec(method="tent", dataset="digits", outliers="noise", corruptions=corruptions, profile="smoke")
     episodic = stamplib.run(base, context_for(tmp_path))
-    continual = stamplib.run(base.with_(continual=True), context_for(tmp_path))
+    continual = stamplib.run(base.with_stream(schedule="continual"), context_for(tmp_path))
     assert continual["stream"] == {"continual": True, "order": list(corruptions), "dirichlet": 0.0, "outlier_burst": 0}
     assert "stream" not in episodic
     first, second = corruptions
@@ -273,6 +272,6 @@ def test_continual_resets_once_and_records_the_order(tmp_path: Path, digits_mode
     a, b = (np.load(tmp_path / r["outputs"]) for r in (episodic, continual))
     assert not np.array_equal(a[f"{second}.ood_score"], b[f"{second}.ood_score"])
     np.testing.assert_array_equal(a[f"{first}.ood_score"], b[f"{first}.ood_score"])
-    shifted = stamplib.run(base.with_(dirichlet=0.1, outlier_burst=16), context_for(tmp_path))
+    shifted = stamplib.run(base.with_stream(dirichlet=0.1, outlier_burst=16), context_for(tmp_path))
     assert shifted["stream"]["dirichlet"] == 0.1 and shifted["per_corruption"][first]["n_outliers"] == \
         episodic["per_corruption"][first]["n_outliers"]

@@ -14,7 +14,6 @@ from stamplib import methods
 from stamplib.data.streams import StreamSpec, mix
 from stamplib.evaluation.runner import run_stream
 from stamplib.evaluation.spec import RunSpec
-from stamplib.evaluation.store import ResultsStore
 from stamplib.evaluation.traces import StreamTracer, filter_precision, memory_purity
 from stamplib.methods.base import TTAMethod, TTAOutput
 from tests.support import context_for, tiny_net
