@@ -43,9 +43,11 @@ def _literal_pairs(items: list[str]) -> dict[str, Any]:
 
 def _context(args: argparse.Namespace, **defaults: Any) -> paths.RunContext:
     """The run context of a command's flags (``--data-root``, ``--results``, ``--device``; a
-    command without one of them gets the default), naming the command for its records."""
+    command without one of them gets the default), naming the command for its records; a dry
+    run's is not checked (it computes nothing)."""
     return paths.RunContext.build(getattr(args, "data_root", None), getattr(args, "results", None),
-                                  device=getattr(args, "device", "cpu"), command=args.command_line, **defaults)
+                                  device=getattr(args, "device", "cpu"), command=args.command_line,
+                                  check=not getattr(args, "dry_run", False), **defaults)
 
 
 def _executor_options(args: argparse.Namespace) -> Any:
@@ -64,9 +66,6 @@ def _interrupted(submitted: bool = False) -> int:
     print("\ninterrupted: finished cells are stored" + ("; submitted jobs keep running" if submitted else "")
           + ". Run the same command again to continue.", file=sys.stderr)
     return 130
-
-
-# ------------------------------------------------------------------------------- run
 
 
 def _stream_flags(parser: argparse.ArgumentParser) -> None:
@@ -100,16 +99,16 @@ def _stream_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _stream_of(args: argparse.Namespace) -> Any:
-    """The StreamSpec of the stream flags (the schedule from its three switches) and the
-    ``--stream`` items; one option given both ways is an error."""
+    """The StreamSpec of the stream flags (a flag named after a field sets it; the schedule
+    comes from its three switches) and the ``--stream`` items; one option given both ways is
+    an error."""
     from stamplib.data import SCHEDULE_FLAGS, StreamSpec
 
     switched = StreamSpec.from_key_fields(**{flag: True for flag in SCHEDULE_FLAGS.values() if getattr(args, flag)})
-    given: dict[str, Any] = {"schedule": switched.schedule} if switched.schedule != "episodic" else {}
-    given.update({name: getattr(args, name) for name in ("dirichlet", "outlier_burst", "batch_size", "label_shift",
-                                                          "relative_speed") if getattr(args, name) is not None})
-    if args.realistic or args.relative_speed:
-        given["realistic"] = True
+    given = {name: value for name in StreamSpec.key_names() - {"schedule", "realistic", *SCHEDULE_FLAGS.values()}
+             if (value := getattr(args, name, None)) is not None}
+    given.update({"schedule": switched.schedule} if switched.schedule != "episodic" else {},
+                 **({"realistic": True} if args.realistic or args.relative_speed else {}))
     named = _text_pairs(args.stream)
     if twice := sorted(set(named) & set(given)):
         raise ValueError(f"stream option(s) {twice} given twice: by a flag and by --stream")
@@ -166,9 +165,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(record, indent=1))
     return 0
-
-
-# ------------------------------------------------------------------------------- doctor, checkpoints, methods
 
 
 def _doctor_parser(sub: Any) -> None:
@@ -237,9 +233,6 @@ def cmd_check_method(args: argparse.Namespace) -> int:
     return 1 if any(r.outcome == "failed" for r in results) else 0
 
 
-# ------------------------------------------------------------------------------- notebooks, site
-
-
 def _notebooks_parser(sub: Any) -> None:
     p = sub.add_parser("notebooks", help="execute notebooks with papermill")
     p.add_argument("--profile", default="quick", choices=PROFILES)
@@ -274,9 +267,6 @@ def cmd_site(args: argparse.Namespace) -> int:
     index = build_site(profile=args.profile, out=Path(args.out) if args.out else None, quiet=not args.verbose)
     print(f"site built: open {index}")
     return 0
-
-
-# ------------------------------------------------------------------------------- models and the benchmark
 
 
 def _train_source_parser(sub: Any) -> None:
@@ -349,9 +339,6 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
                                          model_cards=cards, readme=Path(args.readme) if args.readme else None):
         print(f"wrote {path}")
     return 0
-
-
-# ------------------------------------------------------------------------------- grids and tuning
 
 
 def _executor_flags(parser: argparse.ArgumentParser, *, executor_default: str | None,
@@ -510,9 +497,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 1 if result.missing else 0
 
 
-# ------------------------------------------------------------------------------- the reference run
-
-
 def _reference_parser(sub: Any) -> None:
     p = sub.add_parser("reference", help="the committed reference run on real images (results/reference)")
     p.add_argument("action", choices=["status", "compute", "recompute", "render", "readme"],
@@ -585,8 +569,6 @@ def cmd_reference(args: argparse.Namespace) -> int:
     print("\n".join(reference.comparison_lines(result, context.device)))
     return 1 if result.differences else 0
 
-
-# ------------------------------------------------------------------------------- dispatch
 
 #: Every command's parser builder, in the order ``--help`` lists them.
 PARSERS: tuple[Callable[[Any], None], ...] = (

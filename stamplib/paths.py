@@ -201,16 +201,18 @@ class RunContext:
     @classmethod
     def build(cls, data_root: str | os.PathLike | None = None, results: str | os.PathLike | None = None,
               figures: str | os.PathLike | None = None, device: str = "cpu", command: str = "",
-              default_data_root: str | os.PathLike | None = None) -> RunContext:
+              default_data_root: str | os.PathLike | None = None, check: bool = True) -> RunContext:
         """The given places, else the environment's (:data:`ENVIRONMENT`), else the defaults
         (``default_data_root`` instead of ``<home>/data`` where a command has its own, as the
         reference run's ``shared/data``). What it carries is checked here, once: a data root given
-        here must be a folder, the device one torch has. ``command`` "" keeps the one a parent
+        here must be a folder, the device one torch has (``check`` False: taken as given, for a
+        dry run that computes nothing, as planning a GPU machine's grid on a laptop).
+        ``command`` "" keeps the one a parent
         process exported (``$STAMPLIB_COMMAND``), if any; ``$STAMPLIB_TF32`` (1, true, yes, on)
         allows TF32."""
         if data_root:
             root = Path(data_root)
-            if not root.is_dir():
+            if check and not root.is_dir():
                 raise ValueError(f"data root {root} is not a folder: give --data-root the folder that holds the "
                                  "data sets (python -m stamplib doctor lists what it finds there)")
         elif default_data_root and not environment("STAMPLIB_DATA_ROOT"):
@@ -218,7 +220,7 @@ class RunContext:
         else:
             root = _default_data_root()
         return cls(root, Path(results) if results else results_dir(), Path(figures) if figures else figures_dir(),
-                   check_device(device or "cpu"), command or environment("STAMPLIB_COMMAND"),
+                   check_device(device or "cpu") if check else device or "cpu", command or environment("STAMPLIB_COMMAND"),
                    environment("STAMPLIB_TF32").strip().lower() in ("1", "true", "yes", "on"))
 
     def environment(self) -> dict[str, str]:

@@ -216,9 +216,9 @@ class StreamSpec:
             raise ValueError(f"{given} are different streams without a reset: give one of continual (corruptions "
                              "in turn), mixed_domains (all in one shuffled stream) or gradual (severity 1→5→1 per "
                              "corruption)")
-        if flags and fields.get("schedule", flags[0]) != flags[0]:
+        if flags and fields.setdefault("schedule", flags[0]) != flags[0]:
             raise ValueError(f"schedule={fields['schedule']!r} and {SCHEDULE_FLAGS[flags[0]]}=True disagree: give one")
-        return cls(**({"schedule": flags[0]} if flags else {}), **fields)
+        return cls(**fields)
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> StreamSpec:

@@ -14,6 +14,7 @@ import stamplib
 from stamplib import cli, determinism, paths
 from stamplib.evaluation import precision
 from stamplib.evaluation.spec import RunSpec
+from tests.support import pretend_gpus
 
 
 @pytest.fixture
@@ -55,6 +56,7 @@ def test_a_deterministic_refusal_names_the_operation_and_the_way_out() -> None:
 def test_run_deterministic_names_the_method_it_cannot_serve(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     refused = _refused_by_torch()
+    pretend_gpus(monkeypatch)  # a GPU machine's command line: the context takes --device cuda
     monkeypatch.setattr(determinism, "set_deterministic", lambda *a, **k: None)
 
     def run(*args: object, **kwargs: object) -> None:

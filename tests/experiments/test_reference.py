@@ -143,7 +143,7 @@ def test_the_reference_data_root_is_named_relative_to_the_checkout(monkeypatch: 
 def test_the_doctor_names_shared_data_beside_the_checkout(data_root: Path) -> None:
     from stamplib import data, paths
 
-    hints = {name: where for name, _, where in data.dataset_status()}
+    hints = {name: where for name, _, where in data.dataset_status(data_root)}
     assert str(paths.shared_data()) in hints["cifar10_jpeg"]
     assert "/work/" not in hints["cifar10_jpeg"].replace(str(paths.shared_data()), "")
 
