@@ -33,3 +33,25 @@ def test_gpu_throughput_runs_small_on_the_cpu(tmp_path: Path) -> None:
     assert set(report["table_hours"]) == {"Table 1, CIFAR-10", "Table 2"}
     assert all(h > 0 for h in report["table_hours"].values())
     assert "estimate for Table 2 (14 methods × 2 outlier sets × 15 corruptions)" in done.stdout
+
+
+def test_launch_count_counts_operators_and_synchronisations_on_the_cpu(tmp_path: Path) -> None:
+    """The operator counts behind issue 42 (benchmarks/launch_count.py), on the tiny network:
+    CoTTA's views in one forward dispatch fewer operators than its loop of forwards."""
+    out = tmp_path / "counts.json"
+    done = subprocess.run(
+        [sys.executable, "benchmarks/launch_count.py", "--small", "--methods", "source,cotta", "--steps", "1",
+         "--override", "cotta:aug_threshold=1.01", "--out", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+    loop = {r["method"]: r for r in json.loads(out.read_text())["rows"]}
+    done = subprocess.run(
+        [sys.executable, "benchmarks/launch_count.py", "--small", "--methods", "cotta", "--steps", "1",
+         "--override", "cotta:aug_threshold=1.01", "--override", "cotta:view_chunk=32", "--out", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+    [batched] = json.loads(out.read_text())["rows"]
+    assert loop["source"]["syncs_per_step"] == 0 and loop["source"]["ops_per_step"] > 0
+    assert batched["ops_per_step"] < loop["cotta"]["ops_per_step"] / 1.5
