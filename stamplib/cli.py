@@ -41,13 +41,14 @@ def _literal_pairs(items: list[str]) -> dict[str, Any]:
     return {name: literal_or_text(value) for name, value in map(_split_pair, items)}
 
 
-def _context(args: argparse.Namespace, **defaults: Any) -> paths.RunContext:
+def _context(args: argparse.Namespace, results: str | Path | None = None,
+             default_data_root: Path | None = None) -> paths.RunContext:
     """The run context of a command's flags (``--data-root``, ``--results``, ``--device``; a
-    command without one of them gets the default), naming the command for its records; a dry
-    run's is not checked (it computes nothing)."""
-    return paths.RunContext.build(getattr(args, "data_root", None), getattr(args, "results", None),
+    command without one of them gets the default, or the command's own), naming the command for
+    its records; a dry run's is not checked (it computes nothing)."""
+    return paths.RunContext.build(getattr(args, "data_root", None), getattr(args, "results", None) or results,
                                   device=getattr(args, "device", "cpu"), command=args.command_line,
-                                  check=not getattr(args, "dry_run", False), **defaults)
+                                  default_data_root=default_data_root, check=not getattr(args, "dry_run", False))
 
 
 def _executor_options(args: argparse.Namespace) -> Any:
@@ -107,8 +108,10 @@ def _stream_of(args: argparse.Namespace) -> Any:
     switched = StreamSpec.from_key_fields(**{flag: True for flag in SCHEDULE_FLAGS.values() if getattr(args, flag)})
     given = {name: value for name in StreamSpec.key_names() - {"schedule", "realistic", *SCHEDULE_FLAGS.values()}
              if (value := getattr(args, name, None)) is not None}
-    given.update({"schedule": switched.schedule} if switched.schedule != "episodic" else {},
-                 **({"realistic": True} if args.realistic or args.relative_speed else {}))
+    if switched.schedule != "episodic":
+        given["schedule"] = switched.schedule
+    if args.realistic or args.relative_speed:
+        given["realistic"] = True
     named = _text_pairs(args.stream)
     if twice := sorted(set(named) & set(given)):
         raise ValueError(f"stream option(s) {twice} given twice: by a flag and by --stream")
@@ -533,8 +536,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
     from stamplib.evaluation.store import ResultsStore
     from stamplib.experiments import reference
 
-    context = paths.RunContext.build(args.data_root, args.results or reference.reference_dir(), device=args.device,
-                                     command=args.command_line, default_data_root=reference.default_data_root())
+    context = _context(args, reference.reference_dir(), reference.default_data_root())
     store = ResultsStore(context.results)
     cells = reference.specs(context.data_root)
     if args.action == "readme":
