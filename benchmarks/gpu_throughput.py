@@ -138,7 +138,7 @@ def synthetic_stream(shape: Shape, n: int, batch_size: int) -> data.Stream:
     n_out = n // 5
     images = torch.randint(0, 256, (n, shape.size, shape.size, 3), dtype=torch.uint8, generator=g)
     labels = torch.arange(n - n_out) % shape.classes
-    return data.mix(images[n_out:], labels, images[:n_out], n_out, seed=0, batch_size=batch_size)
+    return data.mix(images[n_out:], labels, images[:n_out], n_out, seed=0, stream=data.StreamSpec(batch_size=batch_size))
 
 
 class Real:

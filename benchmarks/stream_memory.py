@@ -46,7 +46,7 @@ from stamplib.data.registry import Dataset
 from stamplib.data.streams import outliers_for_ratio
 from stamplib.evaluation.runner import run
 from stamplib.evaluation.spec import RunSpec
-from stamplib.evaluation.store import ResultsStore
+from stamplib.paths import RunContext
 
 NAME, SIZE, CLASSES, STAND_IN = "synthetic_imagenet_c", 224, 1000, "pooled_tiny"
 
@@ -133,7 +133,7 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
     before = {"max_rss_mib": max_rss_mib(), "rss_anon_mib": (AnonymousPeak.now_kib() or 0) / 1024}
     started = time.perf_counter()
     with AnonymousPeak() as anonymous:
-        record = run(spec, store=ResultsStore(folder / "results"), force=True)
+        record = run(spec, RunContext(folder, folder / "results", folder / "figures"), force=True)
     images = int(np.load(folder / f"{CORRUPTIONS[0]}.npy", mmap_mode="r").shape[0])
     stream = (images + outliers_for_ratio(images, 0.2)) * (SIZE * SIZE * 3 + 8)
     return {

@@ -59,22 +59,22 @@ def main() -> int:
     args = ap.parse_args()
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    from stamplib.evaluation.store import ResultsStore
     from stamplib.experiments import tune
+    from stamplib.paths import RunContext
     from stamplib.report import tuning
 
-    store = ResultsStore(args.results) if args.results else ResultsStore()
+    context = RunContext.build(args.data_root, args.results, device=args.device)
     print(f"tuning on {args.dataset} + {args.outliers}, {args.corruption}, profile {args.profile}, "
-          f"seed {args.seed}; results in {store.root}")
+          f"seed {args.seed}; results in {context.results}")
     for method in args.methods.split(","):
         for setting in settings(method):
             job = tune.TuneJob(method, dataset=args.dataset, outliers=args.outliers, corruption=args.corruption,
                                profile=args.profile, seed=args.seed, setting=setting,
                                grid=tuple(tune.preset_grid(method, method, setting).items()))
-            result = tune.tune(job, store, device=args.device, data_root=args.data_root or None)
+            result = tune.tune(job, context)
             print(f"\n{method}, optimiser of setting {setting}:")
             print(tuning.format_result(result))
-            tuning.write_outputs(result, args.out)
+            tuning.write_outputs(result, args.out or context.figures / "tune")
     return 0
 
 

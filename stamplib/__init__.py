@@ -1,10 +1,12 @@
 """stamplib — a reference, notebook-first reproduction of STAMP (Yu et al., ECCV 2024)."""
 
+from stamplib.data.streams import StreamSpec
 from stamplib.evaluation.runner import run
 from stamplib.evaluation.spec import RunSpec
+from stamplib.paths import RunContext
 from stamplib.version import __version__
 
-__all__ = ["RunSpec", "explore", "run", "__version__"]
+__all__ = ["RunContext", "RunSpec", "StreamSpec", "explore", "run", "__version__"]
 
 
 def explore(*args, **kwargs):  # noqa: ANN002, ANN003, ANN201 - the signature is explorer.explore's

@@ -1,7 +1,11 @@
 """Command line: ``python -m stamplib {run,doctor,notebooks,methods,train-source,benchmark,grid,tune,…}``.
 
-A face: each command parses its flags, calls into the layers and prints; the work lives in
-``stamplib.evaluation`` (runs, plans, grids), ``stamplib.data`` and ``stamplib.models``."""
+A face that parses and dispatches: each command has a parser builder (``_<command>_parser``)
+and a function that builds the run context from its flags (:meth:`stamplib.paths.RunContext.build`,
+which checks it: a bad device or data root is one line and exit code 2 before anything is
+looked up), makes one call into the layers and prints the lines they return. The work, and
+how its results read, live in ``stamplib.evaluation`` (runs), ``stamplib.experiments`` (plans,
+grids, tuning, the reference run), ``stamplib.data`` and ``stamplib.models``."""
 
 from __future__ import annotations
 
@@ -9,11 +13,15 @@ import argparse
 import json
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from stamplib import paths
 from stamplib.extras import MissingExtra
 from stamplib.validation import literal_or_text
+
+PROFILES = ["smoke", "quick", "full"]
 
 
 def _split_pair(item: str) -> tuple[str, str]:
@@ -23,42 +31,132 @@ def _split_pair(item: str) -> tuple[str, str]:
     return name, value
 
 
-def _pairs(items: list[str]) -> dict[str, Any]:
+def _text_pairs(items: list[str]) -> dict[str, str]:
+    """``NAME=VALUE`` options with the values as text: the field each names types it."""
+    return dict(map(_split_pair, items))
+
+
+def _literal_pairs(items: list[str]) -> dict[str, Any]:
     """``NAME=VALUE`` options with Python literals as values (``0.001``, ``True``, ``'a'``)."""
     return {name: literal_or_text(value) for name, value in map(_split_pair, items)}
 
 
+def _context(args: argparse.Namespace, results: str | Path | None = None,
+             default_data_root: Path | None = None) -> paths.RunContext:
+    """The run context of a command's flags (``--data-root``, ``--results``, ``--device``; a
+    command without one of them gets the default, or the command's own), naming the command for
+    its records; a dry run's is not checked (it computes nothing)."""
+    return paths.RunContext.build(getattr(args, "data_root", None), getattr(args, "results", None) or results,
+                                  device=getattr(args, "device", "cpu"), command=args.command_line,
+                                  default_data_root=default_data_root, check=not getattr(args, "dry_run", False))
+
+
+def _executor_options(args: argparse.Namespace) -> Any:
+    """The grid's executor options from the flags ``grid`` and ``tune`` share (jobs 0: one per
+    GPU with CUDA, else one per CPU core)."""
+    from stamplib.experiments import grid
+
+    return grid.ExecutorOptions(
+        executor=args.executor or "local", jobs=args.jobs if args.jobs > 0 else grid.default_jobs(args.device),
+        cells_per_job=getattr(args, "cells_per_job", 0) or None, partition=args.partition,
+        gpus_per_job=args.gpus_per_job, cpus_per_task=args.cpus_per_task, time_min=args.time_min,
+        array_parallelism=args.array_parallelism, mem_gb=args.mem_gb)
+
+
+def _interrupted(submitted: bool = False) -> int:
+    print("\ninterrupted: finished cells are stored" + ("; submitted jobs keep running" if submitted else "")
+          + ". Run the same command again to continue.", file=sys.stderr)
+    return 130
+
+
+def _stream_flags(parser: argparse.ArgumentParser) -> None:
+    """How the stream is made and fed: the flags of :class:`stamplib.data.StreamSpec`'s fields
+    (a flag left out keeps the field's default), and ``--stream NAME=VALUE`` for any field."""
+    p = parser.add_argument_group("the stream (stamplib.data.StreamSpec)")
+    p.add_argument("--continual", action="store_true",
+                   help="no reset between the corruptions, which run in the order given")
+    p.add_argument("--mixed-domains", action="store_true",
+                   help="all corruptions in one shuffled stream, no reset (metrics per corruption and in all)")
+    p.add_argument("--gradual", action="store_true",
+                   help="CoTTA's gradual setting: per corruption, severity 1 up to --severity and back to 1, "
+                        "no reset")
+    p.add_argument("--dirichlet", type=float, default=None,
+                   help="non-i.i.d. label order with Dirichlet concentration δ (e.g. 0.1; 0 = i.i.d.)")
+    p.add_argument("--outlier-burst", type=int, default=None,
+                   help="outliers arrive in runs of this length (0 = spread uniformly)")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="samples per batch (the paper's 64; down to 1, where the method supports it)")
+    p.add_argument("--label-shift", default=None, metavar="SHIFT",
+                   help="'imbalance:R' long-tailed known classes (largest class over the smallest = R), 'sorted' "
+                        "class-by-class order, or 'imbalance:R+sorted'")
+    p.add_argument("--realistic", action="store_true",
+                   help="the realistic online protocol (Alfarra et al. 2024): the stream does not wait, so the "
+                        "method adapts on every C(g)-th batch only; C(g) is measured in the run")
+    p.add_argument("--relative-speed", type=int, default=None, metavar="C",
+                   help="fix C(g) of the realistic protocol (implies --realistic), e.g. 17, so that the record "
+                        "does not depend on the machine")
+    p.add_argument("--stream", action="append", default=[], metavar="NAME=VALUE",
+                   help="any option of the stream by its field name, e.g. --stream schedule=continual")
+
+
+def _stream_of(args: argparse.Namespace) -> Any:
+    """The StreamSpec of the stream flags (a flag named after a field sets it; the schedule
+    comes from its three switches) and the ``--stream`` items; one option given both ways is
+    an error."""
+    from stamplib.data import SCHEDULE_FLAGS, StreamSpec
+
+    switched = StreamSpec.from_key_fields(**{flag: True for flag in SCHEDULE_FLAGS.values() if getattr(args, flag)})
+    given = {name: value for name in StreamSpec.key_names() - {"schedule", "realistic", *SCHEDULE_FLAGS.values()}
+             if (value := getattr(args, name, None)) is not None}
+    if switched.schedule != "episodic":
+        given["schedule"] = switched.schedule
+    if args.realistic or args.relative_speed:
+        given["realistic"] = True
+    named = _text_pairs(args.stream)
+    if twice := sorted(set(named) & set(given)):
+        raise ValueError(f"stream option(s) {twice} given twice: by a flag and by --stream")
+    return StreamSpec.parse({**given, **named})
+
+
+def _run_parser(sub: Any) -> None:
+    p = sub.add_parser("run", help="compute one RunSpec and store its record")
+    p.add_argument("--method", required=True)
+    p.add_argument("--dataset", default="cifar10_builtin",
+                   help="ID data set (default: the built-in CIFAR-10 photographs; digits is the smoke one)")
+    p.add_argument("--outliers", default="noise", help="outlier set, or 'none' for closed-set")
+    p.add_argument("--corruptions", default="gaussian_noise", help="comma-separated names")
+    p.add_argument("--severity", type=int, default=5)
+    p.add_argument("--ratio", type=float, default=0.2, help="outliers / (ID + outliers)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--profile", default="quick", choices=PROFILES)
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="hyperparameter override, typed as its config field says (e.g. lr=0.001, sam=false)")
+    _stream_flags(p)
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    p.add_argument("--data-root", default=None,
+                   help="folder with the data sets (default: $STAMPLIB_DATA_ROOT, else the user data folder)")
+    p.add_argument("--results", default=None, help="results folder (default: results/)")
+    p.add_argument("--force", action="store_true", help="recompute even if stored")
+    p.add_argument("--json", action="store_true", help="also print the whole record")
+    p.add_argument("--deterministic", action="store_true",
+                   help="deterministic GPU kernels (bitwise-reproducible on CUDA, slower; CPU runs already are)")
+    p.set_defaults(func=cmd_run)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from stamplib import RunSpec, run
-    from stamplib.evaluation.store import ResultsStore
+    from stamplib.evaluation.runner import summary_lines
 
+    context = _context(args)
     if args.deterministic:
         from stamplib.determinism import set_deterministic
 
         set_deterministic()
-    spec = RunSpec.make(
-        args.method,
-        dataset=args.dataset,
-        outliers=args.outliers,
-        corruptions=tuple(args.corruptions.split(",")),
-        severity=args.severity,
-        outlier_ratio=args.ratio,
-        seed=args.seed,
-        profile=args.profile,
-        overrides=_pairs(args.set),
-        continual=args.continual,
-        dirichlet=args.dirichlet,
-        outlier_burst=args.outlier_burst,
-        realistic=args.realistic or args.relative_speed > 0,
-        relative_speed=args.relative_speed,
-        batch_size=args.batch_size,
-        label_shift=args.label_shift,
-        mixed_domains=args.mixed_domains,
-        gradual=args.gradual,
-    )
+    spec = RunSpec.make(args.method, overrides=_text_pairs(args.set), dataset=args.dataset, outliers=args.outliers,
+                        corruptions=tuple(args.corruptions.split(",")), severity=args.severity,
+                        outlier_ratio=args.ratio, seed=args.seed, profile=args.profile, stream=_stream_of(args))
     try:
-        record = run(spec, store=ResultsStore(args.results) if args.results else None, data_root=args.data_root,
-                     device=args.device, force=args.force, progress=True)
+        record = run(spec, context, force=args.force, progress=True)
     except RuntimeError as err:
         from stamplib.determinism import refusal
 
@@ -66,277 +164,63 @@ def cmd_run(args: argparse.Namespace) -> int:
         if reason is None:
             raise
         raise ValueError(f"--deterministic cannot serve method {args.method!r} on {args.device}: {reason}") from err
-    from stamplib.evaluation.metrics import METRIC_LABELS
-
-    shown = [m for m in METRIC_LABELS if m in record["mean"]]  # a stored older record has fewer
-    print(f"{'corruption':20s}" + "".join(f" {METRIC_LABELS[m]:>8s}" for m in shown))
-    for name, m in record["per_corruption"].items():
-        flag = "  COLLAPSED: " + m["collapse_reason"] if m["collapsed"] else ""
-        print(f"{name:20s}" + "".join(f" {m[k]:8.1f}" for k in shown) + flag)
-    print(f"{'mean':20s}" + "".join(f" {record['mean'][k]:8.1f}" for k in shown))
-    if "realistic" in record:
-        r = record["realistic"]
-        how = "measured" if r["measured"] else "fixed"
-        print(f"realistic protocol: C(g) = {r['relative_speed']} ({how}), adapted on {r['adapted_batches']} of "
-              f"{r['batches']} batches")
+    print("\n".join(summary_lines(record)))
     if args.json:
         print(json.dumps(record, indent=1))
     return 0
 
 
+def _doctor_parser(sub: Any) -> None:
+    p = sub.add_parser("doctor", help="versions, device, where data and checkpoints are found")
+    p.add_argument("--data-root", default=None)
+    p.set_defaults(func=cmd_doctor)
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
-    import platform
+    from stamplib.evaluation.provenance import doctor_lines
 
-    import torch
-
-    from stamplib import data, methods, paths
-    from stamplib.version import __version__
-
-    print(f"stamplib {__version__}  python {platform.python_version()}  torch {torch.__version__}")
-    print(f"device: cuda available={torch.cuda.is_available()}"
-          + (f" ({torch.cuda.get_device_name(0)})" if torch.cuda.is_available() else "")
-          + f", CPU threads={torch.get_num_threads()}")
-    print(f"data root:   {paths.data_root(args.data_root)}")
-    print(f"checkpoints: written to {paths.checkpoints_dir()}; searched in "
-          + ", ".join(str(p) for p in paths.checkpoint_search_path()))
-    print(f"results:     {paths.results_dir()}")
-    print(f"methods:     {', '.join(methods.available())}")
-    print("datasets and outlier sets:")
-    for name, found, where in data.dataset_status(args.data_root):
-        print(f"  {name:22s} {'found    ' if found else 'missing  '} {where}")
-    from stamplib.models import checkpoints
-
-    print("checkpoints (SHA-256 checked against each sidecar):")
-    for row in checkpoints.status(verify=True):
-        if not row["present"]:
-            state = "missing   (the built-in one trains on first use)" if row["recipe"] is None else "missing  "
-        elif row["verified"]:
-            accuracy = row["clean_test_accuracy"]
-            state = "found    " + (f" clean acc {100 * accuracy:.2f}%" if accuracy is not None else "")
-        else:
-            state = "REFUSED   its SHA-256 differs from its sidecar's (or it has none yet)"
-        print(f"  {row['checkpoint']:26s} {state}  {row['path'] if row['present'] else ''}")
+    print("\n".join(doctor_lines(_context(args))))
     return 0
+
+
+def _checkpoints_parser(sub: Any) -> None:
+    p = sub.add_parser("checkpoints", help="registered source models: where each is found; import a folder of them")
+    p.add_argument("action", choices=["list", "import"])
+    p.add_argument("folder", nargs="?", default=None, help="import: the folder holding <name>.pt and <name>.json")
+    p.set_defaults(func=cmd_checkpoints)
 
 
 def cmd_checkpoints(args: argparse.Namespace) -> int:
     """List the registered checkpoints with where they were found, or import a folder of them."""
     from stamplib.models import checkpoints
 
-    if args.action == "import":
-        if not args.folder:
-            raise SystemExit("checkpoints import needs the folder that holds <name>.pt and <name>.json")
-        for path in checkpoints.import_dir(args.folder):
-            print(f"imported {path} (SHA-256 checked)")
+    if args.action == "list":
+        print("\n".join(checkpoints.status_lines()))
         return 0
-    for row in checkpoints.status():
-        where = row["path"] if row["present"] else "missing"
-        print(f"{row['checkpoint']:26s} {row['classes']:4d} classes  {where}")
+    if not args.folder:
+        raise ValueError("checkpoints import needs the folder that holds <name>.pt and <name>.json")
+    for path in checkpoints.import_dir(args.folder):
+        print(f"imported {path} (SHA-256 checked)")
     return 0
 
 
-def cmd_notebooks(args: argparse.Namespace) -> int:
-    from stamplib.notebook_runner import run_notebooks
-
-    return run_notebooks(
-        profile=args.profile, only=args.only, data_root=args.data_root, device=args.device,
-        extra=_pairs(args.param), timeout=args.timeout,
-    )
-
-
-def cmd_grid(args: argparse.Namespace) -> int:
-    """Every cell of the chosen notebooks: status per notebook, then compute or submit the missing."""
-    from stamplib.evaluation.store import ResultsStore
-    from stamplib.experiments import grid, plans
-
-    store = ResultsStore(args.results) if args.results else ResultsStore()
-    names: list[plans.Experiment] = list(plans.EXPERIMENTS.values()) if args.all else []
-    for name in [] if args.all else args.notebook:
-        try:
-            names += [e for e in plans.resolve_notebooks([name]) if e not in names]
-        except ValueError:
-            from stamplib.notebook_runner import discover
-
-            discover([name])  # a notebook without cells (01) is fine; anything else is an error
-            print(f"{name}: no grid cells (the notebook computes what it shows itself)")
-    if not names:
-        print("nothing to compute")
-        return 0
-    # Values stay strings, as in a notebook's parameters cell; the plans parse them.
-    params = dict(_split_pair(item) for item in args.param)
-    plans.check_parameter_names(names, params, flags=("profile", "data_root"))
-    params.update(profile=args.profile, data_root=args.data_root or "")
-
-    per_notebook = plans.cells_by_notebook(names, **params)
-    distinct = plans.distinct(s for specs in per_notebook.values() for s in specs)
-    print(f"profile {args.profile}, results in {store.root}")
-    print("\n".join(grid.status_lines(per_notebook, store)))
-    jobs = args.jobs if args.jobs > 0 else grid.default_jobs(args.device)
-    options = dict(jobs=jobs, cells_per_job=args.cells_per_job or None, partition=args.partition,
-                   gpus_per_job=args.gpus_per_job, cpus_per_task=args.cpus_per_task, time_min=args.time_min,
-                   array_parallelism=args.array_parallelism, mem_gb=args.mem_gb)
-    if args.dry_run:
-        if line := grid.dry_run_line(distinct, store, args.executor, jobs, args.cells_per_job, args.time_min,
-                                     args.array_parallelism):
-            print(line)
-        return 0
-
-    try:
-        report = grid.run_grid(distinct, executor=args.executor, store=store, device=args.device,
-                               wait=args.wait, progress=True, retry_failed=args.retry_failed,
-                               data_root=args.data_root, **options)
-    except KeyboardInterrupt:
-        print("\ninterrupted: finished cells are stored"
-              + ("; submitted jobs keep running" if args.executor != "local" else "")
-              + ". Run the same command again to continue.", file=sys.stderr)
-        return 130
-    print("\n".join(report.summary_lines(store)))
-    return 0 if report.pending else (1 if report.failed or report.missing else 0)
-
-
-def cmd_tune(args: argparse.Namespace) -> int:
-    """Select a method's hyperparameters by the paper's protocol (App. A): its grid on the first
-    corruption with the outliers mixed in, best cell by the criterion."""
-    from stamplib.evaluation.store import ResultsStore
-    from stamplib.experiments import grid, tune
-    from stamplib.report import tuning
-
-    if args.list_presets:
-        for name, preset in tune.PRESETS.items():
-            print(f"{name:12s} method {preset.method:12s} settings {', '.join(preset.grids)}  ({preset.source})")
-        return 0
-    if not args.method:
-        raise ValueError("name the METHOD to tune, e.g. python -m stamplib tune stamp --dataset cifar10_builtin --outliers noise")
-    job = tune.make_job(args.method, grid_items=args.grid, preset=args.preset, dataset=args.dataset,
-                        outliers=args.outliers, corruption=args.corruption, profile=args.profile, seed=args.seed,
-                        setting=args.setting, criterion=args.criterion)
-    store = ResultsStore(args.results) if args.results else ResultsStore()
-    cells = job.specs()
-    missing = store.status(cells).missing
-    print(f"{len(cells)} cells ({' x '.join(f'{n} {len(v)}' for n, v in job.grid)}), {len(missing)} to compute; "
-          f"results in {store.root}")
-    options: dict[str, Any] = {}
-    if args.executor is not None:
-        jobs = args.jobs if args.jobs > 0 else grid.default_jobs(args.device)
-        options = dict(executor=args.executor, jobs=jobs, partition=args.partition, gpus_per_job=args.gpus_per_job,
-                       cpus_per_task=args.cpus_per_task, time_min=args.time_min, mem_gb=args.mem_gb,
-                       array_parallelism=args.array_parallelism)
-    try:
-        tune.compute(job, store, args.device, progress=True, data_root=args.data_root, **options)
-    except KeyboardInterrupt:
-        print("\ninterrupted: finished cells are stored. Run the same command again to continue.", file=sys.stderr)
-        return 130
-    result = tune.select(job, store)
-    print(tuning.format_result(result))
-    for path in tuning.write_outputs(result, args.out):
-        print(f"wrote {path}")
-    return 1 if result.missing else 0
-
-
-def cmd_train_source(args: argparse.Namespace) -> int:
-    """Train (or resume, or reuse) the source network of an ID dataset with its §4.2 recipe."""
-    from stamplib.models import train_source_for
-
-    result = train_source_for(
-        args.dataset, recipe=args.recipe, epochs=args.epochs, seed=args.seed, device=args.device,
-        bf16=args.bf16, compile=args.compile, data_root=args.data_root,
-    )
-    side = result.sidecar
-    print(f"{side['name']} (recipe {side['recipe_name']}): {side['epochs']} epochs, best epoch {side['best_epoch']}, "
-          f"clean test accuracy {100 * side['clean_test_accuracy']:.2f}%, {side['seconds']:.0f} s -> {result.checkpoint}")
-    return 0
-
-
-def cmd_benchmark(args: argparse.Namespace) -> int:
-    """The built-in CIFAR-10 benchmark: rebuild its package data, or render the quick run's
-    headline figure and docs page from the results store."""
-    from stamplib import paths
-    from stamplib.data import builtin_cifar10
-    from stamplib.evaluation.store import ResultsStore
-    from stamplib.report import builtin_benchmark
-
-    if args.action == "build":
-        from stamplib.data.catalog import cifar10_jpeg_folder
-
-        photographs = cifar10_jpeg_folder(paths.data_root(args.data_root), "test").parent
-        out = Path(args.out) if args.out else builtin_cifar10.FOLDER
-        checkpoint_dir = Path(args.checkpoints) if args.checkpoints else paths.checkpoints_dir()
-        for path in builtin_cifar10.build(photographs, checkpoint_dir, out=out):
-            print(f"{path.stat().st_size:>10,} B  {path}")
-        return 0
-    from stamplib.models import source_model_card
-
-    store = ResultsStore(Path(args.results) if args.results else paths.results_dir())
-    cards = [source_model_card(name) for name in ("cifar10_builtin", "cifar10_builtin_8_2")] if args.page else ()
-    for path in builtin_benchmark.render(store, page=Path(args.page) if args.page else None, model_cards=cards,
-                                         readme=Path(args.readme) if args.readme else None):
-        print(f"wrote {path}")
-    return 0
+def _methods_parser(sub: Any) -> None:
+    p = sub.add_parser("methods", help="list methods and their hyperparameters")
+    p.add_argument("--dataset", default="cifar10_builtin")
+    p.set_defaults(func=cmd_methods)
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
     from stamplib import data, methods
 
-    setting = data.setting_of(args.dataset)
-    for name in methods.available():
-        print(f"{name:11s} {methods.resolve_config(name, setting)}")
+    print("\n".join(methods.listing_lines(data.setting_of(args.dataset))))
     return 0
 
 
-def cmd_reference(args: argparse.Namespace) -> int:
-    """The committed reference run on real images: status, compute, recompute, render."""
-    from stamplib import paths
-    from stamplib.evaluation.store import ResultsStore
-    from stamplib.experiments import reference
-
-    data_root = args.data_root or str(reference.default_data_root())
-    store = ResultsStore(args.results or reference.reference_dir())
-    cells = reference.specs(data_root)
-    if args.action == "readme":
-        from stamplib.report import reference_run
-
-        if not args.write:
-            print(reference_run.readme_block(store))
-            return 0
-        written = reference_run.write_pages(store, paths.repo_root() or Path.cwd())
-        print("wrote " + ", ".join(str(p) for p in written))
-        return 0
-    if args.action == "render":
-        from stamplib.notebook_runner import run_notebooks
-        from stamplib.report import reference_run
-
-        reference_run.write_figure(store)  # the README's headline figure, from the same records
-
-        done = store.status(cells).done
-        print(f"reference store {store.root}: {len(done)} of {len(cells)} cells; rendering "
-              f"{', '.join(reference.NOTEBOOKS)} from it (nothing is computed)")
-        with paths.RunContext.build(data_root, results=store.root).exported():  # the kernels read this store only
-            return run_notebooks(profile=reference.PROFILE, only=reference.NOTEBOOKS, data_root=data_root,
-                                 extra={"compute_missing": False})
-    if args.action == "status":
-        print("\n".join(reference.status_lines(store, data_root)))
-        return 0
-    todo = reference.cells_of(args.cells if not args.extras or args.cells != "core" else "all", data_root)
-    if args.action == "compute":
-        report = reference.compute(todo, store, device=args.device, jobs=args.jobs, data_root=data_root)
-        print(f"reference store {store.root}: {len(report.done)} done, {len(report.missing)} missing, "
-              f"{len(report.failed)} failed jobs")
-        return 0 if report.ok else 1
-    chosen = reference.select_settings(reference.select_methods(store.status(todo).done, args.methods),
-                                       args.settings)
-    result = reference.recompute(chosen, store, ResultsStore(args.scratch), device=args.device, jobs=args.jobs,
-                                 data_root=data_root)
-    print("\n".join(reference.comparison_lines(result, args.device)))
-    return 1 if result.differences else 0
-
-
-def cmd_site(args: argparse.Namespace) -> int:
-    """The executed notebooks of one profile as a website in build/site."""
-    from stamplib.site import build_site
-
-    index = build_site(profile=args.profile, out=Path(args.out) if args.out else None, quiet=not args.verbose)
-    print(f"site built: open {index}")
-    return 0
+def _check_method_parser(sub: Any) -> None:
+    p = sub.add_parser("check-method", help="check the method contract on one method")
+    p.add_argument("name", help="a registered name or package.module:Class")
+    p.set_defaults(func=cmd_check_method)
 
 
 def cmd_check_method(args: argparse.Namespace) -> int:
@@ -348,86 +232,13 @@ def cmd_check_method(args: argparse.Namespace) -> int:
     from stamplib.methods import contract
 
     results = contract.check_method(args.name, partial(models.create, "resnet_cifar_tiny"))
-    for result in results:
-        print(result)
-    counts = {o: sum(r.outcome == o for r in results) for o in ("passed", "failed", "skipped")}
-    print(", ".join(f"{n} {o}" for o, n in counts.items() if n))
-    return 1 if counts["failed"] else 0
+    print("\n".join([*map(str, results), contract.counts_line(results)]))
+    return 1 if any(r.outcome == "failed" for r in results) else 0
 
 
-def _add_executor_options(parser: argparse.ArgumentParser, *, executor_default: str | None,
-                          executor_help: str | None, jobs_help: str) -> None:
-    """Where grid cells run (here, local processes, SLURM through submitit): shared by ``grid``
-    and ``tune`` so that the two commands keep the same names, defaults and help."""
-    parser.add_argument("--executor", default=executor_default, choices=["local", "submitit", "submitit-local"],
-                        help=executor_help)
-    parser.add_argument("--jobs", type=int, default=1, help=jobs_help)
-    parser.add_argument("--partition", default=None, help="SLURM partition (--executor submitit)")
-    parser.add_argument("--gpus-per-job", type=int, default=1, help="GPUs per job (with --device cuda)")
-    parser.add_argument("--cpus-per-task", type=int, default=4, help="CPUs per job (its torch threads)")
-    parser.add_argument("--time-min", type=int, default=240, help="job time limit in minutes (requeued past it)")
-    parser.add_argument("--mem-gb", type=float, default=None, help="memory per job")
-    parser.add_argument("--array-parallelism", type=int, default=32, help="SLURM jobs of the array running at once")
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="stamplib", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    p = sub.add_parser("run", help="compute one RunSpec and store its record")
-    p.add_argument("--method", required=True)
-    p.add_argument("--dataset", default="cifar10_builtin",
-                   help="ID data set (default: the built-in CIFAR-10 photographs; digits is the smoke one)")
-    p.add_argument("--outliers", default="noise", help="outlier set, or 'none' for closed-set")
-    p.add_argument("--corruptions", default="gaussian_noise", help="comma-separated names")
-    p.add_argument("--severity", type=int, default=5)
-    p.add_argument("--ratio", type=float, default=0.2, help="outliers / (ID + outliers)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--profile", default="quick", choices=["smoke", "quick", "full"])
-    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="hyperparameter override")
-    p.add_argument("--continual", action="store_true",
-                   help="no reset between the corruptions, which run in the order given")
-    p.add_argument("--dirichlet", type=float, default=0.0,
-                   help="non-i.i.d. label order with Dirichlet concentration δ (e.g. 0.1; 0 = i.i.d.)")
-    p.add_argument("--outlier-burst", type=int, default=0,
-                   help="outliers arrive in runs of this length (0 = spread uniformly)")
-    p.add_argument("--batch-size", type=int, default=64,
-                   help="samples per batch (the paper's 64; down to 1, where the method supports it)")
-    p.add_argument("--label-shift", default="", metavar="SHIFT",
-                   help="'imbalance:R' long-tailed known classes (largest class over the smallest = R), 'sorted' "
-                        "class-by-class order, or 'imbalance:R+sorted'")
-    p.add_argument("--mixed-domains", action="store_true",
-                   help="all corruptions in one shuffled stream, no reset (metrics per corruption and in all)")
-    p.add_argument("--gradual", action="store_true",
-                   help="CoTTA's gradual setting: per corruption, severity 1 up to --severity and back to 1, "
-                        "no reset")
-    p.add_argument("--realistic", action="store_true",
-                   help="the realistic online protocol (Alfarra et al. 2024): the stream does not wait, so the "
-                        "method adapts on every C(g)-th batch only; C(g) is measured in the run")
-    p.add_argument("--relative-speed", type=int, default=0, metavar="C",
-                   help="fix C(g) of the realistic protocol (implies --realistic), e.g. 17, so that the record "
-                        "does not depend on the machine")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--data-root", default=None,
-                   help="folder with the data sets (default: $STAMPLIB_DATA_ROOT, else the user data folder)")
-    p.add_argument("--results", default=None, help="results folder (default: results/)")
-    p.add_argument("--force", action="store_true", help="recompute even if stored")
-    p.add_argument("--json", action="store_true", help="also print the whole record")
-    p.add_argument("--deterministic", action="store_true",
-                   help="deterministic GPU kernels (bitwise-reproducible on CUDA, slower; CPU runs already are)")
-    p.set_defaults(func=cmd_run)
-
-    p = sub.add_parser("doctor", help="versions, device, where data and checkpoints are found")
-    p.add_argument("--data-root", default=None)
-    p.set_defaults(func=cmd_doctor)
-
-    p = sub.add_parser("checkpoints", help="registered source models: where each is found; import a folder of them")
-    p.add_argument("action", choices=["list", "import"])
-    p.add_argument("folder", nargs="?", default=None, help="import: the folder holding <name>.pt and <name>.json")
-    p.set_defaults(func=cmd_checkpoints)
-
+def _notebooks_parser(sub: Any) -> None:
     p = sub.add_parser("notebooks", help="execute notebooks with papermill")
-    p.add_argument("--profile", default="quick", choices=["smoke", "quick", "full"])
+    p.add_argument("--profile", default="quick", choices=PROFILES)
     p.add_argument("--only", nargs="*", default=[], metavar="NAME")
     p.add_argument("--data-root", default=None)
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
@@ -435,6 +246,33 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=int, default=None, help="per-cell timeout in seconds")
     p.set_defaults(func=cmd_notebooks)
 
+
+def cmd_notebooks(args: argparse.Namespace) -> int:
+    from stamplib.notebook_runner import run_notebooks
+
+    with _context(args).exported():  # the kernels build their context from it, naming this command
+        return run_notebooks(profile=args.profile, only=args.only, data_root=args.data_root, device=args.device,
+                             extra=_literal_pairs(args.param), timeout=args.timeout)
+
+
+def _site_parser(sub: Any) -> None:
+    p = sub.add_parser("site", help="build the executed notebooks (./run_all.sh) into a website, build/site")
+    p.add_argument("--profile", default="quick", choices=PROFILES, help="whose executed notebooks: build/notebooks/<profile>")
+    p.add_argument("--out", default=None, help="default: build/site")
+    p.add_argument("--verbose", action="store_true", help="show Sphinx's output")
+    p.set_defaults(func=cmd_site)
+
+
+def cmd_site(args: argparse.Namespace) -> int:
+    """The executed notebooks of one profile as a website in build/site."""
+    from stamplib.site import build_site
+
+    index = build_site(profile=args.profile, out=Path(args.out) if args.out else None, quiet=not args.verbose)
+    print(f"site built: open {index}")
+    return 0
+
+
+def _train_source_parser(sub: Any) -> None:
     p = sub.add_parser("train-source", help="train the source network of an ID dataset (resumable)")
     p.add_argument("--dataset", required=True, help="e.g. cifar10_jpeg, cifar10_jpeg_8_2, cifar10_c")
     p.add_argument("--recipe", default=None, choices=["paper", "fast", "compact"],
@@ -452,6 +290,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data-root", default=None)
     p.set_defaults(func=cmd_train_source)
 
+
+def cmd_train_source(args: argparse.Namespace) -> int:
+    """Train (or resume, or reuse) the source network of an ID dataset with its §4.2 recipe."""
+    from stamplib.models import train_source_for
+
+    context = _context(args)
+    result = train_source_for(args.dataset, recipe=args.recipe, epochs=args.epochs, seed=args.seed,
+                              device=context.device, bf16=args.bf16, compile=args.compile,
+                              data_root=context.data_root)
+    print(result.summary())
+    return 0
+
+
+def _benchmark_parser(sub: Any) -> None:
     p = sub.add_parser("benchmark", help="the built-in CIFAR-10 benchmark: rebuild its package data (build) or "
                                           "draw the quick run's headline figure and docs page (render)")
     p.add_argument("action", choices=["build", "render"])
@@ -465,20 +317,64 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--readme", default=None, help="render: also rewrite this README's summary sentence (README.md)")
     p.set_defaults(func=cmd_benchmark)
 
+
+def cmd_benchmark(args: argparse.Namespace) -> int:
+    """The built-in CIFAR-10 benchmark: rebuild its package data, or render the quick run's
+    headline figure and docs page from the results store."""
+    from stamplib.data import builtin_cifar10
+    from stamplib.evaluation.store import ResultsStore
+    from stamplib.report import builtin_benchmark
+
+    context = _context(args)
+    if args.action == "build":
+        from stamplib.data.catalog import cifar10_jpeg_folder
+
+        photographs = cifar10_jpeg_folder(context.data_root, "test").parent
+        out = Path(args.out) if args.out else builtin_cifar10.FOLDER
+        checkpoint_dir = Path(args.checkpoints) if args.checkpoints else paths.checkpoints_dir()
+        for path in builtin_cifar10.build(photographs, checkpoint_dir, out=out):
+            print(f"{path.stat().st_size:>10,} B  {path}")
+        return 0
+    from stamplib.models import source_model_card
+
+    cards = [source_model_card(name) for name in ("cifar10_builtin", "cifar10_builtin_8_2")] if args.page else ()
+    for path in builtin_benchmark.render(ResultsStore(context.results), page=Path(args.page) if args.page else None,
+                                         model_cards=cards, readme=Path(args.readme) if args.readme else None):
+        print(f"wrote {path}")
+    return 0
+
+
+def _executor_flags(parser: argparse.ArgumentParser, *, executor_default: str | None,
+                    executor_help: str | None, jobs_help: str) -> None:
+    """Where grid cells run (here, local processes, SLURM through submitit): shared by ``grid``
+    and ``tune`` so that the two commands keep the same names, defaults and help
+    (:func:`_executor_options` reads them)."""
+    parser.add_argument("--executor", default=executor_default, choices=["local", "submitit", "submitit-local"],
+                        help=executor_help)
+    parser.add_argument("--jobs", type=int, default=1, help=jobs_help)
+    parser.add_argument("--partition", default=None, help="SLURM partition (--executor submitit)")
+    parser.add_argument("--gpus-per-job", type=int, default=1, help="GPUs per job (with --device cuda)")
+    parser.add_argument("--cpus-per-task", type=int, default=4, help="CPUs per job (its torch threads)")
+    parser.add_argument("--time-min", type=int, default=240, help="job time limit in minutes (requeued past it)")
+    parser.add_argument("--mem-gb", type=float, default=None, help="memory per job")
+    parser.add_argument("--array-parallelism", type=int, default=32, help="SLURM jobs of the array running at once")
+
+
+def _grid_parser(sub: Any) -> None:
     p = sub.add_parser("grid", help="compute every cell of notebooks: here, in local processes, or on SLURM")
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--notebook", nargs="+", default=[], metavar="NAME", help="names or prefixes, e.g. 02 06")
     which.add_argument("--all", action="store_true",
                        help="every notebook with cells (every registered experiment: 00, 02-10, 12, 13)")
-    p.add_argument("--profile", default="quick", choices=["smoke", "quick", "full"])
+    p.add_argument("--profile", default="quick", choices=PROFILES)
     p.add_argument("--data-root", default=None)
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="a notebook parameter, e.g. methods=source,stamp or seeds=0,1,2")
     p.add_argument("--results", default=None, help="results folder (default: results/)")
-    _add_executor_options(p, executor_default="local", executor_help=None,
-                          jobs_help="local: worker processes (with --device cuda, worker i uses cuda:(i mod GPUs)); "
-                                    "submitit-local: parallel jobs; 0: one per GPU with --device cuda, else one per "
-                                    "CPU core")
+    _executor_flags(p, executor_default="local", executor_help=None,
+                    jobs_help="local: worker processes (with --device cuda, worker i uses cuda:(i mod GPUs)); "
+                              "submitit-local: parallel jobs; 0: one per GPU with --device cuda, else one per "
+                              "CPU core")
     p.add_argument("--cells-per-job", type=int, default=0, help="cells per job (0: sized from the profile)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--dry-run", action="store_true", help="print cell counts and status, submit nothing")
@@ -486,13 +382,49 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--retry-failed", action="store_true", help="submit only the cells whose last job failed")
     p.set_defaults(func=cmd_grid)
 
-    p = sub.add_parser(
-        "tune", help="select hyperparameters by the paper's protocol (H-score on gaussian noise + Noise outliers)",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Select a method's hyperparameters as STAMP's App. A does: run a grid on the first corruption "
-                    "(gaussian_noise) with the outliers mixed in and choose the cell with the best criterion "
-                    "(default: the H-score). Cells go through the results store: a second call computes nothing.",
-        epilog="""grid syntax:
+
+def cmd_grid(args: argparse.Namespace) -> int:
+    """Every cell of the chosen notebooks: status per notebook, then compute or submit the missing."""
+    from stamplib.evaluation.store import ResultsStore
+    from stamplib.experiments import grid, plans
+
+    context = _context(args)
+    store = ResultsStore(context.results)
+    chosen: list[plans.Experiment] = list(plans.EXPERIMENTS.values()) if args.all else []
+    for name in [] if args.all else args.notebook:
+        try:
+            chosen += [e for e in plans.resolve_notebooks([name]) if e not in chosen]
+        except ValueError:
+            from stamplib.notebook_runner import discover
+
+            discover([name])  # a notebook without cells (01) is fine; anything else is an error
+            print(f"{name}: no grid cells (the notebook computes what it shows itself)")
+    if not chosen:
+        print("nothing to compute")
+        return 0
+    # Values stay strings, as in a notebook's parameters cell; the plans parse them.
+    params = _text_pairs(args.param)
+    plans.check_parameter_names(chosen, params, flags=("profile", "data_root"))
+    params.update(profile=args.profile, data_root=args.data_root or "")
+    per_notebook = plans.cells_by_notebook(chosen, **params)
+    distinct = plans.distinct(s for specs in per_notebook.values() for s in specs)
+    print(f"profile {args.profile}, results in {store.root}")
+    print("\n".join(grid.status_lines(per_notebook, store)))
+    options = _executor_options(args)
+    if args.dry_run:
+        if line := grid.dry_run_line(distinct, store, options):
+            print(line)
+        return 0
+    try:
+        report = grid.run_grid(distinct, context, options, wait=args.wait, progress=True,
+                               retry_failed=args.retry_failed)
+    except KeyboardInterrupt:
+        return _interrupted(submitted=options.executor != "local")
+    print("\n".join(report.summary_lines(store)))
+    return 0 if report.pending else (1 if report.failed or report.missing else 0)
+
+
+_TUNE_EPILOG = """grid syntax:
   --grid NAME=V1,V2,...   one hyperparameter of the method's config and its values, comma-separated;
                           repeat --grid for each dimension (the first varies slowest). Values are typed
                           as the config field expects: numbers, true/false, a choice's name, none.
@@ -504,7 +436,17 @@ the paper's baselines, per hyperparameter setting, and the newer methods' grids.
 
 outputs: the table is printed (the chosen row and the config's current values marked) and written as
 <out>/tune__<method>__<dataset>__<outliers>__<setting>__<profile>.csv and .md, and .png (a heatmap)
-when the grid has two dimensions; <out> defaults to figures/tune.""")
+when the grid has two dimensions; <out> defaults to figures/tune."""
+
+
+def _tune_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "tune", help="select hyperparameters by the paper's protocol (H-score on gaussian noise + Noise outliers)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Select a method's hyperparameters as STAMP's App. A does: run a grid on the first corruption "
+                    "(gaussian_noise) with the outliers mixed in and choose the cell with the best criterion "
+                    "(default: the H-score). Cells go through the results store: a second call computes nothing.",
+        epilog=_TUNE_EPILOG)
     p.add_argument("method", nargs="?", default=None, help="a registered method name, e.g. stamp")
     p.add_argument("--dataset", default="cifar10_builtin")
     p.add_argument("--outliers", default="noise", help="outlier set (the protocol uses noise)")
@@ -515,34 +457,50 @@ when the grid has two dimensions; <out> defaults to figures/tune.""")
     p.add_argument("--list-presets", action="store_true", help="list the presets and exit")
     p.add_argument("--criterion", default="h", help="the metric to select by: h, acc, auroc, fpr95 (lowest wins), ...")
     p.add_argument("--setting", default="", help="hyperparameter setting (default: the data set's own)")
-    p.add_argument("--profile", default="quick", choices=["smoke", "quick", "full"])
+    p.add_argument("--profile", default="quick", choices=PROFILES)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data-root", default=None)
     p.add_argument("--results", default=None, help="results folder (default: results/)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--out", default=None, help="folder of the table and heatmap files (default: figures/tune)")
-    _add_executor_options(p, executor_default=None,
-                          executor_help="compute the cells as `python -m stamplib grid` does (default: one after "
-                                        "another here)",
-                          jobs_help="with --executor: local worker processes or parallel submitit-local jobs (0: one "
-                                    "per CPU core, or per GPU with --device cuda)")
+    _executor_flags(p, executor_default=None,
+                    executor_help="compute the cells as `python -m stamplib grid` does (default: one after "
+                                  "another here)",
+                    jobs_help="with --executor: local worker processes or parallel submitit-local jobs (0: one "
+                              "per CPU core, or per GPU with --device cuda)")
     p.set_defaults(func=cmd_tune)
 
-    p = sub.add_parser("check-method", help="check the method contract on one method")
-    p.add_argument("name", help="a registered name or package.module:Class")
-    p.set_defaults(func=cmd_check_method)
 
-    p = sub.add_parser("methods", help="list methods and their hyperparameters")
-    p.add_argument("--dataset", default="cifar10_builtin")
-    p.set_defaults(func=cmd_methods)
+def cmd_tune(args: argparse.Namespace) -> int:
+    """Select a method's hyperparameters by the paper's protocol (App. A): its grid on the first
+    corruption with the outliers mixed in, best cell by the criterion."""
+    from stamplib.evaluation.store import ResultsStore
+    from stamplib.experiments import tune
+    from stamplib.report import tuning
 
-    p = sub.add_parser("site", help="build the executed notebooks (./run_all.sh) into a website, build/site")
-    p.add_argument("--profile", default="quick", choices=["smoke", "quick", "full"],
-                   help="whose executed notebooks: build/notebooks/<profile>")
-    p.add_argument("--out", default=None, help="default: build/site")
-    p.add_argument("--verbose", action="store_true", help="show Sphinx's output")
-    p.set_defaults(func=cmd_site)
+    if args.list_presets:
+        print("\n".join(tune.preset_lines()))
+        return 0
+    if not args.method:
+        raise ValueError("name the METHOD to tune, e.g. python -m stamplib tune stamp --dataset cifar10_builtin --outliers noise")
+    context = _context(args)
+    job = tune.make_job(args.method, grid_items=args.grid, preset=args.preset, dataset=args.dataset,
+                        outliers=args.outliers, corruption=args.corruption, profile=args.profile, seed=args.seed,
+                        setting=args.setting, criterion=args.criterion)
+    store = ResultsStore(context.results)
+    print(tune.status_line(job, store))
+    try:
+        tune.compute(job, context, _executor_options(args) if args.executor is not None else None, progress=True)
+    except KeyboardInterrupt:
+        return _interrupted()
+    result = tune.select(job, store)
+    print(tuning.format_result(result))
+    for path in tuning.write_outputs(result, Path(args.out) if args.out else context.figures / "tune"):
+        print(f"wrote {path}")
+    return 1 if result.missing else 0
 
+
+def _reference_parser(sub: Any) -> None:
     p = sub.add_parser("reference", help="the committed reference run on real images (results/reference)")
     p.add_argument("action", choices=["status", "compute", "recompute", "render", "readme"],
                    help="render: tables/figures from the committed records; compute: the missing cells; "
@@ -572,13 +530,68 @@ when the grid has two dimensions; <out> defaults to figures/tune.""")
                                                   "outliers, b = the 8:2 split, c = the closed set)")
     p.set_defaults(func=cmd_reference)
 
-    args = parser.parse_args(argv)
-    # Records computed below (here, in grid workers or notebook kernels) name this command.
-    from stamplib import paths
 
-    paths.set_process_default(
-        "STAMPLIB_COMMAND", shlex.join(["python", "-m", "stamplib", *(sys.argv[1:] if argv is None else argv)])
-    )
+def cmd_reference(args: argparse.Namespace) -> int:
+    """The committed reference run on real images: status, compute, recompute, render."""
+    from stamplib.evaluation.store import ResultsStore
+    from stamplib.experiments import reference
+
+    context = _context(args, reference.reference_dir(), reference.default_data_root())
+    store = ResultsStore(context.results)
+    cells = reference.specs(context.data_root)
+    if args.action == "readme":
+        from stamplib.report import reference_run
+
+        if not args.write:
+            print(reference_run.readme_block(store))
+            return 0
+        written = reference_run.write_pages(store, paths.repo_root() or Path.cwd())
+        print("wrote " + ", ".join(str(p) for p in written))
+        return 0
+    if args.action == "render":
+        from stamplib.notebook_runner import run_notebooks
+        from stamplib.report import reference_run
+
+        reference_run.write_figure(store)  # the README's headline figure, from the same records
+        print(reference.render_line(store, cells))
+        with context.exported():  # the kernels read this store only
+            return run_notebooks(profile=reference.PROFILE, only=reference.NOTEBOOKS, data_root=str(context.data_root),
+                                 extra={"compute_missing": False})
+    if args.action == "status":
+        print("\n".join(reference.status_lines(store, context.data_root)))
+        return 0
+    todo = reference.cells_of(args.cells if not args.extras or args.cells != "core" else "all", context.data_root)
+    if args.action == "compute":
+        report = reference.compute(todo, context, jobs=args.jobs)
+        print(reference.compute_line(report, store))
+        return 0 if report.ok else 1
+    chosen = reference.select_settings(reference.select_methods(store.status(todo).done, args.methods),
+                                       args.settings)
+    result = reference.recompute(chosen, context, args.scratch, jobs=args.jobs)
+    print("\n".join(reference.comparison_lines(result, context.device)))
+    return 1 if result.differences else 0
+
+
+#: Every command's parser builder, in the order ``--help`` lists them.
+PARSERS: tuple[Callable[[Any], None], ...] = (
+    _run_parser, _doctor_parser, _checkpoints_parser, _notebooks_parser, _train_source_parser, _benchmark_parser,
+    _grid_parser, _tune_parser, _check_method_parser, _methods_parser, _site_parser, _reference_parser,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="stamplib", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in PARSERS:
+        add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    # Records computed below (here, in grid workers or notebook kernels) name this command: it
+    # travels in the run context each command builds.
+    args.command_line = shlex.join(["python", "-m", "stamplib", *(sys.argv[1:] if argv is None else argv)])
     try:
         return args.func(args)
     except (ValueError, FileNotFoundError, RuntimeError, MissingExtra) as err:

@@ -231,7 +231,8 @@ def explore(
     ``dataset``: the known-class data set (default: the profile's built-in benchmark, the
     CIFAR-10 photographs in the quick profile); ``max_id`` known-class samples (default: as
     many as ``profile`` uses); ``hyperparameters`` override the method's setting (e.g.
-    ``alpha=0.4`` for STAMP); ``data_root``: where the data sets are (None: the default)."""
+    ``alpha=0.4`` for STAMP); ``data_root``: where the data sets are (None: no data folder, enough
+    for the data sets that ship with the package)."""
     dataset = dataset or get_profile(profile).builtin
     spec = RunSpec.make(
         method, overrides={**stand_in_overrides(method, dataset, setting), **hyperparameters}, dataset=dataset,

@@ -11,7 +11,10 @@ from __future__ import annotations
 import ast
 import math
 import numbers
+import types
+import typing
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 
 def literal_or_text(text: str) -> object:
@@ -21,6 +24,80 @@ def literal_or_text(text: str) -> object:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
         return text
+
+
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+_KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "text"}
+
+
+def describe_type(hint: Any) -> str:
+    """A field's type as the messages of :func:`coerce` name it (``one of adaptive, static``)."""
+    if typing.get_origin(hint) is typing.Literal:
+        return "one of " + ", ".join(map(str, typing.get_args(hint)))
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join("none" if a is type(None) else describe_type(a) for a in typing.get_args(hint))
+    if typing.get_origin(hint) is tuple:
+        return "a tuple such as (1.0, 2.0)"
+    return _KINDS.get(hint, getattr(hint, "__name__", str(hint)))
+
+
+def coerce(what: str, value: Any, hint: Any) -> Any:
+    """``value`` as a field of type ``hint`` holds it: the one rule for every override, a
+    method's hyperparameter (``--set``, ``tune --grid``, a plan's overrides) or a stream option.
+    Text (a command line, a notebook parameter) is read as the type says: ``"0.1"`` → 0.1,
+    ``"true"``/``"false"`` (also 1/0, yes/no, on/off) → a bool, ``"none"`` → None where None is
+    allowed, a Literal's choice by its spelling, ``"(1, 2)"`` → a tuple; an int is a float
+    field's float. Anything else is one ValueError: ``{what} takes {the type}, got {value}``."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    text = value.strip() if isinstance(value, str) else None
+    refused = ValueError(f"{what} takes {describe_type(hint)}, got {value!r}")
+    if origin is typing.Literal:
+        for choice in args:
+            if choice == value or (text is not None and str(choice) == text):
+                return choice
+        raise refused
+    if origin in (typing.Union, types.UnionType):
+        if type(None) in args and (value is None or (text is not None and text.lower() == "none")):
+            return None
+        for option in (a for a in args if a is not type(None)):
+            try:
+                return coerce(what, value, option)
+            except ValueError:
+                continue
+        raise refused
+    if origin is tuple:
+        if text is not None:
+            try:
+                value = ast.literal_eval(text)
+            except (ValueError, SyntaxError):
+                raise refused from None
+        if not isinstance(value, (list, tuple)):
+            raise refused
+        element = args[0] if args else Any
+        return tuple(coerce(what, v, element) for v in value)
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        if text is not None and text.lower() in _TRUE + _FALSE:
+            return text.lower() in _TRUE
+        raise refused
+    if hint in (int, float):
+        if is_int(value) or (hint is float and isinstance(value, numbers.Real) and not isinstance(value, bool)):
+            return hint(value)
+        if text is not None:
+            try:
+                return hint(text)
+            except ValueError:
+                pass
+        raise refused
+    if hint is str:
+        if text is not None:
+            return text
+        raise refused
+    if text is not None and hint is not Any:
+        raise ValueError(f"{what} takes {describe_type(hint)}, which cannot be given as text ({value!r}): set "
+                         "it in Python")
+    return value
 
 
 def is_int(value: object) -> bool:
@@ -70,6 +147,12 @@ def check_relative_speed(speed: object) -> int:
             f"C-th batch), or 0 to measure it in the run, got {speed!r}"
         )
     return int(speed)
+
+
+def check_bool(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} is True or False, got {value!r}")
+    return value
 
 
 def check_seed(seed: object) -> int:

@@ -5,14 +5,36 @@ are imported as ``from tests.support import …``."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 import torch
 
+from stamplib.evaluation.store import ResultsStore
 from stamplib.methods import SourceData
 
 # The method contract's helpers serve the tests too: seeded source images, BN calibration and
 # the bit-for-bit comparison of method states.
 from stamplib.methods.contract import assert_same, calibrate, method_state, source_images  # noqa: F401
+from stamplib.paths import RunContext
+
+
+def context_for(results: ResultsStore | str | os.PathLike, data_root: str | os.PathLike | None = None,
+                device: str = "cpu", **fields: object) -> RunContext:
+    """The run context a test's edge hands down: its results store (a folder or a
+    ResultsStore), its data root (default: ``data`` beside the results, which the built-in data
+    sets never read), figures beside them."""
+    root = Path(results.root if isinstance(results, ResultsStore) else results)
+    return RunContext(Path(data_root) if data_root else root.parent / "data", root, root.parent / "figures", device,
+                      **fields)
+
+
+def pretend_gpus(monkeypatch: object, count: int = 1) -> None:
+    """torch says it sees ``count`` GPUs (none is touched): a command line or a run context of a
+    GPU machine can be built here."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # type: ignore[attr-defined]
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)  # type: ignore[attr-defined]
 
 
 def tiny_net(num_classes: int = 4, seed: int = 0) -> torch.nn.Module:

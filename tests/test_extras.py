@@ -21,9 +21,9 @@ import pytest
 import stamplib
 from stamplib import cli, explorer, models, notebook_runner, site
 from stamplib.evaluation.spec import RunSpec
-from stamplib.evaluation.store import ResultsStore
 from stamplib.experiments import grid
 from stamplib.extras import MissingExtra, require, require_installed
+from tests.support import context_for
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = Path(stamplib.__file__).resolve().parent
@@ -87,10 +87,10 @@ def test_the_submitit_executors_without_the_cluster_extra(tmp_path, monkeypatch,
     monkeypatch.setattr(models, "source_model", _boom)
     spec = RunSpec(method="source", corruptions=("gaussian_noise",), profile="smoke")
     with pytest.raises(MissingExtra, match="the submitit executors needs submitit") as caught:
-        grid.run_grid([spec], executor=executor, store=ResultsStore(tmp_path), progress=False)
+        grid.run_grid([spec], context_for(tmp_path), grid.ExecutorOptions(executor), progress=False)
     _assert_one_line(caught.value, "cluster")
     with pytest.raises(MissingExtra, match=re.escape("stamplib[cluster]")):
-        grid.CellGroup([spec.to_dict()], str(tmp_path), "cpu", None, None).checkpoint()
+        grid.CellGroup([spec.to_dict()], context_for(tmp_path), None, None).checkpoint()
 
 
 @pytest.mark.parametrize("module", ["sphinx", "myst_nb", "sphinx_book_theme"])
@@ -154,17 +154,17 @@ import json
 import sys
 
 import stamplib
-from stamplib import RunSpec, cli, explorer, notebook_runner, site  # noqa: F401 - the faces import
+from stamplib import RunSpec, cli, explorer, notebook_runner, paths, site  # noqa: F401 - the faces import
 from stamplib.experiments import grid
-from stamplib.evaluation.store import ResultsStore
 from stamplib.extras import MissingExtra
 
 spec = RunSpec(method="source", corruptions=("gaussian_noise",), profile="smoke")
-record = stamplib.run(spec)
-local = grid.run_grid([RunSpec(method="bn_stats", corruptions=("gaussian_noise",), profile="smoke")],
-                      executor="local", store=ResultsStore(sys.argv[1]), progress=False)
+context = paths.RunContext.build(results=sys.argv[1])
+record = stamplib.run(spec, context)
+local = grid.run_grid([RunSpec(method="bn_stats", corruptions=("gaussian_noise",), profile="smoke")], context,
+                      progress=False)
 try:
-    grid.run_grid([spec], executor="submitit-local", store=ResultsStore(sys.argv[1]), progress=False)
+    grid.run_grid([spec], context, grid.ExecutorOptions("submitit-local"), progress=False)
     refused = ""
 except MissingExtra as err:
     refused = str(err)

@@ -19,7 +19,7 @@ ALLOWED = {
     "determinism": {"paths"},
     "extras": set(),
     "blocks": {"blocks"},
-    "methods": {"methods", "blocks"},
+    "methods": {"methods", "blocks", "validation"},
     "data": {"data", "paths", "validation"},
     "models": {"models", "data", "blocks", "paths", "validation"},
     "evaluation": {"evaluation", "data", "methods", "models", "blocks", "paths", "validation", "version",

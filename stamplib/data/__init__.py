@@ -5,9 +5,11 @@
 * :mod:`~stamplib.data.catalog` — the built-in entries, one per data set;
 * :mod:`~stamplib.data.lookup` — names (and ``npz:``/``folder:`` paths) → entries, name checks,
   partial-copy checks, the doctor listing, source-training data;
-* :mod:`~stamplib.data.streams` — :func:`build_stream`: ID set + outlier set + corruption →
-  a shuffled, batched :class:`Stream`, kept for reuse within a byte budget
-  (:func:`set_stream_cache_budget`, ``$STAMPLIB_STREAM_CACHE``);
+* :mod:`~stamplib.data.streams` — :class:`StreamSpec` (how a stream is made and fed) and
+  :func:`build_stream`: ID set + outlier set + corruption → an ordered, batched :class:`Stream`;
+  :mod:`~stamplib.data.orders` — the harder orders; :mod:`~stamplib.data.stream_cache` — built
+  streams kept for reuse within a byte budget (:func:`set_stream_cache_budget`,
+  ``$STAMPLIB_STREAM_CACHE``);
 * ``loaders``, ``downloads``, ``outlier_c``, ``corruptions``, ``benchmark``, ``noise`` — file
   formats, downloads, generated outlier-C sets, the 15 corruptions, the digits benchmark and
   the Noise set; ``plain_corruptions`` — the slow per-image transcription of the corruption
@@ -25,6 +27,7 @@ from stamplib.data.lookup import (
     setting_of,
     source_train,
 )
+from stamplib.data.orders import LabelShift
 from stamplib.data.registry import (
     CLOSED_SET,
     DATASETS,
@@ -38,10 +41,14 @@ from stamplib.data.registry import (
     register_dataset,
     register_outlier_set,
 )
+from stamplib.data.stream_cache import set_stream_cache_budget, stream_cache_budget
 from stamplib.data.streams import (
+    PAPER_STREAM,
+    SCHEDULE_FLAGS,
+    SCHEDULES,
     Batch,
-    LabelShift,
     Stream,
+    StreamSpec,
     apply_corruption,
     build_stream,
     check_stream_args,
@@ -49,8 +56,6 @@ from stamplib.data.streams import (
     interleave,
     mix,
     outliers_for_ratio,
-    set_stream_cache_budget,
-    stream_cache_budget,
 )
 
 __all__ = [
@@ -62,8 +67,12 @@ __all__ = [
     "HELDOUT",
     "OUTLIER_SETS",
     "OutlierSet",
+    "PAPER_STREAM",
     "Pool",
+    "SCHEDULE_FLAGS",
+    "SCHEDULES",
     "Stream",
+    "StreamSpec",
     "apply_corruption",
     "build_stream",
     "check_available",

@@ -262,6 +262,7 @@ def cifar10_jpeg_folder(root: Path, split: str) -> Path:
     """``<root>/cifar10-jpeg/<split>``, unpacked from the placed tarball on first use."""
     from stamplib.data import downloads
 
+    root = paths.given_data_root(root, "the JPEG CIFAR-10")
     folder = root / "cifar10-jpeg" / split
     if not folder.is_dir():
         try:
@@ -277,7 +278,7 @@ def cifar10_jpeg_folder(root: Path, split: str) -> Path:
 def _jpeg_test(root: Path) -> Pool:
     from stamplib.data import loaders
 
-    s = loaders.load_image_folder(cifar10_jpeg_folder(root, "test"))
+    s = loaders.load_image_folder(cifar10_jpeg_folder(root, "test"), data_root=root)
     order = interleave_classes(s.labels)
     return s.images[order], s.labels[order]
 
@@ -285,7 +286,7 @@ def _jpeg_test(root: Path) -> Pool:
 def _jpeg_train(root: Path, limit: int | None = None) -> Pool:
     from stamplib.data import loaders
 
-    s = loaders.load_image_folder(cifar10_jpeg_folder(root, "train"))
+    s = loaders.load_image_folder(cifar10_jpeg_folder(root, "train"), data_root=root)
     return s.images[:limit], s.labels[:limit]
 
 

@@ -1,6 +1,6 @@
 """Checksummed, resumable downloads and archive extraction for the datasets of protocol.md §1.
 
-Every file lands in the data root (``stamplib.paths.data_root``). A download writes to
+Every file lands in the data root it is given (``--data-root`` at the edge). A download writes to
 ``<file>.part``, resumes it with an HTTP ``Range`` request after an interruption, verifies the
 published checksum and only then renames the file into place; an archive is extracted into a
 temporary sibling folder and its top-level entries are renamed into the data root. So a
@@ -318,10 +318,10 @@ def _torchvision_fetch(resource: Resource, root: Path, progress: bool) -> None:
         getattr(tvd, resource.torchvision)(str(root), train=False, download=True)
 
 
-def missing_hint(name: str, data_root: str | os.PathLike | None = None) -> str:
+def missing_hint(name: str, data_root: str | os.PathLike) -> str:
     """How to get resource ``name`` into the data root, for error messages."""
     resource = RESOURCES[name]
-    root = paths.data_root(data_root)
+    root = paths.given_data_root(data_root, name)
     how = offline_hint(resource.url, root / resource.filename, resource.md5, resource.sha256)
     auto = f"`python -m stamplib.data.downloads {name}` downloads it, or " if resource.url else ""
     unpack = ", then it is unpacked automatically" if resource.extract else ""
@@ -352,7 +352,7 @@ def unpacked_sha256(resource: Resource, data_root: Path) -> str | None:
 
 def fetch(
     name: str,
-    data_root: str | os.PathLike | None = None,
+    data_root: str | os.PathLike,
     *,
     download_missing: bool = True,
     progress: bool = True,
@@ -364,7 +364,7 @@ def fetch(
     if name not in RESOURCES:
         raise ValueError(f"unknown resource {name!r}; known: {', '.join(sorted(RESOURCES))}")
     resource = RESOURCES[name]
-    root = paths.data_root(data_root)
+    root = paths.given_data_root(data_root, name)
     target = root / resource.provides
     if target.exists():
         return target
@@ -394,10 +394,11 @@ def fetch(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stamplib.data.downloads", description=__doc__.split("\n")[0])
     parser.add_argument("names", nargs="*", help="resources to fetch")
-    parser.add_argument("--data-root", default=None)
+    parser.add_argument("--data-root", default=None, help="where the files go (created if need be; default: "
+                                                          "$STAMPLIB_DATA_ROOT, else the user data folder)")
     parser.add_argument("--list", action="store_true", help="list resources, files and checksums")
     args = parser.parse_args(argv)
-    root = paths.data_root(args.data_root)
+    root = Path(args.data_root) if args.data_root else paths.RunContext.build().data_root
     if args.list or not args.names:
         for r in RESOURCES.values():
             state = "present" if (root / r.provides).exists() else "missing"

@@ -31,8 +31,8 @@ CROP = 224
 NUM_CLASSES = 1000
 
 
-def imagenet_val_folder(data_root: str | os.PathLike | None = None) -> Path:
-    return paths.data_root(data_root) / "ImageNet" / "val"
+def imagenet_val_folder(data_root: str | os.PathLike) -> Path:
+    return paths.given_data_root(data_root, "ImageNet's validation split") / "ImageNet" / "val"
 
 
 def preprocess(image: Image.Image) -> np.ndarray:
@@ -53,7 +53,7 @@ def _decode(path: Path) -> np.ndarray:
 
 
 def load_imagenet_val(
-    data_root: str | os.PathLike | None = None,
+    data_root: str | os.PathLike,
     *,
     limit: int | None = None,
     expect_classes: int | None = NUM_CLASSES,

@@ -1,7 +1,7 @@
 """Dataset loaders: every dataset of protocol.md §1 as uint8 N×H×W×3 tensors plus labels.
 
-One data-root convention (``stamplib.paths.data_root``: argument, else ``$STAMPLIB_DATA_ROOT``)
-and the on-disk layouts of the official releases, relative to it:
+Every loader reads the data root it is given (the edge's, :class:`stamplib.paths.RunContext`;
+none is an error, never a default place), in the on-disk layouts of the official releases:
 
 =====================  ====================================================================
 CIFAR-10 / 100         ``cifar-10-batches-py/`` / ``cifar-100-python/`` (torchvision's pickles)
@@ -78,8 +78,8 @@ class ImageSet:
         return ImageSet(self.images[mask], self.labels[mask], self.classes)
 
 
-def _root(data_root: str | os.PathLike | None) -> Path:
-    return paths.data_root(data_root)
+def _root(data_root: str | os.PathLike | None, needed_by: str) -> Path:
+    return paths.given_data_root(data_root, needed_by)
 
 
 def _to_set(images: np.ndarray, labels: np.ndarray, classes: Sequence[str] = ()) -> ImageSet:
@@ -150,8 +150,7 @@ def check_labels(
 
 def _missing(what: Path, resource: str | None, data_root: Path, extra: str = "") -> DatasetNotFound:
     hint = downloads.missing_hint(resource, data_root) if resource else f"{what} is missing"
-    env = "" if paths.environment("STAMPLIB_DATA_ROOT") else " (data root: --data-root or $STAMPLIB_DATA_ROOT)"
-    return DatasetNotFound(f"{hint}{env}{'. ' + extra if extra else ''}")
+    return DatasetNotFound(f"{hint} (data root: --data-root or $STAMPLIB_DATA_ROOT){'. ' + extra if extra else ''}")
 
 
 def _ensure(resource: str, target: Path, root: Path, download: bool, extra: str = "") -> None:
@@ -291,43 +290,24 @@ def _fingerprint(files: Sequence[Path], root: Path, extra: str) -> str:
     return h.hexdigest()
 
 
-def _cache_path(root: Path, tag: str, suffix: str = ".npz") -> Path:
-    """Next to the folder if that is writable, else under ``<data_root>/cache``."""
+def _cache_path(root: Path, tag: str, suffix: str, data_root: str | os.PathLike | None) -> Path | None:
+    """Next to the folder if that is writable, else under ``<data_root>/cache``; None where
+    neither can be (a read-only folder and no data root given)."""
     sibling = root.with_name(f"{root.name}.stamplib{tag}{suffix}")
     if os.access(root.parent, os.W_OK):
         return sibling
+    if not data_root:
+        return None
     key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
-    return paths.data_root() / "cache" / f"{root.name}-{key}{tag}{suffix}"
-
-
-def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """``write(tmp)`` to a temporary sibling, fsync, rename: a reader never sees half a file
-    and a killed writer leaves only a ``.tmp-*`` file that no loader opens."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
-    try:
-        write(tmp)
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def _atomic_save(path: Path, save) -> None:  # save: Callable[[BinaryIO], None]
-    def write(tmp: Path) -> None:
-        with open(tmp, "wb") as fh:
-            save(fh)
-
-    _atomic_write(path, write)
+    return Path(data_root) / "cache" / f"{root.name}-{key}{tag}{suffix}"
 
 
 def atomic_save_npz(path: Path, **arrays: np.ndarray) -> None:
-    _atomic_save(path, lambda fh: np.savez(fh, **arrays))
+    paths.atomic_save(path, lambda fh: np.savez(fh, **arrays))
 
 
 def atomic_save_npy(path: Path, array: np.ndarray) -> None:
-    _atomic_save(path, lambda fh: np.save(fh, array, allow_pickle=False))
+    paths.atomic_save(path, lambda fh: np.save(fh, array, allow_pickle=False))
 
 
 def load_image_folder(
@@ -338,17 +318,20 @@ def load_image_folder(
     limit: int | None = None,
     order: Sequence[int] | None = None,
     cache: bool = True,
+    data_root: str | os.PathLike | None = None,
 ) -> ImageSet:
     """An ImageFolder as uint8 images in torchvision's order (optionally re-ordered by
     ``order``, then cut to the first ``limit``). With ``cache`` the full decoded folder is
-    stored as ``<folder>.stamplib<tag>.npz`` and reused while the files are unchanged."""
+    stored as ``<folder>.stamplib<tag>.npz`` (under ``<data_root>/cache`` where the folder's
+    parent is read-only; not at all without a data root) and reused while the files are
+    unchanged."""
     root = Path(root)
     files, labels, classes = list_image_folder(root)
     idx = np.asarray(order if order is not None else range(len(files)), dtype=np.int64)
     if order is not None and sorted(idx.tolist()) != list(range(len(files))):
         raise DatasetFormatError(f"{root}: the order has {len(idx)} entries for {len(files)} images")
     tag = "".join(f"-{k}{v}" for k, v in (("r", resize), ("c", center_crop)) if v is not None)
-    cache_file = _cache_path(root, tag) if cache else None
+    cache_file = _cache_path(root, tag, ".npz", data_root) if cache else None
     fingerprint = _fingerprint(files, root, tag) if cache else ""
     if cache_file is not None and cache_file.is_file():
         try:
@@ -397,26 +380,30 @@ def _decode_to_file(path: Path, files: Sequence[Path], resize: int | None, cente
 
         decode_images(files, resize=resize, center_crop=center_crop, allocate=allocate).flush()
 
-    _atomic_write(path, write)
+    paths.atomic_write(path, write)
 
 
 def load_mapped_folder(
     root: str | os.PathLike, *, resize: int | None = None, center_crop: int | None = None, limit: int | None = None,
+    data_root: str | os.PathLike | None = None,
 ) -> ImageSet:
     """An ImageFolder as :func:`load_image_folder` reads it (no re-ordering), its images
     memory-mapped from a decoded copy on disk: ``<folder>.stamplib<tag>-<fingerprint>.npy``
     (uint8 N×H×W×3), written once and atomically, named by the file list, sizes and
     modification times, so a later run decodes nothing and a changed folder is decoded again.
     Pages are read as the images are used and belong to the page cache, which the system
-    reclaims. Where nothing can be written, the folder is decoded into memory (with a warning)."""
+    reclaims. Where the folder's parent is read-only the copy goes under ``<data_root>/cache``;
+    where nothing can be written, the folder is decoded into memory (with a warning)."""
     root = Path(root)
     files, labels, classes = list_image_folder(root)
     tag = "".join(f"-{k}{v}" for k, v in (("r", resize), ("c", center_crop)) if v is not None)
     fingerprint = _fingerprint(files, root, tag)[:16]
-    path = _cache_path(root, f"{tag}-{fingerprint}", ".npy")
-    images = _open_mapped(path, len(files))
+    path = _cache_path(root, f"{tag}-{fingerprint}", ".npy", data_root)
+    images = _open_mapped(path, len(files)) if path is not None else None
     if images is None:
         try:
+            if path is None:
+                raise OSError(f"{root.parent} is read-only and no data root was given for a copy")
             _decode_to_file(path, files, resize, center_crop)
         except OSError as exc:
             warnings.warn(f"could not cache {root} as {path} ({exc}); decoding it into memory", stacklevel=2)
@@ -459,14 +446,12 @@ def _read_cifar_batch(path: str, mtime: int, label_key: bytes) -> tuple[np.ndarr
     return data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1), labels
 
 
-def load_cifar(
-    name: str, split: str = "test", data_root: str | os.PathLike | None = None, *, download: bool = False
-) -> ImageSet:
+def load_cifar(name: str, split: str, data_root: str | os.PathLike, *, download: bool = False) -> ImageSet:
     """CIFAR-10 / CIFAR-100 (``name`` = cifar10 | cifar100) in torchvision's on-disk format;
     CIFAR-100 labels are the fine labels."""
     if name not in _CIFAR or split not in ("train", "test"):
         raise ValueError(f"unknown CIFAR set {name!r}/{split!r}")
-    root = _root(data_root)
+    root = _root(data_root, name)
     folder_name, train_files, test_files, label_key = _CIFAR[name]
     folder = root / folder_name
     files = [folder / f for f in (train_files if split == "train" else test_files)]
@@ -517,7 +502,7 @@ def load_cifar_c(
     name: str,
     corruption: str,
     severity: int,
-    data_root: str | os.PathLike | None = None,
+    data_root: str | os.PathLike,
     *,
     download: bool = False,
 ) -> ImageSet:
@@ -526,7 +511,7 @@ def load_cifar_c(
     if name not in _CIFAR_C:
         raise ValueError(f"unknown CIFAR-C set {name!r}")
     validation.check_severity(severity)
-    root = _root(data_root)
+    root = _root(data_root, f"{name}-C")
     folder_name, resource = _CIFAR_C[name]
     folder = root / folder_name
     _ensure(resource, folder, root, download)
@@ -548,7 +533,7 @@ def load_cifar_c(
 def load_imagenet_c(
     corruption: str,
     severity: int,
-    data_root: str | os.PathLike | None = None,
+    data_root: str | os.PathLike,
     *,
     limit: int | None = None,
     expect_classes: int | None = 1000,
@@ -559,7 +544,7 @@ def load_imagenet_c(
     (= torchvision's ImageNet index). ``CenterCrop(224)`` is applied (a no-op on the release).
     With ``cache`` the decoded corruption is memory-mapped from disk (:func:`load_mapped_folder`:
     7.5 GB a corruption, decoded on first use only); without, decoded into memory every time."""
-    root = _root(data_root)
+    root = _root(data_root, "ImageNet-C")
     folder = root / "ImageNet-C" / corruption / str(severity)
     group = downloads.IMAGENET_C_GROUP.get(corruption)
     if not folder.is_dir():
@@ -574,7 +559,7 @@ def load_imagenet_c(
             "would shift every class index; unpack the archive again"
         )
     if cache:
-        return load_mapped_folder(folder, center_crop=224, limit=limit)
+        return load_mapped_folder(folder, center_crop=224, limit=limit, data_root=root)
     return load_image_folder(folder, center_crop=224, limit=limit, cache=False)
 
 
@@ -585,10 +570,11 @@ def load_svhn(
     split: str = "test", data_root: str | os.PathLike | None = None, *, path: str | os.PathLike | None = None,
     download: bool = False,
 ) -> ImageSet:
-    """SVHN ``<split>_32x32.mat`` (torchvision's file): X is 32×32×3×N, y in 1..10 (10 = digit 0)."""
+    """SVHN ``<split>_32x32.mat`` (torchvision's file): X is 32×32×3×N, y in 1..10 (10 = digit 0),
+    from ``path`` or else the data root."""
     import scipy.io
 
-    root = _root(data_root)
+    root = _root(data_root, "SVHN") if path is None else None
     mat = Path(path) if path is not None else root / "svhn" / f"{split}_32x32.mat"
     if path is None and split == "test":
         _ensure("svhn", mat, root, download)
@@ -608,35 +594,35 @@ def load_svhn(
     return _to_set(images, labels)
 
 
-def load_lsun_resize(data_root: str | os.PathLike | None = None, *, limit: int | None = None, download: bool = False) -> ImageSet:
+def load_lsun_resize(data_root: str | os.PathLike, *, limit: int | None = None, download: bool = False) -> ImageSet:
     """LSUN (resize), ODIN's 10,000 32×32 images, sorted file names (protocol.md §1.1)."""
-    root = _root(data_root)
+    root = _root(data_root, "LSUN (resize)")
     folder = root / "LSUN_resize"
     _ensure("lsun_resize", folder, root, download)
-    return load_image_folder(folder, limit=limit)
+    return load_image_folder(folder, limit=limit, data_root=root)
 
 
 def load_textures(
-    data_root: str | os.PathLike | None = None, *, size: int | None = 224, limit: int | None = None, download: bool = False
+    data_root: str | os.PathLike, *, size: int | None = 224, limit: int | None = None, download: bool = False
 ) -> ImageSet:
     """DTD ``dtd/images/<47 classes>/`` in sorted class/file order, ``Resize((size, size))``
     (protocol.md §6.5; the first 5,000 = 41 classes plus 80 images of "swirly")."""
-    root = _root(data_root)
+    root = _root(data_root, "Textures (DTD)")
     folder = root / "dtd" / "images"
     _ensure("textures", folder, root, download)
-    return load_image_folder(folder, resize=size, limit=limit)
+    return load_image_folder(folder, resize=size, limit=limit, data_root=root)
 
 
 def load_places365(
-    data_root: str | os.PathLike | None = None, *, size: int | None = 224, limit: int | None = None, download: bool = False
+    data_root: str | os.PathLike, *, size: int | None = 224, limit: int | None = None, download: bool = False
 ) -> ImageSet:
     """Places365 as an ImageFolder at ``places365/`` (sorted class folders, sorted files),
     ``Resize((size, size))`` (protocol.md §6.4; which subset the paper used is unknown)."""
-    root = _root(data_root)
+    root = _root(data_root, "Places365")
     folder = root / "places365"
     if not folder.is_dir():
         _ensure("places365", folder / "val_256", root, download)
-    return load_image_folder(folder, resize=size, limit=limit)
+    return load_image_folder(folder, resize=size, limit=limit, data_root=root)
 
 
 def tiny_permutation(n: int, folder: Path) -> np.ndarray:
@@ -664,28 +650,28 @@ def tiny_permutation(n: int, folder: Path) -> np.ndarray:
 def load_tiny_imagenet_c(
     corruption: str,
     severity: int,
-    data_root: str | os.PathLike | None = None,
+    data_root: str | os.PathLike,
     *,
     limit: int | None = None,
     download: bool = False,
 ) -> ImageSet:
     """Hendrycks' Tiny-ImageNet-C ``<corruption>/<severity>/<wnid>/*.JPEG`` (200 × 50, 64×64)
     in the cached permuted order; images stay 64×64 (the stream resizes them)."""
-    root = _root(data_root)
+    root = _root(data_root, "Tiny-ImageNet-C")
     base = root / "Tiny-ImageNet-C"
     _ensure("tiny_imagenet_c", base, root, download)
     folder = base / corruption / str(severity)
     if not folder.is_dir():
         raise DatasetNotFound(f"{folder} is missing (expected Tiny-ImageNet-C/<corruption>/<severity>/<wnid>/*.JPEG)")
     files, _, _ = list_image_folder(folder)
-    return load_image_folder(folder, order=tiny_permutation(len(files), base), limit=limit)
+    return load_image_folder(folder, order=tiny_permutation(len(files), base), limit=limit, data_root=root)
 
 
-def load_tiny_imagenet_val(data_root: str | os.PathLike | None = None, *, limit: int | None = None) -> ImageSet:
+def load_tiny_imagenet_val(data_root: str | os.PathLike, *, limit: int | None = None) -> ImageSet:
     """Clean Tiny-ImageNet validation images (``tiny-imagenet-200/val/images`` +
     ``val_annotations.txt``) in the order of the -C release (sorted wnid, sorted file name),
     permuted like Tiny-ImageNet-C — the source for generating Tiny-ImageNet-C ourselves."""
-    root = _root(data_root)
+    root = _root(data_root, "Tiny-ImageNet")
     base = root / "tiny-imagenet-200"
     ann = base / "val" / "val_annotations.txt"
     if not ann.is_file():

@@ -170,31 +170,36 @@ def check_available(dataset_name: str, corruptions: tuple[str, ...] | list[str],
                     data_root: str | os.PathLike | None = None) -> None:
     """Refuse a *partial* copy of a data set before any work: every requested corruption's file
     must be there. Only paths are checked. A data set folder that is absent as a whole is left
-    to its loader, which may unpack a placed archive or download it."""
+    to its loader, which may unpack a placed archive or download it. ``data_root`` None: no
+    data folder, enough only for the data sets that ship with the package or name their paths."""
     from stamplib.data import loaders
 
     check_names(dataset_name)
     scheme = parse_scheme(dataset_name)
     missing = _scheme_missing(dataset_name, *scheme) if scheme else DATASETS[dataset_name].missing
-    absent, fix = missing(paths.data_root(data_root), tuple(corruptions), severity)
+    if scheme or DATASETS[dataset_name].builtin:
+        root = Path(data_root) if data_root else None
+    else:
+        root = paths.given_data_root(data_root, f"dataset {dataset_name!r}")
+    absent, fix = missing(root, tuple(corruptions), severity)
     if absent:
         shown = ", ".join(str(m) for m in absent[:6]) + (f", … ({len(absent)} in all)" if len(absent) > 6 else "")
         raise loaders.DatasetNotFound(f"dataset {dataset_name!r} is incomplete: missing {shown}; {fix}")
 
 
-def dataset_status(data_root: str | os.PathLike | None = None) -> list[tuple[str, bool, str]]:
+def dataset_status(data_root: str | os.PathLike) -> list[tuple[str, bool, str]]:
     """(name, usable, where it was found / how to get it) for every registered ID and outlier
-    set — what ``stamplib doctor`` prints. Only checks paths; reads no image."""
-    root = paths.data_root(data_root)
+    set under ``data_root`` — what ``stamplib doctor`` prints. Only checks paths; reads no image."""
+    root = paths.given_data_root(data_root, "the data sets' listing")
     entries: list[Dataset | OutlierSet] = [*DATASETS.values(), *OUTLIER_SETS.values()]
     return [(e.name, *e.locate(root)) for e in entries]
 
 
-def source_train(name: str, data_root: str | os.PathLike | None = None, limit: int | None = None) -> Pool:
+def source_train(name: str, data_root: str | os.PathLike | None, limit: int | None = None) -> Pool:
     """Clean source images (uint8 NHWC) and labels of an ID data set, the first ``limit`` by
     index (None: all): the training split (known classes only for the class splits; protocol.md
     §4.2 (c)), or for ImageNet-C the ImageNet validation split (baselines.md §5, §9)."""
     entry = dataset(name)
     if entry.train is None:
         raise ValueError(f"no source training data registered for dataset {name!r}")
-    return entry.train(paths.data_root(data_root), limit)
+    return entry.train(Path(data_root) if data_root else None, limit)

@@ -85,7 +85,7 @@ SETS: dict[str, OutlierCSet] = {
             "lsun",
             lambda root, limit: loaders.load_lsun_resize(root, limit=limit),
             lambda root, c, s, limit: _if_dir(
-                root / "LSUN_resize-C" / c / str(s), lambda f: loaders.load_image_folder(f, limit=limit)
+                root / "LSUN_resize-C" / c / str(s), lambda f: loaders.load_image_folder(f, limit=limit, data_root=root)
             ),
             32,
             None,
@@ -98,7 +98,7 @@ SETS: dict[str, OutlierCSet] = {
             lambda root, limit: loaders.load_textures(root, size=224, limit=limit),
             lambda root, c, s, limit: _if_dir(
                 root / "Textures-C" / c / str(s) / "images",
-                lambda f: loaders.load_image_folder(f, resize=224, limit=limit),
+                lambda f: loaders.load_image_folder(f, resize=224, limit=limit, data_root=root),
             ),
             224,
             None,
@@ -107,7 +107,8 @@ SETS: dict[str, OutlierCSet] = {
             "places365",
             lambda root, limit: loaders.load_places365(root, size=224, limit=limit),
             lambda root, c, s, limit: _if_dir(
-                root / "PLACES365-C" / c / str(s), lambda f: loaders.load_image_folder(f, resize=224, limit=limit)
+                root / "PLACES365-C" / c / str(s),
+                lambda f: loaders.load_image_folder(f, resize=224, limit=limit, data_root=root),
             ),
             224,
             12_500,  # the N of protocol.md §1.1; the full val pool would be 5.5 GB per file
@@ -120,8 +121,8 @@ def _limit(images: loaders.ImageSet, limit: int | None) -> loaders.ImageSet:
     return images if limit is None else loaders.ImageSet(images.images[:limit], images.labels[:limit])
 
 
-def generated_dir(name: str, data_root: str | os.PathLike | None = None) -> Path:
-    return paths.data_root(data_root) / "stamplib-c" / name
+def generated_dir(name: str, data_root: str | os.PathLike) -> Path:
+    return paths.given_data_root(data_root, f"outlier set {name!r}") / "stamplib-c" / name
 
 
 def _sha256_array(arr: np.ndarray) -> str:
@@ -188,13 +189,13 @@ def generate_from_images(
             ):
                 continue
             data = corrupt_pool(images, corruption, severity, seed=seed, chunk=chunk, progress=progress)
-            loaders._atomic_save(target, lambda fh, data=data: np.save(fh, data, allow_pickle=False))
+            paths.atomic_save(target, lambda fh, data=data: np.save(fh, data, allow_pickle=False))
             manifest["files"][rel] = {
                 "sha256": _sha256_file(target), "shape": list(data.shape), "seed": seed,
                 "source_sha256": pool_hash,
             }
             # Rewritten after every file so an interrupted run keeps what it finished.
-            loaders._atomic_save(out_dir / "manifest.json", lambda fh: fh.write(json.dumps(manifest, indent=1).encode()))
+            paths.atomic_write_bytes(out_dir / "manifest.json", json.dumps(manifest, indent=1).encode())
     return manifest
 
 
@@ -204,7 +205,7 @@ def generate(
     severities: Iterable[int] = (5,),
     *,
     count: int | None = None,
-    data_root: str | os.PathLike | None = None,
+    data_root: str | os.PathLike,
     progress: bool = True,
 ) -> Path:
     """Generate outlier-C set ``name`` (svhn, lsun, tiny, textures, places365) from its clean
@@ -212,7 +213,7 @@ def generate(
     from stamplib.data.corruptions import CORRUPTIONS
 
     spec = SETS[name]
-    root = paths.data_root(data_root)
+    root = paths.given_data_root(data_root, f"outlier set {name!r}")
     count = count if count is not None else spec.default_count
     clean = spec.clean(root, count).images.numpy()
     out_dir = generated_dir(name, root)
@@ -224,7 +225,7 @@ def generate(
 
 
 def load_generated(
-    name: str, corruption: str, severity: int, data_root: str | os.PathLike | None = None, *,
+    name: str, corruption: str, severity: int, data_root: str | os.PathLike, *,
     limit: int | None = None, verify: bool = True,
 ) -> torch.Tensor | None:
     """A generated outlier-C array (first ``limit`` rows) or None if it is absent or holds
@@ -247,11 +248,11 @@ def load_generated(
 
 
 def outlier_c_images(
-    name: str, corruption: str, severity: int, data_root: str | os.PathLike | None = None, *, limit: int | None = None
+    name: str, corruption: str, severity: int, data_root: str | os.PathLike, *, limit: int | None = None
 ) -> torch.Tensor | None:
     """The corrupted pool of ``name`` if one is on disk: a released/authors' copy first, then
     a generated one; None means "corrupt the clean pool on the fly with GENERATION_SEED"."""
-    root = paths.data_root(data_root)
+    root = paths.given_data_root(data_root, f"outlier set {name!r}")
     released = SETS[name].released(root, corruption, severity, limit)
     if released is not None:
         return released
@@ -259,14 +260,14 @@ def outlier_c_images(
 
 
 def corrupted_pool(
-    name: str, corruption: str, severity: int, data_root: str | os.PathLike | None = None, *, limit: int | None = None
+    name: str, corruption: str, severity: int, data_root: str | os.PathLike, *, limit: int | None = None
 ) -> torch.Tensor:
     """The first ``limit`` images of outlier-C set ``name``: from disk where a copy exists,
     else the clean pool corrupted here exactly as :func:`generate` would (same seed, same
     per-image draws, so the bytes are those of the generated file)."""
     from stamplib.data.corruptions import corrupt
 
-    root = paths.data_root(data_root)
+    root = paths.given_data_root(data_root, f"outlier set {name!r}")
     stored = outlier_c_images(name, corruption, severity, root, limit=limit)
     if stored is not None:
         return stored
@@ -284,10 +285,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=None, help="first N images of the pool")
     parser.add_argument("--data-root", default=None)
     args = parser.parse_args(argv)
+    data_root = paths.RunContext.build(args.data_root).data_root
     corruptions = CORRUPTIONS if args.corruptions == "all" else tuple(args.corruptions.split(","))
     severities = tuple(int(s) for s in args.severities.split(","))
     for name in args.names:
-        print(generate(name, corruptions, severities, count=args.count, data_root=args.data_root))
+        print(generate(name, corruptions, severities, count=args.count, data_root=data_root))
     return 0
 
 

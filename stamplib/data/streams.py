@@ -1,62 +1,52 @@
-"""Test streams: ID and outlier images mixed, shuffled with a seed, served in batches.
+"""Test streams: ID and outlier images mixed, ordered with a seed, served in batches.
 
-:func:`build_stream` turns (ID data set, outlier set, corruption, severity, ratio, seed) into a
-:class:`Stream`, reading both through the data set registry.
+:class:`StreamSpec` says how a cell's stream is made and fed — the schedule (``episodic``,
+``continual``, ``mixed``, ``gradual``), the label order (i.i.d., Dirichlet δ, sorted, long-tail
+ρ), where the outliers go (spread, bursts of n), the batch size and the realistic protocol's
+speed. It is one frozen object, checked once where it is built, and passed whole: a RunSpec
+holds one, :func:`build_stream` and the stream cache take it. :func:`build_stream` turns (ID data
+set, outlier set, corruption, severity, ratio, seed, StreamSpec) into a :class:`Stream`, reading
+both sets through the data set registry from the data root it is given (none: only the
+data sets that ship with the package).
 
 Images stay resident as one uint8 N×H×W×3 tensor; a batch is a slice converted to float
-N×3×H×W in [0,1] on the target device (no DataLoader: one stream fits in memory).
-
-Built streams are kept for reuse (every method of a table reads the same streams) within a
-byte budget, least recently used out first: :data:`DEFAULT_STREAM_CACHE_BYTES`, or
-``$STAMPLIB_STREAM_CACHE`` (``"512M"``, ``"8G"``, ``"0"`` = keep none), or
-:func:`set_stream_cache_budget`. A stream larger than the budget is never kept: it lives while
-its corruption runs, so a cell over ImageNet-C's 15 corruptions (9.4 GB a stream) holds one at
-a time.
+N×3×H×W in [0,1] on the target device (no DataLoader: one stream fits in memory). Built streams
+are kept for reuse within a byte budget (:mod:`stamplib.data.stream_cache`).
 
 Mixing follows protocol.md §1: the *first* N outliers of the pool (not a random sample), the
 concatenation shuffled uniformly. Unlike the authors' code, the order depends only on the
 stream seed, not on how much randomness a method consumed, so every method sees the same order.
+The harder orders beyond the paper (Dirichlet labels, outlier bursts, label shift) are
+:mod:`stamplib.data.orders`'; :func:`interleave` makes one stream of several (mixed domains:
+every corruption of a cell in one shuffled stream), keeping which stream each sample came from.
 
-Two harder orders (beyond the paper; :func:`stream_order`), both off by default:
-
-* ``dirichlet=δ > 0`` — non-i.i.d. labels as in RoTTA and mariodoebler's test-time-adaptation
-  suite: the ID samples are split into as many time slots as there are classes, each class
-  spread over the slots by proportions drawn from Dirichlet(δ, …, δ), the classes within a slot
-  in random order. Small δ (0.01–0.1) gives long runs of one class. Outliers keep uniform
-  positions, so the outlier share per batch stays what it was.
-* ``outlier_burst=L > 0`` — outliers arrive in runs of L consecutive samples (the last run may
-  be shorter), the runs at distinct random positions between ID samples (so never merged).
-
-Label shift (:class:`LabelShift`, beyond the paper; off by default):
-
-* ``imbalance=ρ > 1`` — long-tailed known classes, as CIFAR-10-LT (Cao et al., NeurIPS 2019):
-  class c (in index order) keeps the first n_max·ρ^(−c/(C−1)) of its samples, so the largest
-  class over the smallest is ρ. The outliers follow the smaller ID count, so the outlier share
-  stays the spec's.
-* ``sorted`` — a temporally correlated order: the ID samples come class by class (ascending
-  class index, each class shuffled), the outliers at uniform positions between them. It is the
-  limit δ → 0 of the Dirichlet order, with the class order fixed.
-
-:func:`interleave` makes one stream of several (mixed domains: every corruption of a cell in one
-shuffled stream), keeping which stream each sample came from.
+A new stream option (docs/architecture.md, "A stream option") is one field of
+:class:`StreamSpec` with its check, read in one place here.
 """
 
 from __future__ import annotations
 
-import math
+import dataclasses
 import os
-import re
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+import typing
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from stamplib import paths, validation
+from stamplib import validation
 from stamplib.data.lookup import check_names, dataset, outlier_set
+from stamplib.data.orders import (
+    LabelShift,
+    burst_positions,
+    class_sorted_order,
+    dirichlet_order,
+    long_tail_subset,
+)
 from stamplib.data.registry import CLOSED_SET
+from stamplib.data.stream_cache import _CACHE
 
 
 @dataclass(frozen=True)
@@ -93,6 +83,11 @@ class Stream:
     def num_outliers(self) -> int:
         return int(self.is_outlier.sum())
 
+    @property
+    def nbytes(self) -> int:
+        """What the stream holds in memory (the stream cache's budget counts it)."""
+        return self.images.nbytes + self.labels.nbytes
+
     def __len__(self) -> int:
         """Number of batches (the last one may be partial)."""
         return -(-self.images.shape[0] // self.batch_size)
@@ -107,6 +102,140 @@ class Stream:
             yield Batch(x=x, y=y, is_outlier=y < 0)
 
 
+#: How the corruptions of a cell follow one another: ``episodic`` — the paper's protocol, the
+#: method reset before each corruption's stream; ``continual`` — one stream through the
+#: corruptions in their order, no reset between them; ``mixed`` — every corruption's stream in
+#: one shuffled stream, no reset; ``gradual`` — CoTTA's gradual setting, per corruption in order
+#: severity 1 up to the cell's and back to 1, each level a whole stream, no reset.
+SCHEDULES = ("episodic", "continual", "mixed", "gradual")
+
+#: The key's name of each schedule but the paper's: keys written before the StreamSpec name the
+#: schedule by one of three booleans, and every key stays what it was.
+SCHEDULE_FLAGS = {"continual": "continual", "mixed": "mixed_domains", "gradual": "gradual"}
+
+
+def option(default: Any, check: Callable[[Any], Any], *, run_level: bool = False) -> Any:
+    """A field of :class:`StreamSpec`: its default, the check that returns its value in canonical
+    form (or raises a ValueError saying what to give), and ``run_level`` for the options the
+    runner reads (how the stream is fed) rather than :func:`build_stream` (how it is made), so
+    that the stream cache shares one stream between them."""
+    return field(default=default, metadata={"check": check, "run_level": run_level})
+
+
+def _check_schedule(schedule: object) -> str:
+    return validation.check_choice("schedule", schedule, SCHEDULES)  # type: ignore[arg-type]
+
+
+def _check_label_shift(text: object) -> str:
+    return str(LabelShift.parse(text))  # type: ignore[arg-type]
+
+
+def _check_batch_size(size: object) -> int:
+    return validation.check_positive_int("batch_size", size, "the paper uses 64")
+
+
+def _check_realistic(value: object) -> bool:
+    return validation.check_bool("realistic", value)
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """How a cell's test stream is made and fed (module docstring), every field off by default.
+
+    * ``schedule`` — :data:`SCHEDULES`;
+    * ``dirichlet`` — concentration δ of a non-i.i.d. label order (0: i.i.d.);
+    * ``label_shift`` — ``"imbalance:ρ"`` long-tailed known classes (largest over smallest = ρ),
+      ``"sorted"`` class-by-class order, or both joined by ``+`` (:class:`LabelShift`);
+    * ``outlier_burst`` — outliers arrive in runs of this length (0: spread uniformly);
+    * ``batch_size`` — samples per batch (the paper's 64);
+    * ``realistic`` — the realistic online protocol (Alfarra et al., ICML 2024): the stream
+      arrives at a constant speed, so a method whose step costs C(g) plain forwards adapts only
+      on every C(g)-th batch; ``relative_speed`` fixes C(g) by hand (0: measured in the run).
+
+    A RunSpec's key holds the fields not at their defaults (:meth:`key_fields`), so a key
+    written before a field existed stays what it was.
+    """
+
+    schedule: str = option("episodic", _check_schedule, run_level=True)
+    dirichlet: float = option(0.0, validation.check_dirichlet)
+    label_shift: str = option("", _check_label_shift)
+    outlier_burst: int = option(0, validation.check_outlier_burst)
+    batch_size: int = option(64, _check_batch_size)
+    realistic: bool = option(False, _check_realistic, run_level=True)
+    relative_speed: int = option(0, validation.check_relative_speed, run_level=True)
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, f.metadata["check"](getattr(self, f.name)))
+        if self.relative_speed and not self.realistic:
+            raise ValueError("relative_speed fixes C(g) of the realistic protocol: give realistic=True with it")
+        if self.dirichlet and LabelShift.parse(self.label_shift).sorted:
+            raise ValueError("a stream has one label order: give dirichlet or label_shift='sorted', not both")
+        if self.realistic and self.schedule in ("mixed", "gradual"):
+            raise ValueError("the realistic protocol runs on the paper's streams and the continual one; leave "
+                             "the schedule episodic or continual (no mixed_domains, no gradual) with realistic=True")
+
+    @property
+    def resets_per_corruption(self) -> bool:
+        """True for the paper's protocol: the method is reset before each corruption (protocol.md
+        §1.2); the continual, mixed and gradual schedules reset once, before the first."""
+        return self.schedule == "episodic"
+
+    def with_(self, **changes: Any) -> StreamSpec:
+        """This stream with ``changes`` (field names), checked again."""
+        return dataclasses.replace(self, **changes)
+
+    def building(self) -> StreamSpec:
+        """The options that make the stream, the runner's at their defaults: what the stream
+        cache tells streams apart by."""
+        return dataclasses.replace(self, **{f.name: f.default for f in dataclasses.fields(self)
+                                            if f.metadata["run_level"]})
+
+    def key_fields(self) -> dict[str, Any]:
+        """The fields a RunSpec's key holds: those not at their defaults, the schedule under the
+        boolean keys have always named it by (:data:`SCHEDULE_FLAGS`)."""
+        fields = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value != f.default:
+                fields.update({SCHEDULE_FLAGS[value]: True} if f.name == "schedule" else {f.name: value})
+        return fields
+
+    @classmethod
+    def key_names(cls) -> set[str]:
+        """Every name :meth:`from_key_fields` takes."""
+        return {f.name for f in dataclasses.fields(cls)} | set(SCHEDULE_FLAGS.values())
+
+    @classmethod
+    def from_key_fields(cls, **fields: Any) -> StreamSpec:
+        """The stream of a key's fields (:meth:`key_fields`: a RunSpec's dict, a record's spec),
+        the schedule from its boolean."""
+        flags = [s for s, name in SCHEDULE_FLAGS.items() if validation.check_bool(name, fields.pop(name, False))]
+        if len(flags) > 1:
+            given = " and ".join(SCHEDULE_FLAGS[s] for s in flags)
+            raise ValueError(f"{given} are different streams without a reset: give one of continual (corruptions "
+                             "in turn), mixed_domains (all in one shuffled stream) or gradual (severity 1→5→1 per "
+                             "corruption)")
+        if flags and fields.setdefault("schedule", flags[0]) != flags[0]:
+            raise ValueError(f"schedule={fields['schedule']!r} and {SCHEDULE_FLAGS[flags[0]]}=True disagree: give one")
+        return cls(**fields)
+
+    @classmethod
+    def parse(cls, options: Mapping[str, Any]) -> StreamSpec:
+        """The stream of ``options`` by field name, text read as each field's type says
+        (:func:`stamplib.validation.coerce`; ``--stream NAME=VALUE``, a notebook's parameters)."""
+        types_ = typing.get_type_hints(cls)
+        unknown = sorted(set(options) - set(types_))
+        if unknown:
+            raise ValueError(f"unknown stream option(s) {unknown}; the stream's options are {', '.join(types_)}")
+        return cls(**{name: validation.coerce(f"stream option {name!r}", value, types_[name])
+                      for name, value in options.items()})
+
+
+#: The paper's stream: every option off.
+PAPER_STREAM = StreamSpec()
+
+
 def outliers_for_ratio(num_id: int, ratio: float) -> int:
     """N outliers giving an outlier share ``ratio`` of the stream: N = num_id·r/(1−r)
     (protocol.md §3.2; 0.2 → num_id/4)."""
@@ -114,148 +243,25 @@ def outliers_for_ratio(num_id: int, ratio: float) -> int:
     return round(num_id * ratio / (1.0 - ratio))
 
 
-def dirichlet_order(labels: torch.Tensor, concentration: float, generator: torch.Generator) -> torch.Tensor:
-    """A permutation of ``labels``' indices in non-i.i.d. label order (module docstring):
-    one time slot per class; class c's samples (in random order) are cut into consecutive
-    pieces of sizes ∝ Dirichlet(δ·1) and piece s goes to slot s; within a slot the pieces of
-    the classes come in random order."""
-    classes = labels.unique()
-    n_slots = int(classes.numel())
-    alpha = torch.full((n_slots,), float(concentration), dtype=torch.float64)
-    slots: list[list[torch.Tensor]] = [[] for _ in range(n_slots)]
-    for c in classes.tolist():
-        members = torch.nonzero(labels == c).flatten()
-        members = members[torch.randperm(members.numel(), generator=generator)]
-        # torch's Dirichlet sampler has no generator argument: gamma draws through one seeded
-        # from ours keep the order a function of the stream seed alone.
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator)))
-            shares = torch.distributions.Dirichlet(alpha).sample()
-        cuts = (shares.cumsum(0)[:-1] * members.numel()).long().clamp(0, members.numel()).tolist()
-        for slot, piece in enumerate(torch.tensor_split(members, cuts)):
-            slots[slot].append(piece)
-    order = []
-    for pieces in slots:
-        for i in torch.randperm(len(pieces), generator=generator).tolist():
-            order.append(pieces[i])
-    return torch.cat(order)
-
-
-def burst_positions(num_id: int, num_outliers: int, length: int, generator: torch.Generator) -> torch.Tensor:
-    """Bool mask over a stream of ``num_id + num_outliers`` samples: True where an outlier goes,
-    in runs of ``length`` (the last may be shorter) placed at distinct gaps between ID samples."""
-    runs = -(-num_outliers // length) if num_outliers else 0
-    if runs > num_id + 1:
-        raise ValueError(
-            f"{num_outliers} outliers in runs of {length} need {runs} gaps between ID samples, but "
-            f"{num_id} ID samples leave {num_id + 1}: choose a longer outlier_burst"
-        )
-    gaps = torch.randperm(num_id + 1, generator=generator)[:runs].sort().values
-    sizes = torch.full((runs,), length)
-    if runs:
-        sizes[-1] = num_outliers - length * (runs - 1)
-    # ID sample i sits after the runs at gaps ≤ i: position = i + outliers before it.
-    before = torch.zeros(num_id + 1, dtype=torch.long)
-    before.index_add_(0, gaps, sizes)
-    id_positions = torch.arange(num_id) + before.cumsum(0)[:num_id]
-    mask = torch.ones(num_id + num_outliers, dtype=torch.bool)
-    mask[id_positions] = False
-    return mask
-
-
-@dataclass(frozen=True)
-class LabelShift:
-    """Class-imbalanced known classes and/or a class-sorted order (module docstring). Written as
-    text in a RunSpec: ``""`` (off), ``"imbalance:10"``, ``"sorted"`` or ``"imbalance:10+sorted"``."""
-
-    imbalance: float = 1.0  # largest class over the smallest; 1 = the classes as the data set has them
-    sorted: bool = False  # ID samples class by class
-
-    def __post_init__(self) -> None:
-        if isinstance(self.imbalance, bool) or not isinstance(self.imbalance, (int, float)) or not (
-            math.isfinite(float(self.imbalance)) and float(self.imbalance) >= 1.0
-        ):
-            raise ValueError(f"the imbalance ratio is the largest class over the smallest, a number ≥ 1 (1 = "
-                             f"off; long-tailed CIFAR uses 10 to 100), got {self.imbalance!r}")
-        object.__setattr__(self, "imbalance", float(self.imbalance))
-
-    @classmethod
-    def parse(cls, text: str | LabelShift) -> LabelShift:
-        if isinstance(text, LabelShift):
-            return text
-        if not isinstance(text, str):
-            raise ValueError(f"label_shift is text such as 'imbalance:10', 'sorted' or 'imbalance:10+sorted' "
-                             f"('' = off), got {text!r}")
-        imbalance, is_sorted = 1.0, False
-        for part in (p.strip() for p in text.replace(",", "+").split("+") if p.strip()):
-            name, _, value = part.replace("=", ":").partition(":")
-            if name == "sorted" and not value:
-                is_sorted = True
-            elif name == "imbalance" and value:
-                try:
-                    imbalance = float(value)
-                except ValueError:
-                    raise ValueError(f"label_shift {text!r}: the imbalance ratio must be a number ≥ 1, "
-                                     f"got {value!r}") from None
-            else:
-                raise ValueError(f"label_shift {text!r}: unknown part {part!r}; give 'imbalance:ρ' (ρ ≥ 1, the "
-                                 "largest class over the smallest), 'sorted' (class by class), or both "
-                                 "joined by '+'")
-        return cls(imbalance, is_sorted)
-
-    def __str__(self) -> str:
-        parts = [f"imbalance:{self.imbalance:g}"] if self.imbalance > 1.0 else []
-        return "+".join(parts + (["sorted"] if self.sorted else []))
-
-    def __bool__(self) -> bool:
-        return self.imbalance > 1.0 or self.sorted
-
-
-def long_tail_counts(num_classes: int, largest: int, imbalance: float) -> list[int]:
-    """Samples kept per class (index order) for a long tail with ``imbalance`` = first/last:
-    largest·ρ^(−c/(C−1)), at least 1."""
-    if num_classes < 2:
-        return [largest]
-    return [max(1, round(largest * imbalance ** (-c / (num_classes - 1)))) for c in range(num_classes)]
-
-
-def long_tail_subset(labels: torch.Tensor, imbalance: float) -> torch.Tensor:
-    """Indices (ascending) of the first :func:`long_tail_counts` samples of every class of
-    ``labels``, the largest class's count the most frequent class's."""
-    classes, counts = labels.unique(return_counts=True)
-    keep = long_tail_counts(classes.numel(), int(counts.max()), imbalance)
-    chosen = [torch.nonzero(labels == c).flatten()[:n] for c, n in zip(classes.tolist(), keep)]
-    return torch.cat(chosen).sort().values
-
-
-def class_sorted_order(labels: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """A permutation of ``labels``' indices class by class (ascending), each class shuffled."""
-    shuffled = torch.randperm(labels.numel(), generator=generator)
-    return shuffled[torch.sort(labels[shuffled], stable=True).indices]
-
-
-def stream_order(
-    id_labels: torch.Tensor, num_outliers: int, seed: int, dirichlet: float = 0.0, outlier_burst: int = 0,
-    sort_by_class: bool = False,
-) -> torch.Tensor:
+def stream_order(id_labels: torch.Tensor, num_outliers: int, seed: int, stream: StreamSpec = PAPER_STREAM
+                 ) -> torch.Tensor:
     """The order of a stream made of ``id_labels`` followed by ``num_outliers`` outliers: a
-    permutation of their indices. Every option off: one uniform shuffle (today's order, bit for
-    bit); otherwise ID order and outlier positions as the module docstring describes."""
-    if dirichlet and sort_by_class:
-        raise ValueError("a stream has one label order: give dirichlet or a sorted label_shift, not both")
+    permutation of their indices. The paper's stream: one uniform shuffle; otherwise the ID
+    order and the outlier positions of :mod:`stamplib.data.orders`."""
     n_id = id_labels.numel()
     g = torch.Generator().manual_seed(seed)
-    if not dirichlet and not outlier_burst and not sort_by_class:
+    sort_by_class = LabelShift.parse(stream.label_shift).sorted
+    if not stream.dirichlet and not stream.outlier_burst and not sort_by_class:
         return torch.randperm(n_id + num_outliers, generator=g)
-    if dirichlet:
-        id_order = dirichlet_order(id_labels, dirichlet, g)
+    if stream.dirichlet:
+        id_order = dirichlet_order(id_labels, stream.dirichlet, g)
     elif sort_by_class:
         id_order = class_sorted_order(id_labels, g)
     else:
         id_order = torch.randperm(n_id, generator=g)
     outlier_order = n_id + torch.randperm(num_outliers, generator=g)
-    if outlier_burst:
-        is_outlier = burst_positions(n_id, num_outliers, outlier_burst, g)
+    if stream.outlier_burst:
+        is_outlier = burst_positions(n_id, num_outliers, stream.outlier_burst, g)
     else:
         is_outlier = torch.zeros(n_id + num_outliers, dtype=torch.bool)
         is_outlier[torch.randperm(n_id + num_outliers, generator=g)[:num_outliers]] = True
@@ -271,14 +277,11 @@ def mix(
     outlier_images: torch.Tensor | None,
     num_outliers: int,
     seed: int,
-    batch_size: int = 64,
-    dirichlet: float = 0.0,
-    outlier_burst: int = 0,
-    sort_by_class: bool = False,
+    stream: StreamSpec = PAPER_STREAM,
 ) -> Stream:
     """Concatenate ID images with the first ``num_outliers`` outliers and order them with
-    ``seed`` (:func:`stream_order`: a uniform shuffle unless ``dirichlet``/``outlier_burst``/
-    ``sort_by_class``)."""
+    ``seed`` (:func:`stream_order`: a uniform shuffle for the paper's stream), in batches of
+    ``stream.batch_size``."""
     if num_outliers < 0:
         raise ValueError(f"num_outliers must be ≥ 0, got {num_outliers}; outliers_for_ratio(n_id, ratio) gives it")
     if num_outliers > 0:
@@ -294,9 +297,8 @@ def mix(
         labels = torch.cat((id_labels.long(), torch.full((num_outliers,), -1, dtype=torch.long)))
     else:
         parts, labels = [id_images], id_labels.long()
-    order = stream_order(id_labels, num_outliers, seed, validation.check_dirichlet(dirichlet),
-                         validation.check_outlier_burst(outlier_burst), sort_by_class)
-    return Stream(gather_rows(parts, order), labels[order], batch_size)
+    order = stream_order(id_labels, num_outliers, seed, stream)
+    return Stream(gather_rows(parts, order), labels[order], stream.batch_size)
 
 
 def gradual_severities(peak: int) -> tuple[int, ...]:
@@ -349,23 +351,16 @@ def apply_corruption(images: torch.Tensor, corruption: str, severity: int, seed:
     return corrupt(images, corruption, severity, seed=seed)
 
 
-def check_stream_args(
-    dataset: str, outliers: str, corruption: str, severity: int, outlier_ratio: float, seed: int,
-    max_id: int | None, batch_size: int, dirichlet: float = 0.0, outlier_burst: int = 0,
-    label_shift: str | LabelShift = "",
-) -> None:
-    """Everything :func:`build_stream` can refuse without reading a file, checked up front."""
-    validation.check_dirichlet(dirichlet)
-    validation.check_outlier_burst(outlier_burst)
-    if LabelShift.parse(label_shift).sorted and dirichlet:
-        raise ValueError("a stream has one label order: give dirichlet or a sorted label_shift, not both")
+def check_stream_args(dataset: str, outliers: str, corruption: str, severity: int, outlier_ratio: float,
+                      seed: int, max_id: int | None) -> None:
+    """Everything :func:`build_stream` can refuse without reading a file (its StreamSpec was
+    checked when it was built), checked up front."""
     check_names(dataset, outliers, (corruption,))
     validation.check_severity(severity)
     validation.check_outlier_ratio(outlier_ratio)
     validation.check_seed(seed)
     if max_id is not None:
         validation.check_positive_int("max_id", max_id, "or None for every ID sample")
-    validation.check_positive_int("batch_size", batch_size, "the paper uses 64")
 
 
 def build_stream(
@@ -376,36 +371,30 @@ def build_stream(
     outlier_ratio: float = 0.2,
     seed: int = 0,
     max_id: int | None = None,
-    batch_size: int = 64,
+    stream: StreamSpec = PAPER_STREAM,
     *,
     data_root: str | os.PathLike | None = None,
-    dirichlet: float = 0.0,
-    outlier_burst: int = 0,
-    label_shift: str | LabelShift = "",
 ) -> Stream:
-    """The test stream of one corruption (kept in memory within the stream cache's budget,
-    module docstring: every method of a table reuses it).
+    """The test stream of one corruption (kept in memory within the stream cache's budget:
+    every method of a table reuses it).
 
     ID images: the released corrupted set when the data set has one, else the clean test set
     corrupted with ``seed``. Outliers: the *first* N of the pool (N from ``outlier_ratio``,
     protocol.md §1.1/§3.2), corrupted like the ID images except Noise, resized to the ID size.
-    ``dirichlet``/``outlier_burst``: the harder orders of the module docstring (0: off);
-    ``label_shift``: a :class:`LabelShift` or its text (``""``: off). Names and numbers are
-    checked before any image is read.
+    ``stream``: its label order, outlier placement and batch size. Both sets are read from
+    ``data_root`` (None: no data folder, so only data sets that ship with the package). Names
+    and numbers are checked before any image is read.
     """
-    check_stream_args(dataset, outliers, corruption, severity, outlier_ratio, seed, max_id, batch_size,
-                      dirichlet, outlier_burst, label_shift)
-    key = (dataset, outliers, corruption, severity, outlier_ratio, seed, max_id, batch_size,
-           str(paths.data_root(data_root)), float(dirichlet), int(outlier_burst), str(LabelShift.parse(label_shift)))
+    if not isinstance(stream, StreamSpec):
+        raise TypeError(f"stream is a StreamSpec (stamplib.data.StreamSpec), got {type(stream).__name__}")
+    check_stream_args(dataset, outliers, corruption, severity, outlier_ratio, seed, max_id)
+    root = Path(data_root) if data_root else None
+    key = (dataset, outliers, corruption, severity, outlier_ratio, seed, max_id, stream.building(), root)
     return _CACHE.get(key, lambda: _build_stream(*key))
 
 
-def _build_stream(
-    dataset_name: str, outliers: str, corruption: str, severity: int, outlier_ratio: float, seed: int,
-    max_id: int | None, batch_size: int, root_str: str, dirichlet: float = 0.0, outlier_burst: int = 0,
-    label_shift: str = "",
-) -> Stream:
-    root = Path(root_str)
+def _build_stream(dataset_name: str, outliers: str, corruption: str, severity: int, outlier_ratio: float,
+                  seed: int, max_id: int | None, stream: StreamSpec, root: Path | None) -> Stream:
     data = dataset(dataset_name)
     if corruption != "none" and data.released is not None:
         id_images, id_labels = data.released(root, corruption, severity)
@@ -416,9 +405,9 @@ def _build_stream(
         if max_id is not None:
             id_images, id_labels = id_images[:max_id], id_labels[:max_id]
         id_images = apply_corruption(id_images, corruption, severity, seed)
-    shift = LabelShift.parse(label_shift)
-    if shift.imbalance > 1.0:
-        kept = long_tail_subset(id_labels, shift.imbalance)
+    imbalance = LabelShift.parse(stream.label_shift).imbalance
+    if imbalance > 1.0:
+        kept = long_tail_subset(id_labels, imbalance)
         id_images, id_labels = id_images[kept], id_labels[kept]
     pool = None
     n_out = 0
@@ -439,100 +428,8 @@ def _build_stream(
             if id_images.shape[1] != id_images.shape[2]:
                 raise ValueError(f"cannot resize outliers to non-square ID images {tuple(id_images.shape[1:3])}")
             pool = resize_images(pool, int(id_images.shape[1]))
-    return mix(id_images, id_labels, pool, n_out, seed=seed, batch_size=batch_size, dirichlet=dirichlet,
-               outlier_burst=outlier_burst, sort_by_class=shift.sorted)
+    return mix(id_images, id_labels, pool, n_out, seed, stream)
 
 
-# --------------------------------------------------------------------------- the stream cache
-
-#: The stream cache's budget when neither $STAMPLIB_STREAM_CACHE nor set_stream_cache_budget
-#: says otherwise: all 15 CIFAR-10-C streams of an outlier set (38 MB each) several times over,
-#: no ImageNet-C stream (9.4 GB each).
-DEFAULT_STREAM_CACHE_BYTES = 4 * 2**30
-STREAM_CACHE_ENV = "STAMPLIB_STREAM_CACHE"
-_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-_budget_override: int | None = None
-
-
-def parse_bytes(value: str | int) -> int:
-    """A byte count: an integer, or a number with K, M, G or T (powers of 1024), e.g. ``512M``."""
-    found = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?", str(value).strip(), re.IGNORECASE)
-    if isinstance(value, bool) or not found:
-        raise ValueError(
-            f"a byte count must be a non-negative integer or a number with K, M, G or T "
-            f"(e.g. 512M, 8G; 0 keeps no stream), got {value!r}"
-        )
-    return int(float(found.group(1)) * _UNITS[found.group(2).upper()])
-
-
-def stream_cache_budget() -> int:
-    """Bytes of streams kept for reuse: :func:`set_stream_cache_budget`'s, else
-    ``$STAMPLIB_STREAM_CACHE``'s, else :data:`DEFAULT_STREAM_CACHE_BYTES`."""
-    if _budget_override is not None:
-        return _budget_override
-    text = paths.environment(STREAM_CACHE_ENV).strip()
-    if not text:
-        return DEFAULT_STREAM_CACHE_BYTES
-    try:
-        return parse_bytes(text)
-    except ValueError as exc:
-        raise ValueError(f"${STREAM_CACHE_ENV}: {exc}") from None
-
-
-def set_stream_cache_budget(nbytes: int | str | None) -> None:
-    """Keep at most ``nbytes`` of streams (``"512M"``, ``0`` = none; None: back to the
-    environment's or the default budget). Streams over the new budget are dropped at once."""
-    global _budget_override
-    _budget_override = None if nbytes is None else parse_bytes(nbytes)
-    _CACHE.shrink(stream_cache_budget())
-
-
-def stream_bytes(stream: Stream) -> int:
-    return stream.images.nbytes + stream.labels.nbytes
-
-
-class StreamCache:
-    """Streams by their build arguments, within :func:`stream_cache_budget` bytes, the least
-    recently used dropped first. The budget bounds what is *kept*: while a stream is built the
-    process also holds that stream, so the peak is the budget plus the largest stream."""
-
-    def __init__(self) -> None:
-        self._streams: OrderedDict[tuple, Stream] = OrderedDict()
-        self._lock = threading.Lock()  # callers on several threads must not see the dict change mid-update
-
-    @property
-    def nbytes(self) -> int:
-        return sum(stream_bytes(s) for s in self._streams.values())
-
-    def __len__(self) -> int:
-        return len(self._streams)
-
-    def get(self, key: tuple, build: Callable[[], Stream]) -> Stream:
-        with self._lock:
-            if key in self._streams:
-                self._streams.move_to_end(key)
-                return self._streams[key]
-        stream = build()  # outside the lock: building reads and corrupts images for a while
-        budget = stream_cache_budget()
-        with self._lock:
-            if stream_bytes(stream) <= budget:
-                self._streams[key] = stream
-                self._shrink(budget)
-        return stream
-
-    def shrink(self, budget: int) -> None:
-        with self._lock:
-            self._shrink(budget)
-
-    def _shrink(self, budget: int) -> None:
-        while self._streams and self.nbytes > budget:
-            self._streams.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._streams.clear()
-
-
-_CACHE = StreamCache()
 build_stream.cache_clear = _CACHE.clear  # type: ignore[attr-defined]
 build_stream.cache = _CACHE  # type: ignore[attr-defined]

@@ -29,9 +29,11 @@ def stand_in_overrides(method: str, dataset: str, setting: str) -> dict[str, Any
     return {"clip_normalized_inputs": False} if "clip_normalized_inputs" in fields else {}
 
 
-def source_data(spec: RunSpec, data_root: str | os.PathLike | None = None) -> methods.SourceData | None:
+def source_data(spec: RunSpec, data_root: str | os.PathLike | None) -> methods.SourceData | None:
     """The clean source images the spec's method reads (EATA, OWTTT; None for the others), only
-    the first N it needs, so that EATA's 2,000 do not load all 50,000 ImageNet images."""
+    the first N it needs, so that EATA's 2,000 do not load all 50,000 ImageNet images, read
+    from ``data_root`` (None: no data folder, enough for the data sets that ship with the
+    package)."""
     cls = methods.method_class(spec.method)
     if not cls.needs_source_data:
         return None
@@ -50,7 +52,8 @@ def build_method(
     """The spec's method, ready to step on ``device``: around the data set's source model (or
     ``model``, e.g. random weights for a timing), with source data where the method needs it,
     the spec's setting, seed and overrides. ``progress``: show the model's download;
-    ``data_root``: where the data sets are (None: the default, :func:`stamplib.paths.data_root`);
+    ``data_root``: where the data sets are (None: no data folder, enough for the data sets that
+    ship with the package);
     ``replay_graphs``: the network's kernels replayed as CUDA graphs (:mod:`stamplib.blocks.graphs`;
     speed measurements only, never records)."""
     # A partial data set copy fails here, naming every missing file, not at the 7th corruption.
@@ -68,11 +71,12 @@ def build_method(
 def build_stream(spec: RunSpec, corruption: str | None = None, max_id: int | None = None,
                  severity: int | None = None, data_root: str | os.PathLike | None = None) -> data.Stream:
     """The stream of one of the spec's corruptions (default: its first) at ``severity`` (default:
-    the spec's), with ``max_id`` known-class samples (default: as many as the profile takes),
-    read from ``data_root`` (None: the default)."""
+    the spec's), made as the spec's StreamSpec says, with ``max_id`` known-class samples
+    (default: as many as the profile takes), read from ``data_root`` (None: no data folder,
+    enough for the data sets that ship with the package)."""
     if max_id is None:
         max_id = get_profile(spec.profile).id_limit(data.dataset(spec.dataset))
     return data.build_stream(
         spec.dataset, spec.outliers, corruption or spec.corruptions[0], spec.severity if severity is None else severity,
-        spec.outlier_ratio, spec.seed, max_id, data_root=data_root, **spec.stream_options,
+        spec.outlier_ratio, spec.seed, max_id, spec.stream, data_root=data_root,
     )

@@ -5,22 +5,14 @@ TF32, which keeps 10 of float32's 23 mantissa bits: several times faster, and fa
 float32 to move a record's digits (an adapting method compounds the difference batch by batch).
 PyTorch allows TF32 for cuDNN by default. A record is a fidelity run, so :func:`apply_tf32_policy`
 (called by :func:`stamplib.evaluation.runner.run` before every cell) switches both off unless
-``$STAMPLIB_TF32=1`` asks for speed, and the record's provenance says which was in effect
-(``record["provenance"]["tf32"]``; it has no effect on the CPU).
+the run context allows it (``$STAMPLIB_TF32=1`` at the edge asks for speed), and the record's
+provenance says which was in effect (``record["provenance"]["tf32"]``; it has no effect on the
+CPU).
 """
 
 from __future__ import annotations
 
 import torch
-
-from stamplib import paths
-
-TF32_ENV = "STAMPLIB_TF32"
-
-
-def tf32_requested() -> bool:
-    """Whether ``$STAMPLIB_TF32`` asks for TF32 (1, true, yes, on)."""
-    return paths.environment(TF32_ENV).strip().lower() in ("1", "true", "yes", "on")
 
 
 def set_tf32(enabled: bool) -> None:
@@ -34,7 +26,7 @@ def tf32_state() -> dict[str, bool]:
     return {"matmul": bool(torch.backends.cuda.matmul.allow_tf32), "cudnn": bool(torch.backends.cudnn.allow_tf32)}
 
 
-def apply_tf32_policy() -> dict[str, bool]:
-    """TF32 off, or on where ``$STAMPLIB_TF32`` asks for it; returns the state now in effect."""
-    set_tf32(tf32_requested())
+def apply_tf32_policy(allowed: bool) -> dict[str, bool]:
+    """TF32 off, or on where the run context ``allowed`` it; returns the state now in effect."""
+    set_tf32(allowed)
     return tf32_state()

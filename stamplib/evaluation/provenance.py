@@ -19,10 +19,6 @@ from stamplib.data import builtin_cifar10, downloads
 from stamplib.evaluation.precision import tf32_state
 from stamplib.models import checkpoints
 
-#: Set by the faces that run cells for someone else (papermill kernels, grid workers), so that a
-#: record names the command a person typed rather than the worker's own argv.
-COMMAND_ENV = "STAMPLIB_COMMAND"
-
 
 @functools.lru_cache(maxsize=32)
 def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
@@ -48,7 +44,7 @@ def checkpoint_provenance(dataset: str) -> dict[str, Any]:
     }
 
 
-def data_provenance(dataset: str, data_root: str | os.PathLike | None = None) -> dict[str, Any]:
+def data_provenance(dataset: str, data_root: str | os.PathLike | None) -> dict[str, Any]:
     """The data behind ``dataset``: the built-in benchmark, or its archive's SHA-256 beside the
     one the registry expects: computed from the file when it lies in the data root, else the one
     its verified extraction recorded in the unpacked folder (``sha256_from`` says so), else None."""
@@ -60,9 +56,9 @@ def data_provenance(dataset: str, data_root: str | os.PathLike | None = None) ->
     if entry.builtin:
         return {"name": entry.name, "builtin": True}
     if not entry.archive:
-        return {"name": entry.name, "root": str(paths.data_root(data_root))}
+        return {"name": entry.name, "root": str(data_root)}
     resource = downloads.RESOURCES[entry.archive]
-    root = paths.data_root(data_root)
+    root = paths.given_data_root(data_root, f"dataset {dataset!r}")
     archive = root / resource.filename
     if archive.is_file():
         return {"name": entry.name, "archive": resource.filename, "sha256": file_sha256(archive),
@@ -89,16 +85,43 @@ def git_state() -> dict[str, Any]:
     return {"commit": commit, "dirty": dirty}
 
 
-def command() -> str:
-    """The command that computed the record: ``$STAMPLIB_COMMAND`` if a face set it, else argv."""
-    return paths.environment(COMMAND_ENV) or shlex.join([Path(sys.executable).name, *sys.argv])
+def own_command() -> str:
+    """This process's command line, for a record whose run context names none."""
+    return shlex.join([Path(sys.executable).name, *sys.argv])
 
 
-def provenance(dataset: str, data_root: str | os.PathLike | None = None) -> dict[str, Any]:
+def provenance(dataset: str, data_root: str | os.PathLike | None, command: str = "") -> dict[str, Any]:
+    """A record's provenance: ``command`` is the one the run context carries (the command a
+    person typed, handed to grid workers and notebook kernels); "" names this process's own."""
     return {
         "checkpoint": checkpoint_provenance(dataset),
         "data": data_provenance(dataset, data_root),
         "git": git_state(),
-        "command": command(),
+        "command": command or own_command(),
         "tf32": tf32_state(),
     }
+
+
+def doctor_lines(context: paths.RunContext) -> list[str]:
+    """What ``doctor`` prints: versions, the device, where data, checkpoints and results are,
+    the methods, and every data set and checkpoint with where it was found (checkpoints'
+    SHA-256 checked against their sidecars)."""
+    import platform
+
+    import torch
+
+    from stamplib import methods
+    from stamplib.version import __version__
+
+    gpu = f" ({torch.cuda.get_device_name(0)})" if torch.cuda.is_available() else ""
+    lines = [f"stamplib {__version__}  python {platform.python_version()}  torch {torch.__version__}",
+             f"device: cuda available={torch.cuda.is_available()}{gpu}, CPU threads={torch.get_num_threads()}",
+             f"data root:   {context.data_root}",
+             f"checkpoints: written to {paths.checkpoints_dir()}; searched in "
+             + ", ".join(str(p) for p in paths.checkpoint_search_path()),
+             f"results:     {context.results}",
+             f"methods:     {', '.join(methods.available())}",
+             "datasets and outlier sets:"]
+    lines += [f"  {name:22s} {'found    ' if found else 'missing  '} {where}"
+              for name, found, where in data.dataset_status(context.data_root)]
+    return [*lines, "checkpoints (SHA-256 checked against each sidecar):", *checkpoints.status_lines(verify=True)]

@@ -1,6 +1,7 @@
-"""run(spec): compute one cell — every corruption's stream, the method reset before each
-(protocol.md §1.2; a ``continual`` spec resets once, before the first) — and store one JSON
-record per spec.
+"""run(spec, context): compute one cell — every corruption's stream, the method reset before
+each (protocol.md §1.2; the continual, mixed and gradual schedules of a spec's stream reset
+once, before the first) — and store one JSON record per spec in the context's results store,
+reading the data sets from its data root, on its device.
 
 An episodic cell survives an interruption: each corruption is kept in the store as it
 finishes (:meth:`ResultsStore.put_partial`), and a rerun starts at the first corruption not
@@ -9,7 +10,7 @@ generators, so the resumed record equals an uninterrupted one bit for bit. A con
 carries its state from one corruption to the next and restarts from the beginning.
 
 The realistic online protocol (Alfarra et al., "Evaluation of Test-Time Adaptation Under
-Computational Time Constraints", ICML 2024; a spec's ``realistic``): the stream arrives at the
+Computational Time Constraints", ICML 2024; a spec's ``stream.realistic``): the stream arrives at the
 speed of a plain forward, so a method whose step costs C(g) forwards adapts on batches 0, C,
 2C, … and answers the batches that arrive while it is busy with
 :meth:`~stamplib.methods.TTAMethod.predict`, its most recently adapted model without
@@ -20,7 +21,6 @@ keeps the C(g) of its stored corruptions."""
 from __future__ import annotations
 
 import math
-import os
 import platform
 import time
 from dataclasses import dataclass
@@ -33,17 +33,19 @@ from stamplib import data, methods
 from stamplib.blocks import graphs
 from stamplib.blocks.entropy import logit_entropy
 from stamplib.evaluation.assembly import build_method, build_stream
-from stamplib.evaluation.metrics import aggregate, stream_metrics
+from stamplib.evaluation.metrics import METRIC_LABELS, aggregate, stream_metrics
 from stamplib.evaluation.outputs import StreamOutputs
 from stamplib.evaluation.precision import apply_tf32_policy
 from stamplib.evaluation.provenance import provenance
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
 from stamplib.evaluation.traces import StreamTracer, synchronize
+from stamplib.paths import RunContext
 from stamplib.version import __version__
 
-#: The stream fields of issue 35 (batch size, label shift, mixed domains, gradual severities).
-NEW_STREAM_FIELDS = ("batch_size", "label_shift", "mixed_domains", "gradual")
+#: The stream fields a record's ``stream`` section names only where they are set, so that a
+#: record of the older fields stays as it was.
+LATER_STREAM_FIELDS = ("batch_size", "label_shift", "mixed_domains", "gradual")
 
 @dataclass
 class StreamResult:
@@ -124,18 +126,19 @@ class RelativeSpeed:
         return {"relative_speed": self.value, "step_seconds": self.step_seconds, "forward_seconds": self.forward_seconds}
 
 
-def measure_relative_speed(spec: RunSpec, stream: data.Stream, device: str = "cpu", repeats: int = 5,
-                           data_root: str | os.PathLike | None = None) -> RelativeSpeed:
+def measure_relative_speed(spec: RunSpec, stream: data.Stream, context: RunContext, repeats: int = 5
+                           ) -> RelativeSpeed:
     """C(g) of ``spec``'s method on this device: the time of its step on the stream's first batch
     over the time of the source model's forward (the Source method) on the same batch, each the
     least of ``repeats`` timings after one warm-up (other work on the machine only ever adds
     time, so the least is the steadiest estimate of the cost itself), the two timed in turn.
     Both run on throwaway instances, so the run's own method is untouched."""
     assert repeats >= 1
+    device = context.device
     x = next(iter(stream.batches(device))).x
-    method = build_method(spec, device, data_root=data_root)
-    source = build_method(RunSpec.from_dict({**spec.to_dict(), "method": "source", "overrides": {},
-                                             "realistic": False, "relative_speed": 0}), device, data_root=data_root)
+    method = build_method(spec, device, data_root=context.data_root)
+    plain = spec.with_(method="source", overrides={}, stream=spec.stream.with_(realistic=False, relative_speed=0))
+    source = build_method(plain, device, data_root=context.data_root)
     clock = torch.device(device)
 
     def seconds(call: Any) -> float:
@@ -209,35 +212,36 @@ def concatenate(results: list[StreamResult]) -> StreamResult:
 
 
 def run_corruption(
-    method: methods.TTAMethod, spec: RunSpec, corruption: str, device: str = "cpu", first_position: int = 0,
-    speed: RelativeSpeed | None = None, data_root: str | os.PathLike | None = None,
+    method: methods.TTAMethod, spec: RunSpec, corruption: str, context: RunContext, first_position: int = 0,
+    speed: RelativeSpeed | None = None,
 ) -> tuple[dict[str, Any], StreamOutputs, dict[str, list[Any]] | None]:
     """One corruption of a cell (no reset here): its metrics, outputs and trace (None when the
     method reports nothing). The stream lives only in here, so a stream too large for the
     stream cache is released before the next corruption's is built. ``first_position``: where
     the stream starts among all the samples the method has seen since its reset (traces).
     ``speed``: C(g) of a realistic spec; None fixes it from the spec or measures it on this
-    stream (the metrics then carry it). A ``gradual`` spec runs one stream per severity
+    stream (the metrics then carry it). The gradual schedule runs one stream per severity
     (:func:`stamplib.data.gradual_severities`) and pools them; its row lists each level's
     metrics under ``severities``."""
-    levels = data.gradual_severities(spec.severity) if spec.gradual else (spec.severity,)
+    gradual, device = spec.stream.schedule == "gradual", context.device
+    levels = data.gradual_severities(spec.severity) if gradual else (spec.severity,)
     results, rows, trace = [], [], {}
     for severity in levels:
-        stream = build_stream(spec, corruption, severity=severity, data_root=data_root)
-        if spec.realistic and speed is None:
-            speed = (RelativeSpeed(spec.relative_speed) if spec.relative_speed
-                     else measure_relative_speed(spec, stream, device, data_root=data_root))
+        stream = build_stream(spec, corruption, severity=severity, data_root=context.data_root)
+        if spec.stream.realistic and speed is None:
+            speed = (RelativeSpeed(spec.stream.relative_speed) if spec.stream.relative_speed
+                     else measure_relative_speed(spec, stream, context))
         tracer = StreamTracer(stream, method.num_classes, device, first_position)
         results.append(run_stream(method, stream, device, tracer=tracer, adapt_every=speed.value if speed else 1))
         first_position += stream.labels.numel()
         for name, column in (tracer.trace() if tracer.reported else {}).items():
             trace.setdefault(name, []).extend(column)
-        if spec.gradual:
+        if gradual:
             rows.append({"severity": severity, **stream_metrics(results[-1].probs, results[-1].ood_score,
                                                                 results[-1].labels)})
     result = concatenate(results)
     metrics = result_metrics(result)
-    if spec.realistic:
+    if spec.stream.realistic:
         metrics.update(speed.as_metrics(), adapted_batches=result.adapted_batches, batches=result.batches)
     if rows:
         metrics["severities"] = rows
@@ -246,16 +250,16 @@ def run_corruption(
 
 
 def run_mixed_domains(
-    method: methods.TTAMethod, spec: RunSpec, device: str = "cpu", data_root: str | os.PathLike | None = None,
+    method: methods.TTAMethod, spec: RunSpec, context: RunContext,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, StreamOutputs], dict[str, Any]]:
     """Every corruption's stream in one shuffled stream (:func:`stamplib.data.interleave`), fed
     through ``method`` without a reset (none here: the caller resets once). Returns each
     corruption's metrics and outputs (its samples, in the order they came) and the metrics of
     the whole stream. A corruption's ``seconds`` is the whole run's time times its share of the
     samples. No trace: a trace follows one corruption's stream."""
-    stream, source = data.interleave([build_stream(spec, c, data_root=data_root) for c in spec.corruptions],
+    stream, source = data.interleave([build_stream(spec, c, data_root=context.data_root) for c in spec.corruptions],
                                      spec.seed)
-    whole = run_stream(method, stream, device)
+    whole = run_stream(method, stream, context.device)
     per_corruption, outputs = {}, {}
     for index, corruption in enumerate(spec.corruptions):
         mine = source == index
@@ -266,51 +270,47 @@ def run_mixed_domains(
     return per_corruption, outputs, result_metrics(whole)
 
 
-def run(
-    spec: RunSpec,
-    store: ResultsStore | None = None,
-    device: str = "cpu",
-    force: bool = False,
-    progress: bool = False,
-    data_root: str | os.PathLike | None = None,
-) -> dict[str, Any]:
-    """Compute ``spec`` (or return its stored record) and store the result, reading the data
-    sets from ``data_root`` (None: the default, :func:`stamplib.paths.data_root`)."""
-    store = store if store is not None else ResultsStore()
+def run(spec: RunSpec, context: RunContext, *, force: bool = False, progress: bool = False) -> dict[str, Any]:
+    """Compute ``spec`` (or return its stored record, unless ``force``) where ``context`` says:
+    the data sets from its data root, on its device, the record into its results store, naming
+    its command."""
+    store = ResultsStore(context.results)
     if not force:
         record = store.get(spec)
         if record is not None:
             return record
-    apply_tf32_policy()  # a record is a fidelity run: float32, not TF32, on a GPU
-    method = build_method(spec, device, progress, data_root=data_root)
+    apply_tf32_policy(context.allow_tf32)  # a record is a fidelity run: float32, not TF32, on a GPU
+    device, stream = context.device, spec.stream
+    method = build_method(spec, device, progress, data_root=context.data_root)
     per_corruption: dict[str, dict[str, Any]] = {}
     outputs: dict[str, StreamOutputs] = {}
     traces: dict[str, dict[str, list[Any]]] = {}
-    record_provenance = provenance(spec.dataset, data_root)
+    record_provenance = provenance(spec.dataset, context.data_root, context.command)
     checkpoint_sha = record_provenance["checkpoint"]["sha256"]
-    resumable = spec.resets_per_corruption and len(spec.corruptions) > 1
+    resumable = stream.resets_per_corruption and len(spec.corruptions) > 1
     started, kept_seconds = time.perf_counter(), 0.0
     speed: RelativeSpeed | None = None  # realistic: C(g), fixed or measured once per cell
     whole_stream = None  # mixed domains: the metrics over the one stream
-    if spec.mixed_domains:
+    mixed = stream.schedule == "mixed"
+    if mixed:
         method.reset()
-        per_corruption, outputs, whole_stream = run_mixed_domains(method, spec, device, data_root)
-    for corruption in tqdm(() if spec.mixed_domains else spec.corruptions, desc=f"{spec.method}/{spec.outliers}",
+        per_corruption, outputs, whole_stream = run_mixed_domains(method, spec, context)
+    for corruption in tqdm(() if mixed else spec.corruptions, desc=f"{spec.method}/{spec.outliers}",
                            disable=not progress, leave=False):
         kept = store.partial(spec, corruption, checkpoint_sha) if resumable else None
         if kept is not None:
             per_corruption[corruption], outputs[corruption], trace = kept
             kept_seconds += float(per_corruption[corruption].get("seconds", 0.0))
         else:
-            if spec.resets_per_corruption or not per_corruption:  # else one reset, before the first
+            if stream.resets_per_corruption or not per_corruption:  # else one reset, before the first
                 method.reset()
-            seen = 0 if spec.resets_per_corruption else sum(m["n_id"] + m["n_outliers"] for m in per_corruption.values())
+            seen = 0 if stream.resets_per_corruption else sum(m["n_id"] + m["n_outliers"] for m in per_corruption.values())
             per_corruption[corruption], outputs[corruption], trace = run_corruption(
-                method, spec, corruption, device, seen, speed, data_root)
+                method, spec, corruption, context, seen, speed)
             if resumable:
                 store.put_partial(spec, corruption, per_corruption[corruption], outputs[corruption], trace or None,
                                   checkpoint_sha)
-        if spec.realistic and speed is None:  # the first corruption's C(g); a resumed cell keeps it
+        if stream.realistic and speed is None:  # the first corruption's C(g); a resumed cell keeps it
             speed = RelativeSpeed.from_metrics(per_corruption[corruption])
         if trace:
             traces[corruption] = trace
@@ -328,18 +328,42 @@ def run(
     }
     if traces:
         record["trace"] = traces
-    if spec.realistic:
+    if stream.realistic:
         rows = per_corruption.values()
-        record["realistic"] = {**speed.as_metrics(), "measured": not spec.relative_speed,
+        record["realistic"] = {**speed.as_metrics(), "measured": not stream.relative_speed,
                                "adapted_batches": sum(m["adapted_batches"] for m in rows),
                                "batches": sum(m["batches"] for m in rows)}
-    # Issue 35's fields only where set (spec.to_dict leaves defaults out), so that a record of
-    # the older fields stays as it was.
-    changed = {name: value for name, value in spec.to_dict().items() if name in NEW_STREAM_FIELDS}
-    if spec.continual or spec.dirichlet or spec.outlier_burst or changed:
-        record["stream"] = {"continual": spec.continual, "order": list(spec.corruptions),
-                            "dirichlet": spec.dirichlet, "outlier_burst": spec.outlier_burst, **changed}
-        if whole_stream is not None:
-            record["stream"]["whole"] = whole_stream
+    record.update(stream_section(spec, whole_stream))
     store.put(record, outputs)
     return record
+
+
+def stream_section(spec: RunSpec, whole_stream: dict[str, Any] | None) -> dict[str, Any]:
+    """A record's ``stream`` section, for a stream other than the paper's: the continual
+    schedule, Dirichlet order and outlier bursts always, the later fields only where set (as
+    the key holds them), so that a record of the older fields stays as it was."""
+    keyed = spec.stream.key_fields()
+    continual = spec.stream.schedule == "continual"
+    later = {name: value for name, value in keyed.items() if name in LATER_STREAM_FIELDS}
+    if not (continual or spec.stream.dirichlet or spec.stream.outlier_burst or later):
+        return {}
+    section = {"continual": continual, "order": list(spec.corruptions), "dirichlet": spec.stream.dirichlet,
+               "outlier_burst": spec.stream.outlier_burst, **later}
+    return {"stream": {**section, "whole": whole_stream} if whole_stream is not None else section}
+
+
+def summary_lines(record: dict[str, Any]) -> list[str]:
+    """What ``run`` prints of a record: each corruption's metrics (a collapse named), their
+    mean, and the realistic protocol's C(g)."""
+    shown = [m for m in METRIC_LABELS if m in record["mean"]]  # a stored older record has fewer
+    lines = [f"{'corruption':20s}" + "".join(f" {METRIC_LABELS[m]:>8s}" for m in shown)]
+    for name, m in record["per_corruption"].items():
+        flag = "  COLLAPSED: " + m["collapse_reason"] if m["collapsed"] else ""
+        lines.append(f"{name:20s}" + "".join(f" {m[k]:8.1f}" for k in shown) + flag)
+    lines.append(f"{'mean':20s}" + "".join(f" {record['mean'][k]:8.1f}" for k in shown))
+    if "realistic" in record:
+        r = record["realistic"]
+        how = "measured" if r["measured"] else "fixed"
+        lines.append(f"realistic protocol: C(g) = {r['relative_speed']} ({how}), adapted on {r['adapted_batches']} "
+                     f"of {r['batches']} batches")
+    return lines

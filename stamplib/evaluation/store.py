@@ -100,8 +100,10 @@ def current_config(spec: RunSpec) -> str:
 
 
 class ResultsStore:
-    def __init__(self, root: str | Path | None = None) -> None:
-        self.root = Path(root) if root is not None else paths.results_dir()
+    """The records and grid state under ``root`` (a run context's ``results``)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
 
     def path(self, spec: RunSpec) -> Path:
         return self.root / f"{spec.method}__{spec.dataset}__{spec.outliers}__{spec.key()}.json"

@@ -35,27 +35,28 @@ class Planned(Protocol):
 
 def compute(
     the_plan: Planned,
-    device: str = "cpu",
+    context: RunContext | None = None,
+    *,
     compute_missing: bool = True,
-    store: ResultsStore | None = None,
     progress: bool = True,
     metrics: Sequence[str] = (),
     traces: bool = False,
-    context: RunContext | None = None,
+    device: str = "cpu",
 ) -> Records:
-    """Records of the plan's specs by spec key: read from the results store, and the missing
-    ones computed here (``compute_missing``) or left out (then the tables show what exists).
-    ``context`` (a notebook builds it from its parameters cell) gives the data root, the results
-    store and the device; without one, ``device`` and ``store`` or the defaults.
+    """Records of the plan's specs by spec key: read from the context's results store, and the
+    missing ones computed here (``compute_missing``) or left out (then the tables show what
+    exists). ``context`` (a notebook builds it from its parameters cell) gives the data root,
+    the results store and the device. Without one (notebook 00 until it passes its context)
+    one is built here from the environment and ``device``.
     A stored record that lacks one of ``metrics`` (a metric newer than the record) is re-scored
     from its per-sample outputs where it has them (no method runs). With ``traces``, a stored
     record of a method that reports traces but made before traces existed is computed again."""
     wanted = check_metrics(metrics) if metrics else ()
     context = context or RunContext.build(device=device)
-    store = store if store is not None else ResultsStore(context.results)
+    store = ResultsStore(context.results)
     records = _stored_or_run(the_plan, context, compute_missing, store, progress)
     if traces and compute_missing:
-        records.update(_with_traces(the_plan.specs, records, store, context))
+        records.update(_with_traces(the_plan.specs, records, context))
     records.update(_rescored(records, wanted, store))
     return records
 
@@ -73,16 +74,15 @@ def _stored_or_run(the_plan: Planned, context: RunContext, compute_missing: bool
               "compute_missing is off: the tables show the others")
         return records
     for spec in tqdm(missing, desc=f"{the_plan.notebook}: cells", disable=not progress or not missing):
-        records[spec.key()] = run(spec, store=store, device=context.device, data_root=context.data_root)
+        records[spec.key()] = run(spec, context)
     return records
 
 
-def _with_traces(specs: Sequence[RunSpec], records: Records, store: ResultsStore, context: RunContext) -> Records:
+def _with_traces(specs: Sequence[RunSpec], records: Records, context: RunContext) -> Records:
     """Records made before their method reported traces, computed again."""
     untraced = [s for s in specs if (r := records.get(s.key())) is not None and "trace" not in r
                 and methods.method_class(s.method).reports_trace]
-    return {s.key(): run(s, store=store, device=context.device, force=True, data_root=context.data_root)
-            for s in untraced}
+    return {s.key(): run(s, context, force=True) for s in untraced}
 
 
 def _rescored(records: Records, wanted: Sequence[str], store: ResultsStore) -> Records:

@@ -18,7 +18,9 @@ Executors:
 The submitit executors need the ``cluster`` extra (``pip install 'stamplib[cluster]'``); this
 module and the local executor do not, so submitit is imported only when one of them is used.
 
-Every job runs its cells through :func:`stamplib.run`, which returns a finished cell's stored
+Every job gets the run context of the edge that started it (data root, results store, device,
+the command its records name) as an argument, and runs its cells through :func:`stamplib.run`,
+which returns a finished cell's stored
 record instead of computing it again, so a job that is re-submitted, retried, or requeued by
 submitit after its time limit never recomputes a finished cell. Which cells are running or
 failed is kept by the results store (:class:`~stamplib.evaluation.store.ResultsStore`, under
@@ -27,6 +29,7 @@ failed is kept by the results store (:class:`~stamplib.evaluation.store.ResultsS
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import shutil
@@ -47,6 +50,7 @@ from stamplib.evaluation.runner import run
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
 from stamplib.extras import require
+from stamplib.paths import RunContext
 
 EXECUTORS = ("local", "submitit", "submitit-local")
 
@@ -57,10 +61,49 @@ CELL_MINUTES = {"smoke": 0.1, "quick": 2.0, "full": 30.0}
 #: A job should hold at least this much work, so a short cell does not pay a queue wait alone.
 MIN_JOB_MINUTES = 10.0
 
-#: Test-only fault injection in the job function: ``MODE:KEY:FLAG_FILE`` makes the job that
-#: reaches cell KEY die (``kill``: SIGKILL to itself, like an out-of-memory kill or a lost
-#: node) or fail (``raise``) the first time, and creates FLAG_FILE so that a retry succeeds.
-FAULT_ENV = "STAMPLIB_GRID_FAULT"
+
+
+@dataclass(frozen=True)
+class ExecutorOptions:
+    """Where the cells of a grid run and how they are grouped, built once (the command line's
+    ``grid`` and ``tune`` share the flags): ``local`` — here, or ``jobs`` worker processes;
+    ``submitit`` — SLURM job arrays (partition, GPUs and CPUs per job, time limit in minutes,
+    memory, array parallelism); ``submitit-local`` — the same jobs as local processes.
+    ``cells_per_job`` None sizes jobs from the profile (:func:`job_size`)."""
+
+    executor: str = "local"
+    jobs: int = 1
+    cells_per_job: int | None = None
+    partition: str | None = None
+    gpus_per_job: int = 1
+    cpus_per_task: int = 4
+    time_min: int = 240
+    array_parallelism: int = 32
+    mem_gb: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.executor not in EXECUTORS:
+            raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {self.executor!r}")
+        if self.jobs < 1:
+            raise ValueError(f"jobs must be at least 1, got {self.jobs}")
+        if self.cells_per_job is not None and self.cells_per_job < 1:
+            raise ValueError(f"cells_per_job must be at least 1 (or None: sized from the profile), got "
+                             f"{self.cells_per_job}")
+
+    def submitit_parameters(self, device: str, name: str = "stamplib") -> dict[str, Any]:
+        """What submitit's executor is given (``update_parameters``)."""
+        params: dict[str, Any] = {
+            "name": name, "timeout_min": int(self.time_min), "cpus_per_task": int(self.cpus_per_task),
+            # submitit's local executor hides every GPU when none is requested: ask only for cuda.
+            "gpus_per_node": int(self.gpus_per_job) if device == "cuda" else 0,
+            "slurm_array_parallelism": int(self.array_parallelism),
+        }
+        if self.partition:
+            params["slurm_partition"] = self.partition
+        if self.mem_gb:
+            params["mem_gb"] = float(self.mem_gb)
+        return params
+
 
 
 # ------------------------------------------------------------------------------- cells
@@ -89,17 +132,19 @@ def _job_id() -> str:
     return f"local-{socket.gethostname()}-{os.getpid()}"
 
 
-def _inject_fault(spec: RunSpec) -> None:
-    text = paths.environment(FAULT_ENV)
-    if not text:
+def _inject_fault(spec: RunSpec, fault: str) -> None:
+    """Tests only: ``fault`` = ``MODE:KEY:FLAG_FILE`` makes the job that reaches cell KEY die
+    (``kill``: SIGKILL to itself, like an out-of-memory kill or a lost node) or fail
+    (``raise``) the first time, and creates FLAG_FILE so that a retry succeeds."""
+    if not fault:
         return
-    mode, key, flag = text.split(":", 2)
+    mode, key, flag = fault.split(":", 2)
     if key != spec.key() or Path(flag).exists():
         return
     Path(flag).touch()
     if mode == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
-    raise RuntimeError(f"injected fault ({FAULT_ENV}) in cell {key}")
+    raise RuntimeError(f"injected fault in cell {key}")
 
 
 class CellsFailed(RuntimeError):
@@ -108,15 +153,14 @@ class CellsFailed(RuntimeError):
 
 def run_group(
     spec_dicts: Sequence[dict[str, Any]],
-    results: str,
-    device: str = "cpu",
+    context: RunContext,
     threads: int | None = None,
     time_limit_s: float | None = None,
     log_file: str | None = None,
-    data_root: str | None = None,
+    fault: str = "",
 ) -> dict[str, str]:
-    """The job function: compute a group of cells into the store at ``results``, reading the
-    data sets from ``data_root`` (None: the default).
+    """The job function: compute a group of cells where ``context`` says (its results store,
+    data root and device; the records name its command). ``fault``: :func:`_inject_fault`.
 
     Finished cells are skipped, cells claimed by another live job are left to it, and the
     others are marked running (this job's id, host, pid, start, deadline) until each is
@@ -128,7 +172,7 @@ def run_group(
         import torch
 
         torch.set_num_threads(threads)  # the CPUs the job was given, not the node's
-    store = ResultsStore(results)
+    store = ResultsStore(context.results)
     job_id = _job_id()
     started = time.time()
     marker = {"job_id": job_id, "host": socket.gethostname(), "pid": os.getpid(), "started": started,
@@ -150,8 +194,8 @@ def run_group(
     try:
         for spec in mine:
             try:
-                _inject_fault(spec)
-                run(spec, store=store, device=device, data_root=data_root)
+                _inject_fault(spec, fault)
+                run(spec, context)
                 outcome[spec.key()] = "done"
             except Exception:
                 trace = traceback.format_exc()
@@ -178,18 +222,16 @@ class CellGroup:
     it when SLURM's time limit or a preemption stops it; the requeued job skips the cells
     already stored and continues with the rest."""
 
-    def __init__(self, spec_dicts: list[dict[str, Any]], results: str, device: str, threads: int | None,
-                 time_limit_s: float | None, data_root: str | None = None) -> None:
+    def __init__(self, spec_dicts: list[dict[str, Any]], context: RunContext, threads: int | None,
+                 time_limit_s: float | None, fault: str = "") -> None:
         self.spec_dicts = spec_dicts
-        self.data_root = data_root
-        self.results = results
-        self.device = device
+        self.context = context
         self.threads = threads
         self.time_limit_s = time_limit_s
+        self.fault = fault
 
     def __call__(self) -> dict[str, str]:
-        return run_group(self.spec_dicts, self.results, self.device, self.threads, self.time_limit_s,
-                         data_root=self.data_root)
+        return run_group(self.spec_dicts, self.context, self.threads, self.time_limit_s, fault=self.fault)
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
         """Resubmit this job as it is. submitit requeues any callable that has this method;
@@ -215,13 +257,15 @@ def default_cells_per_job(specs: Sequence[RunSpec], time_min: float = 240.0, slo
     return max(1, min(max(spread, floor), ceiling))
 
 
-def job_size(specs: Sequence[RunSpec], executor: str, jobs: int, time_min: float, array_parallelism: int) -> int:
-    """Cells per job when none is given: one per task on this machine (no queue: that keeps a
+def job_size(specs: Sequence[RunSpec], options: ExecutorOptions) -> int:
+    """Cells per job: the options', else one per task on this machine (no queue: that keeps a
     process pool balanced), else :func:`default_cells_per_job` over the parallel slots."""
-    if executor == "local":
+    if options.cells_per_job:
+        return options.cells_per_job
+    if options.executor == "local":
         return 1
-    slots = jobs if executor == "submitit-local" else array_parallelism
-    return default_cells_per_job(specs, time_min, slots)
+    slots = options.jobs if options.executor == "submitit-local" else options.array_parallelism
+    return default_cells_per_job(specs, options.time_min, slots)
 
 
 def group_cells(specs: Sequence[RunSpec], cells_per_job: int, keep_order: bool = False) -> list[list[RunSpec]]:
@@ -305,13 +349,13 @@ def _local_log(store: ResultsStore, group: Sequence[RunSpec]) -> Path:
     return store.grid_dir / "logs" / "local" / f"{group[0].key()}.err"
 
 
-def _submit_inprocess(groups: list[list[RunSpec]], store: ResultsStore, device: str,
-                      bar: Any, data_root: str | None) -> list[_Handle]:
+def _submit_inprocess(groups: list[list[RunSpec]], store: ResultsStore, context: RunContext,
+                      bar: Any, fault: str) -> list[_Handle]:
     handles = []
     for group in groups:
         log = _local_log(store, group)
         try:
-            run_group(_spec_dicts(group), str(store.root), device, None, None, str(log), data_root)
+            run_group(_spec_dicts(group), context, None, None, str(log), fault)
             err = None
         except CellsFailed as exc:
             err = str(exc)
@@ -374,27 +418,27 @@ def _pool_init(counter: Any, device: str, threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def _pool_run_group(spec_dicts: list[dict[str, Any]], results: str, device: str, threads: int,
-                    log_file: str, data_root: str | None = None) -> dict[str, str]:
+def _pool_run_group(spec_dicts: list[dict[str, Any]], context: RunContext, threads: int,
+                    log_file: str, fault: str = "") -> dict[str, str]:
     """:func:`run_group` on this pool worker's own device."""
-    return run_group(spec_dicts, results, _WORKER_DEVICE or device, threads, None, log_file, data_root)
+    mine = dataclasses.replace(context, device=_WORKER_DEVICE or context.device)
+    return run_group(spec_dicts, mine, threads, None, log_file, fault)
 
 
-def _submit_pool(groups: list[list[RunSpec]], store: ResultsStore, device: str, jobs: int,
-                 data_root: str | None) -> tuple[Any, list[_Handle]]:
+def _submit_pool(groups: list[list[RunSpec]], store: ResultsStore, context: RunContext, jobs: int,
+                 fault: str) -> tuple[Any, list[_Handle]]:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     # spawn: a forked copy of a process that already ran torch can deadlock in OpenMP.
-    context = multiprocessing.get_context("spawn")
-    threads = worker_threads(device, jobs)
-    pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_pool_init,
-                               initargs=(context.Value("i", 0), device, threads))
+    spawn = multiprocessing.get_context("spawn")
+    threads = worker_threads(context.device, jobs)
+    pool = ProcessPoolExecutor(jobs, mp_context=spawn, initializer=_pool_init,
+                               initargs=(spawn.Value("i", 0), context.device, threads))
     handles = []
     for i, group in enumerate(groups):
         log = _local_log(store, group)
-        future = pool.submit(_pool_run_group, _spec_dicts(group), str(store.root), device, threads, str(log),
-                             data_root)
+        future = pool.submit(_pool_run_group, _spec_dicts(group), context, threads, str(log), fault)
 
         def error(f: Any = future) -> str | None:
             exc = f.exception()
@@ -404,24 +448,13 @@ def _submit_pool(groups: list[list[RunSpec]], store: ResultsStore, device: str, 
     return pool, handles
 
 
-def _submitit_executor(kind: str, folder: Path, *, partition: str | None, gpus_per_job: int,
-                       cpus_per_task: int, time_min: int, array_parallelism: int, mem_gb: float | None,
-                       device: str, name: str = "stamplib") -> Any:
-    if kind == "submitit" and shutil.which("sbatch") is None:
+def _submitit_executor(options: ExecutorOptions, folder: Path, device: str) -> Any:
+    if options.executor == "submitit" and shutil.which("sbatch") is None:
         raise ValueError("executor 'submitit' needs SLURM (no sbatch on PATH); use --executor local "
                          "(this machine) or submitit-local (submitit's local processes)")
-    executor = _submitit().AutoExecutor(folder=folder, cluster="slurm" if kind == "submitit" else "local")
-    params: dict[str, Any] = {
-        "name": name, "timeout_min": int(time_min), "cpus_per_task": int(cpus_per_task),
-        # submitit's local executor hides every GPU when none is requested: ask only for cuda.
-        "gpus_per_node": int(gpus_per_job) if device == "cuda" else 0,
-        "slurm_array_parallelism": int(array_parallelism),
-    }
-    if partition:
-        params["slurm_partition"] = partition
-    if mem_gb:
-        params["mem_gb"] = float(mem_gb)
-    executor.update_parameters(**params)
+    cluster = "slurm" if options.executor == "submitit" else "local"
+    executor = _submitit().AutoExecutor(folder=folder, cluster=cluster)
+    executor.update_parameters(**options.submitit_parameters(device))
     return executor
 
 
@@ -434,16 +467,16 @@ def _submitit_error(job: Any) -> str | None:
     return None if exc is None else str(exc)
 
 
-def _submit_submitit(groups: list[list[RunSpec]], store: ResultsStore, device: str, kind: str,
-                     options: dict[str, Any], data_root: str | None) -> list[_Handle]:
+def _submit_submitit(groups: list[list[RunSpec]], store: ResultsStore, context: RunContext,
+                     options: ExecutorOptions, fault: str) -> list[_Handle]:
     folder = store.grid_dir / "logs" / "%j"
-    executor = _submitit_executor(kind, folder, device=device, **options)
-    time_limit_s = 60.0 * options["time_min"] + 120.0  # a marker outlives its job by two minutes at most
+    executor = _submitit_executor(options, folder, context.device)
+    time_limit_s = 60.0 * options.time_min + 120.0  # a marker outlives its job by two minutes at most
     jobs = []
     with executor.batch():  # one SLURM job array, throttled by slurm_array_parallelism
         for group in groups:
-            jobs.append(executor.submit(CellGroup(_spec_dicts(group), str(store.root), device,
-                                                  options["cpus_per_task"], time_limit_s, data_root)))
+            jobs.append(executor.submit(CellGroup(_spec_dicts(group), context, options.cpus_per_task,
+                                                  time_limit_s, fault)))
     return [_Handle(group, str(job.job_id), Path(job.paths.stderr), job.done,
                     lambda j=job: _submitit_error(j)) for group, job in zip(groups, jobs)]
 
@@ -458,26 +491,19 @@ def _prepare_sources(specs: Sequence[RunSpec]) -> None:
 
 def run_grid(
     specs: Sequence[RunSpec],
-    executor: str = "local",
-    store: ResultsStore | None = None,
-    device: str = "cpu",
+    context: RunContext,
+    options: ExecutorOptions = ExecutorOptions(),
+    *,
     wait: bool = True,
     progress: bool = True,
-    *,
-    jobs: int = 1,
-    cells_per_job: int | None = None,
-    partition: str | None = None,
-    gpus_per_job: int = 1,
-    cpus_per_task: int = 4,
-    time_min: int = 240,
-    array_parallelism: int = 32,
-    mem_gb: float | None = None,
     retry_failed: bool = False,
     poll_s: float | None = None,
     keep_order: bool = False,
-    data_root: str | os.PathLike | None = None,
+    fault: str = "",
 ) -> GridReport:
-    """Compute the missing cells of ``specs`` with ``executor`` and report what is stored.
+    """Compute the missing cells of ``specs`` with the ``options``' executor where ``context``
+    says (every job gets it: its results store, data root, device and command), and report what
+    is stored.
 
     Cells already stored are not submitted, nor are cells a live job holds (``running``).
     ``retry_failed`` submits only missing cells whose last job failed. ``local`` always
@@ -485,42 +511,35 @@ def run_grid(
     after submission unless ``wait``. A job that ends with cells missing is reported in
     ``failed`` with those cells and its log, and its cells are recorded under
     ``<results>/.grid/failed`` until they are stored. With ``keep_order`` the cells are
-    submitted in the order of ``specs`` (otherwise grouped by data set and method). Every job
-    reads the data sets from ``data_root`` (None: the default of the job's environment).
+    submitted in the order of ``specs`` (otherwise grouped by data set and method). ``fault``:
+    tests only (:func:`_inject_fault`).
     """
-    data_root = None if data_root is None or data_root == "" else str(data_root)
-    if executor not in EXECUTORS:
-        raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
-    if jobs < 1:
-        raise ValueError(f"jobs must be at least 1, got {jobs}")
-    if executor != "local":
+    if options.executor != "local":
         _submitit()  # a missing extra stops the grid before any source model is loaded
-    store = store if store is not None else ResultsStore()
+    store = ResultsStore(context.results)
     unique = list({s.key(): s for s in specs}.values())
     todo = store.status(unique).missing
     if retry_failed:
         todo = [s for s in todo if store.failure(s) is not None]
     report = GridReport()
     if todo:
-        cells_per_job = cells_per_job or job_size(todo, executor, jobs, time_min, array_parallelism)
-        if executor != "submitit":
+        if options.executor != "submitit":
             _prepare_sources(todo)
-        groups = group_cells(todo, cells_per_job, keep_order)
-        waits = executor == "local" or wait
+        groups = group_cells(todo, job_size(todo, options), keep_order)
+        waits = options.executor == "local" or wait
         bar = tqdm(total=len(todo), desc="cells", unit="cell", disable=not progress or not waits)
         pool = None
         try:
-            if executor == "local" and jobs == 1:
-                handles = _submit_inprocess(groups, store, device, bar, data_root)
-            elif executor == "local":
-                pool, handles = _submit_pool(groups, store, device, jobs, data_root)
+            if options.executor == "local" and options.jobs == 1:
+                handles = _submit_inprocess(groups, store, context, bar, fault)
+            elif options.executor == "local":
+                pool, handles = _submit_pool(groups, store, context, options.jobs, fault)
             else:
-                options = {"partition": partition, "gpus_per_job": gpus_per_job, "cpus_per_task": cpus_per_task,
-                           "time_min": time_min, "array_parallelism": array_parallelism, "mem_gb": mem_gb}
-                handles = _submit_submitit(groups, store, device, executor, options, data_root)
+                handles = _submit_submitit(groups, store, context, options, fault)
             report.jobs = [h.job_id for h in handles]
             if waits:
-                _wait(handles, store, bar, poll_s if poll_s is not None else (30.0 if executor == "submitit" else 1.0))
+                default_poll = 30.0 if options.executor == "submitit" else 1.0
+                _wait(handles, store, bar, poll_s if poll_s is not None else default_poll)
                 _collect_failures(handles, store, report)
             else:
                 report.pending = [s for h in handles for s in h.specs]
@@ -580,15 +599,14 @@ def status_lines(per_notebook: dict[str, list[RunSpec]], store: ResultsStore) ->
     return lines
 
 
-def dry_run_line(specs: Sequence[RunSpec], store: ResultsStore, executor: str, jobs: int,
-                 cells_per_job: int | None, time_min: int, array_parallelism: int) -> str:
+def dry_run_line(specs: Sequence[RunSpec], store: ResultsStore, options: ExecutorOptions) -> str:
     """What ``grid --dry-run`` would do with the missing ones of ``specs``."""
     missing = store.status(specs).missing
     if not missing:
         return ""
-    if executor == "local":
-        return f"dry run: would compute {len(missing)} cells here with {jobs} worker process(es)"
-    per_job = cells_per_job or job_size(missing, executor, jobs, time_min, array_parallelism)
+    if options.executor == "local":
+        return f"dry run: would compute {len(missing)} cells here with {options.jobs} worker process(es)"
+    per_job = job_size(missing, options)
     return (f"dry run: would submit {len(missing)} cells as {len(group_cells(missing, per_job))} job(s) of at most "
-            f"{per_job} cell(s) with executor {executor}")
+            f"{per_job} cell(s) with executor {options.executor}")
 

@@ -326,14 +326,14 @@ STREAM_KINDS = "iid,continual,dirichlet:0.1"
 
 def parse_stream_kinds(text: str) -> tuple[tuple[str, dict[str, Any]], ...]:
     """``iid``, ``continual``, ``dirichlet:δ``, ``burst:L`` (comma-separated; ``=`` works too,
-    but papermill cannot read it in a parameters cell) → (label, the RunSpec fields)."""
+    but papermill cannot read it in a parameters cell) → (label, the StreamSpec fields)."""
     kinds = []
     for item in names(text, "streams"):
         name, _, value = item.replace("=", ":").partition(":")
         if name == "iid" and not value:
             kinds.append((item, {}))
         elif name == "continual" and not value:
-            kinds.append((item, {"continual": True}))
+            kinds.append((item, {"schedule": "continual"}))
         elif name == "dirichlet" and value:
             kinds.append((item, {"dirichlet": validation.check_dirichlet(float(value))}))
         elif name == "burst" and value:
@@ -350,7 +350,7 @@ def plan_inside_the_stream(experiment: Experiment, params: NotebookParameters, s
     non-i.i.d. labels, outlier bursts); the variant is the stream kind. The i.i.d. cells are
     those of notebook 02, computed once for both."""
     kinds = parse_stream_kinds(streams)
-    cells = [dataclasses.replace(cell, spec=cell.spec.with_(**fields), variant=label)
+    cells = [dataclasses.replace(cell, spec=cell.spec.with_stream(**fields), variant=label)
              for cell in _cells(experiment, params, params.methods or traced_methods(), ONE_ROW)
              for label, fields in kinds]
     return Plan(experiment, params.scale, tuple(cells))
@@ -367,7 +367,7 @@ def plan_realistic_stream(experiment: Experiment, params: NotebookParameters, re
     ``relative_speed``: C(g) for every method (0: each method's, measured in its run)."""
     speed = validation.check_relative_speed(number(relative_speed, int))
     table = _cells(TABLE1, params, params.methods or methods.TABLE_ORDER, ONE_ROW)
-    cells = [dataclasses.replace(cell, variant=label, spec=cell.spec.with_(realistic=True, relative_speed=speed)
+    cells = [dataclasses.replace(cell, variant=label, spec=cell.spec.with_stream(realistic=True, relative_speed=speed)
                                  if label == REALISTIC_PROTOCOL else cell.spec)
              for cell in table for label in (PAPER_PROTOCOL, REALISTIC_PROTOCOL)]
     return Plan(experiment, params.scale, tuple(cells))
@@ -408,16 +408,16 @@ def plan_stress_streams(experiment: Experiment, params: NotebookParameters, batc
             if size < smallest:
                 notes.append(f"{spec.method}: no batch of {size} (it adapts on batches of {smallest} or more)")
                 continue
-            cells.append(dataclasses.replace(cell, spec=batch_spec.with_(batch_size=size),
+            cells.append(dataclasses.replace(cell, spec=batch_spec.with_stream(batch_size=size),
                                              variant=stress_variant(BATCH_AXIS, size)))
         for shift in ("", *shifts):
-            cells.append(dataclasses.replace(cell, spec=spec.with_(label_shift=shift),
+            cells.append(dataclasses.replace(cell, spec=spec.with_stream(label_shift=shift),
                                              variant=stress_variant(LABEL_AXIS, shift or "none")))
         for domain in wanted_domains:
             if domain == "mixed" and len(spec.corruptions) < 2:
                 notes.append("no mixed-domain stream: it needs two or more corruptions")
                 continue
-            cells.append(dataclasses.replace(cell, spec=spec.with_(mixed_domains=domain == "mixed"),
+            cells.append(dataclasses.replace(cell, spec=spec.with_stream(schedule="mixed" if domain == "mixed" else "episodic"),
                                              variant=stress_variant(DOMAIN_AXIS, domain)))
     return Plan(experiment, params.scale, tuple(cells), tuple(dict.fromkeys(notes)))
 

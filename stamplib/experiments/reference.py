@@ -31,6 +31,7 @@ from stamplib import methods, paths
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
 from stamplib.experiments import grid, plans
+from stamplib.paths import RunContext
 
 PROFILE = "quick"
 #: The tables of settings (a), (b) and (c), in the order they are computed.
@@ -54,10 +55,9 @@ METRICS = ("acc", "auroc")
 
 
 def default_data_root() -> Path:
-    """``shared/data`` beside the checkout (``<repo>/../shared/data``), as on the project's
-    machines; ``--data-root`` or ``$STAMPLIB_DATA_ROOT`` name another place."""
-    if paths.environment("STAMPLIB_DATA_ROOT"):
-        return Path(paths.environment("STAMPLIB_DATA_ROOT"))
+    """Where the reference run's data sets are unless ``--data-root`` or ``$STAMPLIB_DATA_ROOT``
+    name another place: ``shared/data`` beside the checkout (``<repo>/../shared/data``), as on the
+    project's machines (the command line gives it to :meth:`stamplib.paths.RunContext.build`)."""
     return paths.shared_data()
 
 
@@ -65,11 +65,24 @@ def reference_dir() -> Path:
     return (paths.repo_root() or Path.cwd()) / "results" / "reference"
 
 
-def specs(data_root: str | os.PathLike | None = None) -> list[RunSpec]:
+#: What plans the reference cells where no data is read (comparing and reporting stored records):
+#: any data root plans the real-image scale, and a RunSpec's key does not hold it.
+PLANNING_ROOT = "reference"
+
+
+def _planning_root(data_root: str | os.PathLike) -> str:
+    """The data root as the plans take it: any data root plans the real-image scale
+    (:data:`PLANNING_ROOT` where no file is read)."""
+    if not data_root:
+        raise ValueError("the reference cells are planned at the real-image scale: give their data root")
+    return str(data_root)
+
+
+def specs(data_root: str | os.PathLike) -> list[RunSpec]:
     """Every reference cell, in the order they are computed (issue 25): setting (a) for every
     method, STAMP's extra seeds in (a), then (b) and (c) — so an interrupted run leaves the most
     telling table complete first."""
-    root = str(data_root or default_data_root())
+    root = _planning_root(data_root)
     seeds = ",".join(str(s) for s in SPREAD_SEEDS)
     cells = plans.TABLE1.cells(profile=PROFILE, data_root=root)
     cells += plans.TABLE1.cells(profile=PROFILE, data_root=root, methods=SPREAD_METHOD, seeds=seeds)
@@ -100,10 +113,10 @@ STRESS_CHEAP_METHODS = "source,bn_stats,tent,eata,sar"
 STRESS_OTHER_METHODS = "rotta,owttt,unient,sotta,stamp,cotta"
 
 
-def stress_specs(data_root: str | os.PathLike | None = None) -> list[RunSpec]:
+def stress_specs(data_root: str | os.PathLike) -> list[RunSpec]:
     """Issue 35's optional cells (``reference compute --cells stress``): Fig. 3's, Table 6's and
     notebook 13's on real images, in the order they are computed, without reference cells."""
-    root = str(data_root or default_data_root())
+    root = _planning_root(data_root)
     ratio_cells = partial(plans.RATIOS.cells, profile=PROFILE, data_root=root)
     stream_cells = partial(plans.STRESS.cells, profile=PROFILE, data_root=root, **STRESS_STREAMS)
     cells = plans.WEIGHTS.cells(profile=PROFILE, data_root=root)
@@ -122,17 +135,17 @@ SEEDED_METHODS = ",".join(methods.PAPER_ORDER)
 EXTRA_SEEDS = ",".join(str(s) for s in SPREAD_SEEDS if s != 0)
 
 
-def seeded_specs(data_root: str | os.PathLike | None = None) -> list[RunSpec]:
+def seeded_specs(data_root: str | os.PathLike) -> list[RunSpec]:
     """The paper's ten in setting (a) over seeds 1 and 2 (STAMP's are reference cells already)."""
-    root = str(data_root or default_data_root())
+    root = _planning_root(data_root)
     cells = plans.TABLE1.cells(profile=PROFILE, data_root=root, methods=SEEDED_METHODS, seeds=EXTRA_SEEDS)
     core = {s.key() for s in specs(root)}
     return [s for s in plans.distinct(cells) if s.key() not in core]
 
 
-def extra_specs(data_root: str | os.PathLike | None = None) -> list[RunSpec]:
+def extra_specs(data_root: str | os.PathLike) -> list[RunSpec]:
     """The optional cells, without those that are already reference cells."""
-    root = str(data_root or default_data_root())
+    root = _planning_root(data_root)
     cells = plans.TABLE1.cells(profile=PROFILE, data_root=root, methods=EXTRA_METHODS_ALL_CORRUPTIONS,
                         corruptions="all")
     for experiment in EXTRA_EXPERIMENTS:
@@ -143,10 +156,10 @@ def extra_specs(data_root: str | os.PathLike | None = None) -> list[RunSpec]:
     return [s for s in plans.distinct(cells) if s.key() not in core]
 
 
-def seed_spread(store: ResultsStore, data_root: str | os.PathLike | None = None) -> float | None:
+def seed_spread(store: ResultsStore, data_root: str | os.PathLike) -> float | None:
     """Largest max − min over STAMP's seeds 0, 1, 2 of any corruption's ACC or AUROC in setting
     (a), in points; None until all three seeds are stored."""
-    root = str(data_root or default_data_root())
+    root = _planning_root(data_root)
     seeds = ",".join(str(s) for s in SPREAD_SEEDS)
     runs = plans.TABLE1.cells(profile=PROFILE, data_root=root, methods=SPREAD_METHOD, seeds=seeds)
     records = [store.get(s) for s in runs]
@@ -226,7 +239,7 @@ def compare_stores(
     spread: float | None = None,
 ) -> Comparison:
     """Compare every cell the reference store holds with the recomputed store."""
-    spread = seed_spread(reference) if spread is None else spread
+    spread = seed_spread(reference, PLANNING_ROOT) if spread is None else spread
     compared, unchecked, differences = 0, [], []
     largest: Difference | None = None
     for spec in cells:
@@ -277,7 +290,7 @@ def select_settings(cells: Sequence[RunSpec], settings: str) -> list[RunSpec]:
     if unknown:
         raise ValueError(f"unknown setting {unknown}: name a (Noise outliers), b (8:2 split) or c (closed set)")
     keys = {s.key() for letter in letters
-            for s in SETTING_EXPERIMENTS[letter].cells(profile=PROFILE, data_root="reference",
+            for s in SETTING_EXPERIMENTS[letter].cells(profile=PROFILE, data_root=PLANNING_ROOT,
                                  seeds=",".join(map(str, SPREAD_SEEDS)))}
     return [c for c in cells if c.key() in keys]
 
@@ -288,7 +301,7 @@ def select_settings(cells: Sequence[RunSpec], settings: str) -> list[RunSpec]:
 CELL_GROUPS = ("core", "extras", "all", "stress", "seeds")
 
 
-def cells_of(group: str, data_root: str | os.PathLike | None = None) -> list[RunSpec]:
+def cells_of(group: str, data_root: str | os.PathLike) -> list[RunSpec]:
     """The cells of a ``--cells`` group: the 44 (core), the optional ones (extras), both (all),
     issue 35's optional ones alone (stress), or the paper's ten over seeds 1 and 2 in (a) (seeds)."""
     if group not in CELL_GROUPS:
@@ -299,7 +312,7 @@ def cells_of(group: str, data_root: str | os.PathLike | None = None) -> list[Run
             + (seeded_specs(data_root) if group == "seeds" else []))
 
 
-def status_lines(store: ResultsStore, data_root: str | os.PathLike | None = None) -> list[str]:
+def status_lines(store: ResultsStore, data_root: str | os.PathLike) -> list[str]:
     """What ``reference status`` prints: the 44 cells, the optional ones, issue 35's among them,
     and STAMP's seed spread."""
     state = store.status(specs(data_root))
@@ -320,17 +333,31 @@ def status_lines(store: ResultsStore, data_root: str | os.PathLike | None = None
     ]
 
 
-def compute(cells: Sequence[RunSpec], store: ResultsStore, device: str = "cpu", jobs: int = 1,
-            data_root: str | os.PathLike | None = None) -> grid.GridReport:
-    """The missing ones of ``cells``, in their order, with ``jobs`` local worker processes."""
-    return grid.run_grid(cells, "local", store=store, device=device, jobs=jobs, keep_order=True, data_root=data_root)
+def compute(cells: Sequence[RunSpec], context: RunContext, jobs: int = 1) -> grid.GridReport:
+    """The missing ones of ``cells`` into the context's store, in their order, with ``jobs``
+    local worker processes."""
+    return grid.run_grid(cells, context, grid.ExecutorOptions(jobs=jobs), keep_order=True)
 
 
-def recompute(cells: Sequence[RunSpec], store: ResultsStore, scratch: ResultsStore, device: str = "cpu",
-              jobs: int = 1, data_root: str | os.PathLike | None = None) -> Comparison:
-    """``cells`` computed again into ``scratch`` and compared with ``store``'s records."""
-    grid.run_grid(cells, "local", store=scratch, device=device, jobs=jobs, keep_order=True, data_root=data_root)
-    return compare_stores(store, scratch, cells)
+def recompute(cells: Sequence[RunSpec], context: RunContext, scratch: str | os.PathLike, jobs: int = 1
+              ) -> Comparison:
+    """``cells`` computed again into the store at ``scratch`` and compared with the records of the
+    context's store."""
+    again = dataclasses.replace(context, results=Path(scratch))
+    grid.run_grid(cells, again, grid.ExecutorOptions(jobs=jobs), keep_order=True)
+    return compare_stores(ResultsStore(context.results), ResultsStore(scratch), cells)
+
+
+def compute_line(report: grid.GridReport, store: ResultsStore) -> str:
+    """What ``reference compute`` prints at the end."""
+    return (f"reference store {store.root}: {len(report.done)} done, {len(report.missing)} missing, "
+            f"{len(report.failed)} failed jobs")
+
+
+def render_line(store: ResultsStore, cells: Sequence[RunSpec]) -> str:
+    """What ``reference render`` prints before it executes the notebooks."""
+    return (f"reference store {store.root}: {len(store.status(cells).done)} of {len(cells)} cells; rendering "
+            f"{', '.join(NOTEBOOKS)} from it (nothing is computed)")
 
 
 def comparison_lines(result: Comparison, device: str) -> list[str]:

@@ -22,11 +22,9 @@ and writes it as CSV and Markdown, with a heatmap when the grid has two dimensio
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 import re
-import types
 import typing
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +36,11 @@ from stamplib import methods
 from stamplib.evaluation.metrics import METRIC_LABELS, check_metrics, higher_is_better
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
+from stamplib.paths import RunContext
+from stamplib.validation import coerce
+
+if typing.TYPE_CHECKING:
+    from stamplib.experiments.grid import ExecutorOptions
 
 #: The protocol's selection corruption (the first of the 15).
 SELECTION_CORRUPTION = "gaussian_noise"
@@ -50,99 +53,18 @@ Grid = tuple[tuple[str, tuple[Any, ...]], ...]
 # ------------------------------------------------------------------------------- values
 
 
-def field_types(method: str, setting: str) -> dict[str, Any]:
-    """Hyperparameter name → type annotation of ``method``'s config class (its typed
-    dataclass); an annotation that cannot be resolved falls back to the type of the value the
-    config of ``setting`` holds."""
-    config = methods.method_class(method).config_for(setting)
-    try:
-        hints = typing.get_type_hints(type(config))
-    except Exception:  # an outside method's annotations may name what its module does not import
-        hints = {}
-    return {f.name: hints.get(f.name, type(getattr(config, f.name))) for f in dataclasses.fields(config)}
-
-
-_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
-
-
-_KINDS = {bool: "a bool (true or false)", int: "an integer", float: "a number", str: "a string"}
-
-
-def _describe(hint: Any) -> str:
-    if typing.get_origin(hint) is typing.Literal:
-        return "one of " + ", ".join(map(str, typing.get_args(hint)))
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        return " or ".join("none" if a is type(None) else _describe(a) for a in typing.get_args(hint))
-    return _KINDS.get(hint, getattr(hint, "__name__", str(hint)))
-
-
-def coerce_value(name: str, value: Any, hint: Any) -> Any:
-    """``value`` (a command-line string, or a Python value) as hyperparameter ``name`` of type
-    ``hint`` expects it: ``"0.1"`` → 0.1 for a float, ``1`` → 1.0 for a float, ``"true"`` → True
-    for a bool, a Literal's choice by its spelling. A ValueError names the expected type."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    text = value.strip() if isinstance(value, str) else None
-    bad = ValueError(f"--grid {name}: {value!r} is not {_describe(hint)}")
-    if origin is typing.Literal:
-        for choice in args:
-            if choice == value or (text is not None and str(choice) == text):
-                return choice
-        raise bad
-    if origin in (typing.Union, types.UnionType):
-        if type(None) in args and (value is None or (text is not None and text.lower() == "none")):
-            return None
-        for option in (a for a in args if a is not type(None)):
-            try:
-                return coerce_value(name, value, option)
-            except ValueError:
-                continue
-        raise bad
-    if hint is bool:
-        if isinstance(value, bool):
-            return value
-        if text is not None and text.lower() in _TRUE + _FALSE:
-            return text.lower() in _TRUE
-        raise bad
-    if hint is int:
-        if isinstance(value, bool):
-            raise bad
-        if isinstance(value, int):
-            return value
-        try:
-            return int(text) if text is not None else int(value)  # 2.5 (a float) is refused below
-        except (TypeError, ValueError):
-            raise bad from None
-    if hint is float:
-        if isinstance(value, bool):
-            raise bad
-        if isinstance(value, (int, float)):
-            return float(value)
-        try:
-            return float(text) if text is not None else float(value)
-        except (TypeError, ValueError):
-            raise bad from None
-    if hint is str:
-        if text is not None:
-            return text
-        raise bad
-    if text is not None:
-        raise ValueError(f"--grid {name}: a hyperparameter of type {_describe(hint)} cannot be given on the "
-                         f"command line; build the grid in Python (stamplib.experiments.tune.TuneJob)")
-    return value
-
-
 def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
 def check_grid(method: str, setting: str, grid: Mapping[str, Iterable[Any]] | Iterable[tuple[str, Iterable[Any]]]) -> Grid:
-    """``grid`` with every value typed as ``method``'s config field expects (see
-    :func:`coerce_value`), in the given order. Unknown names, empty or repeated values give a
+    """``grid`` with every value typed as ``method``'s config field expects (the one rule of
+    :func:`stamplib.validation.coerce`, as ``--set`` has it), in the given order. Unknown names, empty or repeated values give a
     one-line ValueError that says what to do."""
     items = list(grid.items()) if isinstance(grid, Mapping) else list(grid)
     if not items:
         raise ValueError(f"the grid is empty: give at least one {GRID_SYNTAX}, or --preset NAME")
-    types_ = field_types(method, setting)
+    types_ = methods.field_types(method, setting)
     out: list[tuple[str, tuple[Any, ...]]] = []
     for name, values in items:
         if name in dict(out):
@@ -154,7 +76,7 @@ def check_grid(method: str, setting: str, grid: Mapping[str, Iterable[Any]] | It
         values = (values,) if isinstance(values, str) else tuple(values)
         if not values:
             raise ValueError(f"--grid {name} has no values: give at least one, {GRID_SYNTAX}")
-        typed = tuple(coerce_value(name, v, types_[name]) for v in values)
+        typed = tuple(coerce(f"--grid {name}", v, types_[name]) for v in values)
         for i, v in enumerate(typed):
             if any(_same(v, w) for w in typed[:i]):
                 raise ValueError(f"--grid {name} lists {v!r} twice ({', '.join(map(str, values))}): give each "
@@ -321,6 +243,11 @@ def preset_grid(name: str, method: str, setting: str) -> dict[str, tuple[Any, ..
     return preset.grid(setting)
 
 
+def preset_lines() -> list[str]:
+    """``tune --list-presets``: each preset's name, method, settings and source."""
+    return [f"{name:12s} method {p.method:12s} settings {', '.join(p.grids)}  ({p.source})" for name, p in PRESETS.items()]
+
+
 def default_preset(method: str) -> str | None:
     """The preset named after ``method``, if there is one."""
     return method if method in PRESETS and PRESETS[method].method == method else None
@@ -421,29 +348,33 @@ def make_job(method: str, *, grid_items: Sequence[str] = (), preset: str | None 
 # ------------------------------------------------------------------------------- compute
 
 
-def compute(job: TuneJob, store: ResultsStore | None = None, device: str = "cpu", executor: str | None = None,
-            jobs: int = 1, progress: bool = False, data_root: str | None = None,
-            **grid_options: Any) -> list[RunSpec]:
-    """Compute the job's missing cells; returns those still missing afterwards (none, unless a
-    grid job failed). ``executor`` None: one after another in this process with
-    :func:`~stamplib.evaluation.runner.run`; ``local``, ``submitit`` or ``submitit-local``:
-    :func:`~stamplib.experiments.grid.run_grid` (waiting for the jobs), as ``python -m stamplib
-    grid`` computes notebooks' cells."""
-    store = store if store is not None else ResultsStore()
+def status_line(job: TuneJob, store: ResultsStore) -> str:
+    """The grid's size, its dimensions and how many of its cells are still to compute."""
+    cells = job.specs()
+    missing = store.status(cells).missing
+    return (f"{len(cells)} cells ({' x '.join(f'{n} {len(v)}' for n, v in job.grid)}), {len(missing)} to compute; "
+            f"results in {store.root}")
+
+
+def compute(job: TuneJob, context: RunContext, options: ExecutorOptions | None = None,
+            progress: bool = False) -> list[RunSpec]:
+    """Compute the job's missing cells where ``context`` says; returns those still missing
+    afterwards (none, unless a grid job failed). ``options`` None: one after another in this
+    process with :func:`~stamplib.evaluation.runner.run`; else
+    :func:`~stamplib.experiments.grid.run_grid` with its executor (waiting for the jobs), as
+    ``python -m stamplib grid`` computes notebooks' cells."""
     specs = job.specs()
-    if executor is None:
+    if options is None:
         from tqdm.auto import tqdm
 
         from stamplib.evaluation.runner import run
 
         for spec in tqdm(specs, desc="cells", unit="cell", disable=not progress):
-            run(spec, store=store, device=device, data_root=data_root)
+            run(spec, context)
         return []
     from stamplib.experiments.grid import run_grid
 
-    report = run_grid(specs, executor=executor, store=store, device=device, wait=True, progress=progress,
-                      jobs=jobs, keep_order=True, data_root=data_root, **grid_options)
-    return report.missing
+    return run_grid(specs, context, options, wait=True, progress=progress, keep_order=True).missing
 
 
 # ------------------------------------------------------------------------------- selection
@@ -481,10 +412,9 @@ def best_index(values: Sequence[float], higher_better: bool) -> int:
     return -max(finite)[1]
 
 
-def select(job: TuneJob, store: ResultsStore | None = None) -> TuneResult:
+def select(job: TuneJob, store: ResultsStore) -> TuneResult:
     """The job's table from the stored records and the best cell by its criterion (a missing
     cell is a row of NaNs and cannot be chosen)."""
-    store = store if store is not None else ResultsStore()
     current = job.current()
     rows, missing = [], []
     for overrides, spec in zip(job.cells(), job.specs()):
@@ -506,9 +436,8 @@ def select(job: TuneJob, store: ResultsStore | None = None) -> TuneResult:
     return TuneResult(job, table, best, dict(job.cells()[best]), current, missing)
 
 
-def tune(job: TuneJob, store: ResultsStore | None = None, device: str = "cpu", executor: str | None = None,
-         jobs: int = 1, progress: bool = False, **grid_options: Any) -> TuneResult:
+def tune(job: TuneJob, context: RunContext, options: ExecutorOptions | None = None,
+         progress: bool = False) -> TuneResult:
     """:func:`compute` then :func:`select`."""
-    store = store if store is not None else ResultsStore()
-    compute(job, store, device, executor, jobs, progress, **grid_options)
-    return select(job, store)
+    compute(job, context, options, progress)
+    return select(job, ResultsStore(context.results))

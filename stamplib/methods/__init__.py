@@ -17,9 +17,12 @@ from stamplib.methods.base import (
     check_batch_size,
     check_setting,
     create,
+    field_types,
+    listing_lines,
     method_class,
     register,
     resolve_config,
+    typed_overrides,
 )
 
 for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
@@ -38,7 +41,10 @@ __all__ = [
     "check_batch_size",
     "check_setting",
     "create",
+    "field_types",
+    "listing_lines",
     "method_class",
     "register",
     "resolve_config",
+    "typed_overrides",
 ]

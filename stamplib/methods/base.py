@@ -29,6 +29,7 @@ from torch import nn
 
 from stamplib.blocks.bn import freeze_all_but, norm_affine_parameters, use_batch_statistics
 from stamplib.blocks.entropy import energy_score, logit_entropy
+from stamplib.validation import coerce
 
 #: The hyperparameter settings of the paper (baselines.md §0.1, stamp.md §7). Which setting a
 #: data set uses is the data set's business (``stamplib.data``); a method only sees the setting.
@@ -350,6 +351,11 @@ def available() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def listing_lines(setting: str) -> list[str]:
+    """Every method with its hyperparameters under ``setting``, one line each (``methods``)."""
+    return [f"{name:11s} {resolve_config(name, setting)}" for name in available()]
+
+
 def check_batch_size(name: str, batch_size: object) -> int:
     """``batch_size`` as an int, if method ``name`` can adapt on batches that small
     (:attr:`TTAMethod.min_batch_size`); else one ValueError naming the smallest it supports."""
@@ -396,57 +402,38 @@ def check_setting(setting: str) -> str:
     return setting
 
 
-def _as_field_type(method: str, field: str, kind: Any, value: Any) -> Any:
-    """``value`` as hyperparameter ``field``'s type ``kind`` (text such as ``"0.1"`` from the
-    command line is read as a number), or one ValueError naming the field, its type and the value."""
-    def refuse(expected: str) -> ValueError:
-        return ValueError(f"hyperparameter {field!r} of {method!r} takes {expected}, got {value!r}")
+def field_types(name: str, setting: str) -> dict[str, Any]:
+    """Hyperparameter name → type of method ``name``'s config (its typed dataclass); an
+    annotation that cannot be resolved (an outside method's module may not import what it
+    names) falls back to the type of the value the config of ``setting`` holds."""
+    config = method_class(name).config_for(setting)
+    try:
+        hints = typing.get_type_hints(type(config))
+    except Exception:
+        hints = {}
+    return {f.name: hints.get(f.name, type(getattr(config, f.name))) for f in dataclasses.fields(config)}
 
-    args = typing.get_args(kind)
-    if typing.get_origin(kind) is typing.Literal:
-        if value in args:
-            return value
-        raise refuse("one of " + ", ".join(map(repr, args)))
-    if type(None) in args:  # ``float | None``
-        return None if value is None else _as_field_type(method, field, next(a for a in args if a is not type(None)), value)
-    if typing.get_origin(kind) is tuple:
-        if isinstance(value, (list, tuple)):
-            return tuple(_as_field_type(method, field, args[0], v) for v in value)
-        raise refuse(f"a tuple of {args[0].__name__} values such as (1.0, 2.0)")
-    if isinstance(value, str) and kind in (int, float):
-        try:
-            value = int(value) if kind is int else float(value)
-        except ValueError:
-            raise refuse("an integer" if kind is int else "a number") from None
-    if kind is bool:
-        if isinstance(value, bool):
-            return value
-        raise refuse("True or False")
-    if kind is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        raise refuse("an integer")
-    if kind is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return value
-        raise refuse("a number")
-    return value
+
+def typed_overrides(name: str, setting: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    """``overrides`` with each value as its field's type holds it (:func:`stamplib.validation.coerce`:
+    text from the command line is read as the type says); an unknown name, or a value its type
+    refuses, is one ValueError that names the hyperparameter."""
+    types_ = field_types(name, setting)
+    unknown = sorted(set(overrides) - set(types_))
+    if unknown:
+        raise ValueError(
+            f"unknown hyperparameter(s) {unknown} for method {name!r}; valid: {', '.join(sorted(types_))}"
+        )
+    return {field: coerce(f"hyperparameter {field!r} of {name!r}", value, types_[field])
+            for field, value in overrides.items()}
 
 
 def resolve_config(name: str, setting: str, **overrides: Any) -> Any:
     """The method's typed hyperparameters for ``setting`` with ``overrides`` applied: each value
     is checked against (and text converted to) its field's type, then the config's own checks
     run; either failure is one ValueError that names the hyperparameter."""
-    cls = method_class(name)
-    base = cls.config_for(setting)
-    fields = {f.name for f in dataclasses.fields(base)}
-    unknown = sorted(set(overrides) - fields)
-    if unknown:
-        raise ValueError(
-            f"unknown hyperparameter(s) {unknown} for method {name!r}; valid: {', '.join(sorted(fields))}"
-        )
-    hints = typing.get_type_hints(type(base))
-    typed = {field: _as_field_type(name, field, hints[field], value) for field, value in overrides.items()}
+    base = method_class(name).config_for(setting)
+    typed = typed_overrides(name, setting, overrides)
     try:
         return dataclasses.replace(base, **typed)
     except AssertionError as err:

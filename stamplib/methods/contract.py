@@ -338,6 +338,12 @@ def registered_name(method: str | type[TTAMethod]) -> str:
     return method_class(f"{method.__module__}:{method.__qualname__}").name
 
 
+def counts_line(results: list[CheckResult]) -> str:
+    """``12 passed, 1 skipped``: how the checks of :func:`check_method` ended."""
+    counts = {o: sum(r.outcome == o for r in results) for o in ("passed", "failed", "skipped")}
+    return ", ".join(f"{n} {o}" for o, n in counts.items() if n)
+
+
 def check_method(method: str | type[TTAMethod], architecture: Architecture) -> list[CheckResult]:
     """Run every check of :data:`CHECKS` on ``method`` (a name, ``package.module:Class`` or a
     TTAMethod subclass) in a :class:`Probe` of ``architecture``; a failing check does not stop

@@ -322,6 +322,25 @@ def status(verify: bool = False) -> list[dict[str, Any]]:
     return rows
 
 
+def status_lines(verify: bool = False) -> list[str]:
+    """:func:`status` as ``doctor`` (``verify``: the SHA-256 checked against each sidecar) and
+    ``checkpoints list`` print it, one line per registered checkpoint."""
+    if not verify:
+        return [f"{row['checkpoint']:26s} {row['classes']:4d} classes  {row['path'] if row['present'] else 'missing'}"
+                for row in status()]
+    lines = []
+    for row in status(verify=True):
+        if not row["present"]:
+            state = "missing   (the built-in one trains on first use)" if row["recipe"] is None else "missing  "
+        elif row["verified"]:
+            accuracy = row["clean_test_accuracy"]
+            state = "found    " + (f" clean acc {100 * accuracy:.2f}%" if accuracy is not None else "")
+        else:
+            state = "REFUSED   its SHA-256 differs from its sidecar's (or it has none yet)"
+        lines.append(f"  {row['checkpoint']:26s} {state}  {row['path'] if row['present'] else ''}")
+    return lines
+
+
 def import_dir(folder: str | Path) -> list[Path]:
     """Copy every registered checkpoint found in ``folder`` (``<name>.pt`` with its sidecar)
     into the writable checkpoints folder, each only after its SHA-256 equals its sidecar's;

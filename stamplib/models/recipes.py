@@ -157,7 +157,7 @@ def train_source_for(
     device: str | torch.device = "cpu",
     bf16: bool = False,
     compile: bool = False,
-    data_root: str | Path | None = None,
+    data_root: str | Path,
     progress: bool = True,
 ) -> TrainSourceResult:
     """Train (or resume, or reuse) the source network that ``dataset``'s registry entry names,
@@ -167,6 +167,7 @@ def train_source_for(
     checkpoint's own). A recipe of another architecture writes its own checkpoint name.
     ``profile`` (:data:`PROFILE_PLANS`) caps the images and epochs; only ``full`` writes the
     registry name, shorter runs write ``<name>.<profile>``. ``epochs > 0`` shortens the run.
+    The images are read from ``data_root``.
     """
     entry = data.dataset(dataset)
     if entry.builtin and entry.checkpoint in checkpoints.REGISTRY:
@@ -183,7 +184,7 @@ def train_source_for(
         )
     chosen = recipe_for(recipe, entry.known) if recipe else RECIPES[registered.recipe]
     plan = profile_plan(profile, epochs)
-    root = paths.data_root(data_root)
+    root = paths.given_data_root(data_root, f"the source training of {dataset!r}")
     images, labels = entry.train(root)
     test_images, test_labels = entry.clean_test(root)
     train_idx, test_idx = spread_subset(labels, plan.max_train), spread_subset(test_labels, plan.max_test)
@@ -228,6 +229,13 @@ class TrainSourceResult:
     checkpoint: Path | None  # None until the run is complete
     sidecar: dict[str, Any]
     complete: bool
+
+    def summary(self) -> str:
+        """One line: what was trained, how well, how long, and where it went."""
+        side = self.sidecar
+        return (f"{side['name']} (recipe {side['recipe_name']}): {side['epochs']} epochs, best epoch "
+                f"{side['best_epoch']}, clean test accuracy {100 * side['clean_test_accuracy']:.2f}%, "
+                f"{side['seconds']:.0f} s -> {self.checkpoint}")
 
 
 def train_source(

@@ -24,7 +24,7 @@ from stamplib import determinism, methods  # noqa: E402
 from stamplib.evaluation import precision  # noqa: E402
 from stamplib.evaluation.assembly import build_method, build_stream  # noqa: E402
 from stamplib.evaluation.spec import RunSpec  # noqa: E402
-from stamplib.evaluation.store import ResultsStore  # noqa: E402
+from tests.support import context_for
 
 pytestmark = [
     pytest.mark.cuda,
@@ -98,7 +98,7 @@ def test_deterministic_kernels_repeat_bit_for_bit_or_say_why_not(name: str) -> N
 
 
 def test_a_cuda_record_is_traced_and_says_tf32_was_off(tmp_path) -> None:
-    record = stamplib.run(_spec("stamp"), store=ResultsStore(tmp_path), device="cuda")
+    record = stamplib.run(_spec("stamp"), context_for(tmp_path, device="cuda"))
     assert record["device"] == "cuda" and record["provenance"]["tf32"] == {"matmul": False, "cudnn": False}
     trace = next(iter(record["trace"].values()))
     assert all(s > 0 for s in trace["seconds"]) and all(m > 0 for m in trace["peak_memory_mb"])

@@ -154,4 +154,4 @@ def test_the_shipped_networks_are_retrained_from_the_full_training_split_only() 
 
     assert "cifar10_builtin" not in recipes.trainable_datasets()
     with pytest.raises(ValueError, match="--dataset cifar10_jpeg_8_2 --recipe compact"):
-        recipes.train_source_for("cifar10_builtin_8_2")
+        recipes.train_source_for("cifar10_builtin_8_2", data_root="/nowhere")

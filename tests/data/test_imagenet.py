@@ -211,7 +211,7 @@ def test_cli_owttt_on_imagenet_c_takes_prototypes_from_the_val_split(fake_imagen
 
 
 def test_source_train_of_imagenet_c_is_the_val_split(fake_imagenet):
-    images, labels = data.source_train("imagenet_c", data_root=fake_imagenet, limit=5)
+    images, labels = data.source_train("imagenet_c", fake_imagenet, limit=5)
     assert images.shape == (5, 224, 224, 3) and labels.tolist() == [0, 1, 2, 3, 4]
     assert methods.method_class("eata").source_images_needed(methods.resolve_config("eata", "imagenet_c")) == 2000
     assert methods.method_class("owttt").source_images_needed(methods.resolve_config("owttt", "imagenet_c")) is None

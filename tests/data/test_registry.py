@@ -13,9 +13,9 @@ import stamplib
 from stamplib import data, methods, models
 from stamplib.data import loaders
 from stamplib.evaluation.spec import RunSpec
-from stamplib.evaluation.store import ResultsStore
 from stamplib.experiments import plans
 from stamplib.report import paper
+from tests.support import context_for
 from tests.support import uint8_images as images
 
 
@@ -56,12 +56,12 @@ def test_a_new_dataset_is_one_registry_entry_and_runs_end_to_end(toy_dataset, tm
     for method in ("stamp", "eata"):  # EATA also reads the source-training images
         spec = RunSpec(method=method, dataset="toy", outliers="heldout_classes",
                        corruptions=("none", "gaussian_noise"), profile="smoke")
-        record = stamplib.run(spec, store=ResultsStore(tmp_path / "results"))
+        record = stamplib.run(spec, context_for(tmp_path / "results"))
         assert all(0 <= m["h"] <= 100 and m["n_outliers"] > 0 for m in record["per_corruption"].values())
     plan = plans.plan("04_table3_class_split", datasets="toy", methods="source")
     assert [c.spec.dataset for c in plan.cells] == ["toy"]
     assert paper.paper_dataset("toy") == "cifar10_c_8_2"  # its numbers are compared with Table 3's
-    assert "toy" in {name for name, _, _ in data.dataset_status()}
+    assert "toy" in {name for name, _, _ in data.dataset_status(tmp_path)}
 
 
 def test_unknown_names_are_refused_with_the_list_and_registration_is_checked() -> None:

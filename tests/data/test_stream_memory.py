@@ -15,11 +15,11 @@ import torch
 
 import stamplib
 from stamplib import data
-from stamplib.data import loaders, streams
+from stamplib.data import loaders, stream_cache, streams
 from stamplib.evaluation import runner
 from stamplib.evaluation.spec import RunSpec
-from stamplib.evaluation.store import ResultsStore
 from tests.data.files import write_folder
+from tests.support import context_for
 from tests.support import uint8_images as images
 
 pytestmark = pytest.mark.usefixtures("fresh_streams")
@@ -49,7 +49,7 @@ def _build(name: str, corruption: str) -> streams.Stream:
 
 def test_the_stream_cache_keeps_at_most_its_budget_least_recently_used_first(tmp_path: Path, budget: None) -> None:
     name = _released_copies(tmp_path)
-    size = streams.stream_bytes(_build(name, "fog"))
+    size = stream_cache.stream_bytes(_build(name, "fog"))
     assert size == 50 * 32 * 32 * 3 + 50 * 8  # 40 ID images, 10 outliers, their labels
     data.set_stream_cache_budget(int(2.5 * size))
     cache = data.build_stream.cache
@@ -68,21 +68,21 @@ def test_the_stream_cache_keeps_at_most_its_budget_least_recently_used_first(tmp
 
 def test_the_budget_comes_from_the_setting_then_the_environment_then_the_default(
         monkeypatch: pytest.MonkeyPatch, budget: None) -> None:
-    monkeypatch.delenv(streams.STREAM_CACHE_ENV, raising=False)
-    assert data.stream_cache_budget() == streams.DEFAULT_STREAM_CACHE_BYTES == 4 * 2**30
-    monkeypatch.setenv(streams.STREAM_CACHE_ENV, "512M")
+    monkeypatch.delenv(stream_cache.STREAM_CACHE_ENV, raising=False)
+    assert data.stream_cache_budget() == stream_cache.DEFAULT_STREAM_CACHE_BYTES == 4 * 2**30
+    monkeypatch.setenv(stream_cache.STREAM_CACHE_ENV, "512M")
     assert data.stream_cache_budget() == 512 * 2**20
     data.set_stream_cache_budget("1.5K")
     assert data.stream_cache_budget() == 1536
     data.set_stream_cache_budget(None)
-    monkeypatch.setenv(streams.STREAM_CACHE_ENV, "lots")
+    monkeypatch.setenv(stream_cache.STREAM_CACHE_ENV, "lots")
     with pytest.raises(ValueError, match=r"STAMPLIB_STREAM_CACHE.*512M"):
         data.stream_cache_budget()
-    monkeypatch.delenv(streams.STREAM_CACHE_ENV)
-    assert [streams.parse_bytes(v) for v in ("0", 7, "2g", "3 GiB", "10MB")] == [0, 7, 2 * 2**30, 3 * 2**30, 10 * 2**20]
+    monkeypatch.delenv(stream_cache.STREAM_CACHE_ENV)
+    assert [stream_cache.parse_bytes(v) for v in ("0", 7, "2g", "3 GiB", "10MB")] == [0, 7, 2 * 2**30, 3 * 2**30, 10 * 2**20]
     for bad in (-1, "1.5X", True, ""):
         with pytest.raises(ValueError, match="byte count"):
-            streams.parse_bytes(bad)
+            stream_cache.parse_bytes(bad)
 
 
 def test_a_cell_holds_one_stream_at_a_time_when_streams_do_not_fit(
@@ -101,7 +101,7 @@ def test_a_cell_holds_one_stream_at_a_time_when_streams_do_not_fit(
 
     monkeypatch.setattr(runner, "build_stream", build_stream)
     spec = RunSpec(method="stamp", corruptions=("gaussian_noise", "fog", "contrast"), profile="smoke")
-    record = stamplib.run(spec, store=ResultsStore(tmp_path))
+    record = stamplib.run(spec, context_for(tmp_path))
     assert len(alive) == 3 and all(ref() is None for ref in alive) and len(record["per_corruption"]) == 3
 
 

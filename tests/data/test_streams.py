@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from stamplib import data
 from stamplib.data import loaders, outlier_c, streams
 from stamplib.data.corruptions import corrupt
-from stamplib.data.streams import mix, outliers_for_ratio
+from stamplib.data.streams import StreamSpec, mix, outliers_for_ratio
 from tests.data.files import indexed_pool, pool_index, write_cifar10, write_cifar_c, write_folder
 from tests.support import uint8_images as images
 
@@ -98,7 +98,7 @@ def test_stream_batches_cover_every_sample_once(num_id: int, ratio: float, extra
     ids = torch.from_numpy(indexed_pool(num_id, 1))
     pool = torch.from_numpy(indexed_pool(n_out + extra, 1, offset=num_id))  # a pool larger than needed: first N are used
     labels = torch.arange(num_id) % 7
-    stream = mix(ids, labels, pool, n_out, seed=seed, batch_size=batch_size)
+    stream = mix(ids, labels, pool, n_out, seed=seed, stream=StreamSpec(batch_size=batch_size))
 
     xs, ys, outs = [], [], []
     for batch in stream.batches():
@@ -178,12 +178,12 @@ def test_closed_set_stream(tmp_path: Path) -> None:
 
 def test_source_train_known_classes_only(tmp_path: Path) -> None:
     write_cifar10(tmp_path, n_train_batch=10)
-    x, y = data.source_train("cifar10_c_8_2", data_root=tmp_path)
+    x, y = data.source_train("cifar10_c_8_2", tmp_path)
     assert x.shape == (40, 32, 32, 3) and y.max() == 7 and len(y) == 40
-    x, y = data.source_train("cifar10", data_root=tmp_path)
+    x, y = data.source_train("cifar10", tmp_path)
     assert len(y) == 50
     with pytest.raises(FileNotFoundError, match="ImageNet/val"):  # ImageNet-C's source: the val split
-        data.source_train("imagenet_c", data_root=tmp_path)
+        data.source_train("imagenet_c", tmp_path)
 
 
 def test_clean_source_corrupted_on_the_fly_equals_generated_set(tmp_path: Path) -> None:
@@ -262,7 +262,7 @@ def test_real_cifar10_jpeg(tmp_path: Path) -> None:
     s = data.build_stream("cifar10_jpeg_8_2", "heldout_classes", "none", data_root=tmp_path)
     assert s.images.shape == (10_000, 32, 32, 3) and s.num_outliers == 2000
     assert torch.bincount(s.labels[s.labels >= 0]).tolist() == [1000] * 8
-    x, y = data.source_train("cifar10_jpeg_8_2", data_root=tmp_path)
+    x, y = data.source_train("cifar10_jpeg_8_2", tmp_path)
     assert x.shape == (40_000, 32, 32, 3) and y.max() == 7
 
 
@@ -293,14 +293,15 @@ def test_image_folder_pools_are_dealt_out_class_by_class():
         (("digits", "noise", "fog", 5, 0.2, -1), r"seed must be a non-negative integer"),
         (("digits", "noise", "fog", 5, 0.2, 0, 0), r"max_id must be a positive integer \(or None"),
         (("digits", "noise", "fog", 5, 0.2, 0, -3), r"max_id must be a positive integer \(or None"),
-        (("digits", "noise", "fog", 5, 0.2, 0, None, 0), r"batch_size must be a positive integer"),
-        (("digits", "noise", "fog", 5, 0.2, 0, None, -64), r"batch_size must be a positive integer"),
     ],
 )
 def test_build_stream_refuses_before_reading_anything(monkeypatch: pytest.MonkeyPatch, args: tuple, match: str) -> None:
     monkeypatch.setattr(streams, "dataset", _boom)  # any file or image access goes through it
     with pytest.raises(ValueError, match=match):
         data.build_stream(*args)
+    for size in (0, -64):  # the stream's own options are checked where the StreamSpec is built
+        with pytest.raises(ValueError, match="batch_size must be a positive integer"):
+            StreamSpec(batch_size=size)
 
 
 def test_stream_and_mix_errors_are_value_errors() -> None:
@@ -325,7 +326,7 @@ def _switches(labels: torch.Tensor) -> int:
 
 
 def _order_labels(id_labels: torch.Tensor, n_out: int, **options: object) -> torch.Tensor:
-    order = streams.stream_order(id_labels, n_out, seed=5, **options)
+    order = streams.stream_order(id_labels, n_out, seed=5, stream=StreamSpec(**options))
     assert sorted(order.tolist()) == list(range(id_labels.numel() + n_out))  # a permutation
     return torch.cat([id_labels, torch.full((n_out,), -1)])[order]
 
@@ -366,20 +367,23 @@ def test_outlier_bursts_are_runs_of_the_given_length_between_id_samples() -> Non
     assert runs == [64, 64, 64, 58]
     assert _switches(labels) > 800  # the ID order itself stays i.i.d.
     with pytest.raises(ValueError, match="longer outlier_burst"):
-        streams.stream_order(torch.arange(3), 10, seed=0, outlier_burst=1)
+        streams.stream_order(torch.arange(3), 10, seed=0, stream=StreamSpec(outlier_burst=1))
 
 
 def test_harder_options_are_refused_clearly() -> None:
     with pytest.raises(ValueError, match="dirichlet is the concentration"):
-        data.build_stream("digits", "noise", "gaussian_noise", dirichlet=-1.0)
+        StreamSpec(dirichlet=-1.0)
     with pytest.raises(ValueError, match="outlier_burst"):
-        data.build_stream("digits", "noise", "gaussian_noise", outlier_burst=2.5)
+        StreamSpec(outlier_burst=2.5)
+    with pytest.raises(TypeError, match="stream is a StreamSpec"):
+        data.build_stream("digits", "noise", "gaussian_noise", stream={"dirichlet": 0.1})
 
 
 def test_build_stream_serves_the_harder_orders_on_the_builtin_benchmark() -> None:
     plain = data.build_stream("digits", "noise", "gaussian_noise", max_id=256, seed=2)
-    shifted = data.build_stream("digits", "noise", "gaussian_noise", max_id=256, seed=2, dirichlet=0.05)
-    bursty = data.build_stream("digits", "noise", "gaussian_noise", max_id=256, seed=2, outlier_burst=32)
+    shifted = data.build_stream("digits", "noise", "gaussian_noise", max_id=256, seed=2, stream=StreamSpec(dirichlet=0.05))
+    bursty = data.build_stream("digits", "noise", "gaussian_noise", max_id=256, seed=2,
+                               stream=StreamSpec(outlier_burst=32))
     for s in (shifted, bursty):
         assert s.num_outliers == plain.num_outliers == 64
         assert torch.equal(s.labels.sort().values, plain.labels.sort().values)

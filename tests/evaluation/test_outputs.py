@@ -24,6 +24,7 @@ from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
 from stamplib.experiments.plans import plan
 from stamplib.report.reproduce import paper_table
+from tests.support import context_for
 
 
 def _spec(method: str = "tent") -> RunSpec:
@@ -47,7 +48,7 @@ def test_outputs_round_trip_and_refuse_ragged_arrays(tmp_path: Path) -> None:
 def test_a_new_record_is_rescored_without_running_the_method(tmp_path: Path, digits_model, monkeypatch) -> None:
     store = ResultsStore(tmp_path)
     spec = _spec()
-    record = stamplib.run(spec, store=store)
+    record = stamplib.run(spec, context_for(store))
     assert record["outputs"] == outputs_path(store.path(spec)).name and (tmp_path / record["outputs"]).is_file()
     for row in record["per_corruption"].values():
         assert set(metrics.METRICS) <= set(row)

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 import stamplib
-from stamplib import cli, determinism
+from stamplib import cli, determinism, paths
 from stamplib.evaluation import precision
 from stamplib.evaluation.spec import RunSpec
-from stamplib.evaluation.store import ResultsStore
+from tests.support import pretend_gpus
 
 
 @pytest.fixture
@@ -27,12 +27,12 @@ def tf32_flags() -> Iterator[None]:
 def test_records_are_computed_without_tf32_unless_asked_and_say_which(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tf32_flags: None, digits_model) -> None:
     spec = RunSpec(method="source", corruptions=("none",), profile="smoke")
-    monkeypatch.delenv(precision.TF32_ENV, raising=False)
+    monkeypatch.delenv("STAMPLIB_TF32", raising=False)
     precision.set_tf32(True)  # e.g. PyTorch's own default for cuDNN
-    record = stamplib.run(spec, store=ResultsStore(tmp_path / "fidelity"))
+    record = stamplib.run(spec, paths.RunContext.build(results=tmp_path / "fidelity"))
     assert record["provenance"]["tf32"] == {"matmul": False, "cudnn": False} == precision.tf32_state()
-    monkeypatch.setenv(precision.TF32_ENV, "1")
-    record = stamplib.run(spec, store=ResultsStore(tmp_path / "fast"))
+    monkeypatch.setenv("STAMPLIB_TF32", "1")  # read at the edge, into the context
+    record = stamplib.run(spec, paths.RunContext.build(results=tmp_path / "fast"))
     assert record["provenance"]["tf32"] == {"matmul": True, "cudnn": True}
 
 
@@ -56,6 +56,7 @@ def test_a_deterministic_refusal_names_the_operation_and_the_way_out() -> None:
 def test_run_deterministic_names_the_method_it_cannot_serve(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     refused = _refused_by_torch()
+    pretend_gpus(monkeypatch)  # a GPU machine's command line: the context takes --device cuda
     monkeypatch.setattr(determinism, "set_deterministic", lambda *a, **k: None)
 
     def run(*args: object, **kwargs: object) -> None:

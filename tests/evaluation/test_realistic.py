@@ -8,11 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from stamplib.data import StreamSpec
 from stamplib.evaluation import runner
 from stamplib.evaluation.assembly import build_method, build_stream
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
 from stamplib.methods import contract
+from tests.support import context_for
 
 SMOKE = dict(dataset="digits", outliers="noise", corruptions=("gaussian_noise", "contrast"), profile="smoke")
 
@@ -24,9 +26,10 @@ def _outputs(store: ResultsStore, spec: RunSpec) -> dict[str, np.ndarray]:
 
 @pytest.mark.parametrize("method", ["tent", "stamp"])
 def test_relative_speed_one_is_todays_protocol_bit_for_bit(tmp_path: Path, method: str) -> None:
-    paper, realistic = RunSpec(method=method, **SMOKE), RunSpec(method=method, realistic=True, relative_speed=1, **SMOKE)
+    paper = RunSpec(method=method, **SMOKE)
+    realistic = paper.with_stream(realistic=True, relative_speed=1)
     store = ResultsStore(tmp_path)
-    a, b = runner.run(paper, store=store), runner.run(realistic, store=store)
+    a, b = runner.run(paper, context_for(store)), runner.run(realistic, context_for(store))
     assert paper.key() != realistic.key()
     out_a, out_b = _outputs(store, paper), _outputs(store, realistic)
     assert out_a.keys() == out_b.keys() and all(np.array_equal(out_a[k], out_b[k]) for k in out_a)
@@ -67,8 +70,8 @@ def test_every_third_batch_is_adapted_and_the_others_change_nothing(monkeypatch:
 
 
 def test_a_realistic_record_carries_its_relative_speed_and_adapted_batches(tmp_path: Path) -> None:
-    spec = RunSpec(method="tent", realistic=True, relative_speed=2, **SMOKE)
-    record = runner.run(spec, store=ResultsStore(tmp_path))
+    spec = RunSpec(method="tent", stream=StreamSpec(realistic=True, relative_speed=2), **SMOKE)
+    record = runner.run(spec, context_for(tmp_path))
     assert record["realistic"] == {"relative_speed": 2, "step_seconds": None, "forward_seconds": None,
                                    "measured": False, "adapted_batches": 2, "batches": 4}
     assert record["spec"]["realistic"] is True and record["spec"]["relative_speed"] == 2
@@ -77,12 +80,12 @@ def test_a_realistic_record_carries_its_relative_speed_and_adapted_batches(tmp_p
 def test_the_relative_speed_is_measured_once_per_cell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
 
-    def measured(spec: RunSpec, stream, device="cpu", repeats=3, data_root=None):
+    def measured(spec: RunSpec, stream, context, repeats=3):
         calls.append(spec.key())
         return runner.RelativeSpeed.from_times(0.0035, 0.001)
 
     monkeypatch.setattr(runner, "measure_relative_speed", measured)
-    record = runner.run(RunSpec(method="tent", realistic=True, **SMOKE), store=ResultsStore(tmp_path))
+    record = runner.run(RunSpec(method="tent", stream=StreamSpec(realistic=True), **SMOKE), context_for(tmp_path))
     assert len(calls) == 1 and record["realistic"]["measured"]
     assert record["realistic"]["relative_speed"] == 4  # 3.5 rounded up
     assert [row["relative_speed"] for row in record["per_corruption"].values()] == [4, 4]
@@ -95,10 +98,10 @@ def test_rounding_up_forgives_timing_noise_only() -> None:
     assert runner.RelativeSpeed.from_times(0.5, 1.0).value == 1
 
 
-def test_stamp_is_slower_than_tent_on_the_same_stream() -> None:
+def test_stamp_is_slower_than_tent_on_the_same_stream(tmp_path: Path) -> None:
     tent = RunSpec(method="tent", **SMOKE)
     stream = build_stream(tent)
-    fast = runner.measure_relative_speed(tent, stream, repeats=5)
-    slow = runner.measure_relative_speed(tent.with_(method="stamp"), stream, repeats=5)
+    fast = runner.measure_relative_speed(tent, stream, context_for(tmp_path), repeats=5)
+    slow = runner.measure_relative_speed(tent.with_(method="stamp"), stream, context_for(tmp_path), repeats=5)
     assert slow.value > fast.value, (slow, fast)
     assert fast.value >= 1 and slow.step_seconds > fast.step_seconds

@@ -18,17 +18,19 @@ import torch
 
 import stamplib
 from stamplib import paths
+from stamplib.data import StreamSpec
 from stamplib.evaluation import runner
 from stamplib.evaluation.outputs import load_outputs, outputs_path
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
+from tests.support import context_for
 
 REPO = Path(__file__).resolve().parents[2]
 CORRUPTIONS = ("gaussian_noise", "defocus_blur", "contrast")
 #: STAMP: random views, a memory and an optimiser, so a resumed run that restored anything
 #: wrongly (generators, memory, weights) would show in its outputs.
 SPEC = RunSpec(method="stamp", corruptions=CORRUPTIONS, profile="smoke")
-CONTINUAL = RunSpec(method="stamp", corruptions=CORRUPTIONS, profile="smoke", continual=True)
+CONTINUAL = RunSpec(method="stamp", corruptions=CORRUPTIONS, profile="smoke", stream=StreamSpec(schedule="continual"))
 
 #: Runs one cell and SIGKILLs itself when the second stream starts: the first corruption has
 #: then finished, and nothing of the process gets to clean up.
@@ -37,6 +39,7 @@ import json, os, signal, sys
 import torch
 torch.set_num_threads(1)
 import stamplib
+from stamplib import paths
 from stamplib.evaluation import runner
 from stamplib.evaluation.spec import RunSpec
 spec = RunSpec.from_dict(json.loads(sys.argv[1]))
@@ -48,7 +51,7 @@ def run_stream(method, stream, *args, **kwargs):
         os.kill(os.getpid(), signal.SIGKILL)
     return real_run_stream(method, stream, *args, **kwargs)
 runner.run_stream = run_stream
-stamplib.run(spec)
+stamplib.run(spec, paths.RunContext.build())
 """
 
 #: Columns of a trace and fields of a row that measure time or memory, not the method.
@@ -108,13 +111,13 @@ def test_killed_episodic_cell_resumes_at_its_second_corruption_with_identical_bi
     assert kept == ["gaussian_noise.json"]
 
     built = _built_corruptions(monkeypatch)
-    resumed = stamplib.run(SPEC, store=resumed_store)
+    resumed = stamplib.run(SPEC, context_for(resumed_store))
     assert built == ["defocus_blur", "contrast"]  # the first corruption was not recomputed
     assert not resumed_store.partial_dir(SPEC).exists()  # the record replaces what was kept
 
     built.clear()
     whole_store = ResultsStore(tmp_path / "whole")
-    whole = stamplib.run(SPEC, store=whole_store)
+    whole = stamplib.run(SPEC, context_for(whole_store))
     assert built == list(CORRUPTIONS)
     assert _without_timing(resumed) == _without_timing(whole)
     assert resumed["trace"]  # STAMP reports, so the comparison above covered its traces
@@ -128,7 +131,7 @@ def test_killed_continual_cell_keeps_nothing_and_restarts(
     _kill_after_first_corruption(CONTINUAL, store.root)
     assert not store.partial_dir(CONTINUAL).exists()
     built = _built_corruptions(monkeypatch)
-    stamplib.run(CONTINUAL, store=store)
+    stamplib.run(CONTINUAL, context_for(store))
     assert built == list(CORRUPTIONS)
 
 
@@ -137,14 +140,14 @@ def test_a_kept_corruption_of_another_source_model_or_config_is_computed_again(
 ) -> None:
     store = ResultsStore(tmp_path / "results")
     spec = RunSpec(method="bn_stats", corruptions=("gaussian_noise", "contrast"), profile="smoke")
-    record = stamplib.run(spec, store=store)
+    record = stamplib.run(spec, context_for(store))
     outputs = load_outputs(outputs_path(store.path(spec)))["gaussian_noise"]
     row = record["per_corruption"]["gaussian_noise"]
     store.path(spec).unlink()
 
     store.put_partial(spec, "gaussian_noise", row, outputs, None, checkpoint_sha256="0" * 64)
     built = _built_corruptions(monkeypatch)
-    stamplib.run(spec, store=store)
+    stamplib.run(spec, context_for(store))
     assert built == ["gaussian_noise", "contrast"]  # kept under another model's hash: not trusted
     store.path(spec).unlink()
 
@@ -153,11 +156,11 @@ def test_a_kept_corruption_of_another_source_model_or_config_is_computed_again(
     entry = store.partial_dir(spec) / "gaussian_noise.json"
     entry.write_text(entry.read_text().replace("BNStats", "Other"))  # other hyperparameters
     built.clear()
-    stamplib.run(spec, store=store)
+    stamplib.run(spec, context_for(store))
     assert built == ["gaussian_noise", "contrast"]
 
     store.path(spec).unlink()
     store.put_partial(spec, "gaussian_noise", row, outputs, None, checkpoint_sha256=sha)
     built.clear()
-    assert stamplib.run(spec, store=store)["per_corruption"]["gaussian_noise"] == row
+    assert stamplib.run(spec, context_for(store))["per_corruption"]["gaussian_noise"] == row
     assert built == ["contrast"]

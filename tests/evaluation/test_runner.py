@@ -24,6 +24,7 @@ from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
 from stamplib.methods.base import SETTINGS, TTAMethod, TTAOutput, register
 from tests.data.files import write_cifar_c
+from tests.support import context_for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -35,7 +36,7 @@ def _boom(*args: object, **kwargs: object) -> None:
 def test_run_stores_one_record_and_skips_on_rerun(tmp_path, monkeypatch):
     store = ResultsStore(tmp_path / "store")
     spec = RunSpec(method="bn_stats", corruptions=("none", "contrast"), profile="smoke")
-    record = stamplib.run(spec, store=store)
+    record = stamplib.run(spec, context_for(store))
     assert set(record["per_corruption"]) == {"none", "contrast"}
     assert record["per_corruption"]["none"]["n_id"] == 64 and record["per_corruption"]["none"]["n_outliers"] == 16
     assert list((tmp_path / "store").glob("*.json")) == [store.path(spec)]
@@ -44,18 +45,17 @@ def test_run_stores_one_record_and_skips_on_rerun(tmp_path, monkeypatch):
         raise AssertionError("a stored spec must not be recomputed")
 
     monkeypatch.setattr(stamplib.models, "source_model", boom)
-    assert stamplib.run(spec, store=store) == record
+    assert stamplib.run(spec, context_for(store)) == record
 
 
 
 def test_partial_cifar10_c_fails_before_the_model_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("STAMPLIB_DATA_ROOT", str(tmp_path))
     write_cifar_c(tmp_path, per=10, corruptions=("gaussian_noise",))  # half extracted: fog and snow missing
     monkeypatch.setattr(models, "source_model", _boom)
     spec = RunSpec(method="source", dataset="cifar10_c", corruptions=("gaussian_noise", "fog", "snow"),
                    profile="smoke")
     with pytest.raises(loaders.DatasetNotFound) as err:
-        stamplib.run(spec)
+        stamplib.run(spec, context_for(tmp_path / "results", data_root=tmp_path))
     msg = str(err.value)
     assert "fog.npy" in msg and "snow.npy" in msg and "gaussian_noise.npy" not in msg
     assert "unpack CIFAR-10-C.tar again" in msg
@@ -70,11 +70,11 @@ import sys, time
 import torch
 torch.set_num_threads(1)
 import stamplib
-from stamplib import RunSpec
+from stamplib import RunSpec, paths
 specs = [RunSpec(method=m, corruptions=("gaussian_noise",), profile="smoke", seed=s)
          for s in range(3) for m in ("source", "bn_stats")]
 for spec in specs:
-    stamplib.run(spec)
+    stamplib.run(spec, paths.RunContext.build())
     time.sleep(float(sys.argv[1]))  # a long grid: the kill lands before the next cell
 """
 
@@ -137,7 +137,7 @@ def test_killed_grid_resumes_without_recomputing_or_trusting_partial_files(
     monkeypatch.setattr(runner, "run_stream", counting)
     with pytest.warns(UserWarning, match=f"unreadable results record .*{last.key()}.*recomputed"):
         for spec in GRID_SPECS:
-            stamplib.run(spec, store=store)
+            stamplib.run(spec, context_for(store))
 
     assert len(computed) == len(GRID_SPECS) - len(done)  # finished cells were not recomputed
     for p, (payload, mtime) in before.items():
@@ -155,7 +155,7 @@ def test_every_method_runs_a_cell_on_the_digits_benchmark(name: str, tmp_path: P
     """End to end through run(): the source model, source data where a method needs it, the
     setting from the data set registry, finite numbers for every corruption."""
     spec = RunSpec(method=name, corruptions=("none", "gaussian_noise"), profile="smoke")
-    record = stamplib.run(spec, store=ResultsStore(tmp_path))
+    record = stamplib.run(spec, context_for(tmp_path))
     for m in record["per_corruption"].values():
         assert m["n_id"] == 64 and m["n_outliers"] == 16
         assert all(0.0 <= m[k] <= 100.0 for k in ("acc", "auroc", "h")), m
@@ -164,10 +164,10 @@ def test_every_method_runs_a_cell_on_the_digits_benchmark(name: str, tmp_path: P
 
 def test_run_twice_gives_identical_records(tmp_path: Path, digits_model: torch.nn.Module) -> None:
     spec = RunSpec(method="rotta", corruptions=("gaussian_noise", "contrast"), profile="smoke", seed=2)
-    first = stamplib.run(spec, store=ResultsStore(tmp_path / "a"))
+    first = stamplib.run(spec, context_for(tmp_path / "a"))
     data.build_stream.cache_clear()  # rebuild the streams too
     torch.manual_seed(99)
-    second = stamplib.run(spec, store=ResultsStore(tmp_path / "b"), force=True)
+    second = stamplib.run(spec, context_for(tmp_path / "b"), force=True)
 
     def numbers(record: dict) -> dict:
         return {c: {k: v for k, v in m.items() if k != "seconds"} for c, m in record["per_corruption"].items()}
@@ -243,7 +243,7 @@ def test_collapsed_corruptions_are_flagged_in_records(
     # quick: streams of 1,280 samples (a single-class stream is only called a collapse from 128)
     specs = {name: RunSpec(method=name, corruptions=("none", "gaussian_noise"), profile="quick")
              for name in fake_methods}
-    nan_rec, zero_rec = (stamplib.run(specs[n], store=store) for n in fake_methods)
+    nan_rec, zero_rec = (stamplib.run(specs[n], context_for(store)) for n in fake_methods)
 
     pc = nan_rec["per_corruption"]
     assert not pc["none"]["collapsed"] and pc["gaussian_noise"]["collapsed"]
@@ -261,8 +261,8 @@ def test_collapsed_corruptions_are_flagged_in_records(
 def test_continual_resets_once_and_records_the_order(tmp_path: Path, digits_model: torch.nn.Module) -> None:
     corruptions = ("contrast", "gaussian_noise")
     base = RunSpec(method="tent", dataset="digits", outliers="noise", corruptions=corruptions, profile="smoke")
-    episodic = stamplib.run(base, store=ResultsStore(tmp_path))
-    continual = stamplib.run(base.with_(continual=True), store=ResultsStore(tmp_path))
+    episodic = stamplib.run(base, context_for(tmp_path))
+    continual = stamplib.run(base.with_stream(schedule="continual"), context_for(tmp_path))
     assert continual["stream"] == {"continual": True, "order": list(corruptions), "dirichlet": 0.0, "outlier_burst": 0}
     assert "stream" not in episodic
     first, second = corruptions
@@ -272,6 +272,6 @@ def test_continual_resets_once_and_records_the_order(tmp_path: Path, digits_mode
     a, b = (np.load(tmp_path / r["outputs"]) for r in (episodic, continual))
     assert not np.array_equal(a[f"{second}.ood_score"], b[f"{second}.ood_score"])
     np.testing.assert_array_equal(a[f"{first}.ood_score"], b[f"{first}.ood_score"])
-    shifted = stamplib.run(base.with_(dirichlet=0.1, outlier_burst=16), store=ResultsStore(tmp_path))
+    shifted = stamplib.run(base.with_stream(dirichlet=0.1, outlier_burst=16), context_for(tmp_path))
     assert shifted["stream"]["dirichlet"] == 0.1 and shifted["per_corruption"][first]["n_outliers"] == \
         episodic["per_corruption"][first]["n_outliers"]

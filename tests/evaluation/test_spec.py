@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from stamplib.data import StreamSpec
 from stamplib.evaluation.spec import RunSpec
 
 
@@ -24,17 +25,17 @@ def test_runspec_validates_and_hashes_stably():
 def test_the_realistic_protocol_keeps_every_older_key() -> None:
     older = RunSpec(method="tent", dataset="digits", outliers="noise", corruptions=("gaussian_noise", "contrast"),
                     profile="smoke", setting="imagenet_c", overrides=(("lr", 0.01),))
-    assert older.with_(realistic=False, relative_speed=0).key() == "afdd9fd681a664f5"
-    measured, fixed = older.with_(realistic=True), older.with_(realistic=True, relative_speed=17)
+    assert older.with_stream(realistic=False, relative_speed=0).key() == "afdd9fd681a664f5"
+    measured, fixed = older.with_stream(realistic=True), older.with_stream(realistic=True, relative_speed=17)
     assert len({older.key(), measured.key(), fixed.key()}) == 3
     assert fixed.to_dict()["relative_speed"] == 17 and "relative_speed" not in measured.to_dict()
     assert RunSpec.from_dict(fixed.to_dict()) == fixed
     with pytest.raises(ValueError, match="give realistic=True"):
-        older.with_(relative_speed=3)
+        older.with_stream(relative_speed=3)
     with pytest.raises(ValueError, match="relative_speed is C"):
-        older.with_(realistic=True, relative_speed=-1)
+        older.with_stream(realistic=True, relative_speed=-1)
     with pytest.raises(ValueError, match="realistic is True or False"):
-        older.with_(realistic="yes")
+        older.with_stream(realistic="yes")
 
 
 
@@ -79,10 +80,39 @@ def test_keys_of_specs_written_before_the_stream_options_are_unchanged() -> None
     older = RunSpec(method="tent", dataset="digits", outliers="noise", corruptions=("gaussian_noise", "contrast"),
                     profile="smoke", setting="imagenet_c", overrides=(("lr", 0.01),))
     assert older.key() == "afdd9fd681a664f5"
-    harder = older.with_(continual=True, dirichlet=0.1, outlier_burst=16)
+    harder = older.with_stream(schedule="continual", dirichlet=0.1, outlier_burst=16)
     assert harder.key() != older.key() and RunSpec.from_dict(harder.to_dict()) == harder
     assert {"continual", "dirichlet", "outlier_burst"} <= set(harder.to_dict())
     with pytest.raises(ValueError, match="dirichlet"):
-        older.with_(dirichlet=float("inf"))
-    with pytest.raises(ValueError, match="continual"):
-        older.with_(continual="yes")
+        older.with_stream(dirichlet=float("inf"))
+    with pytest.raises(ValueError, match="unknown schedule 'often'"):
+        older.with_stream(schedule="often")
+    with pytest.raises(ValueError, match="continual is True or False"):
+        RunSpec.from_dict({**older.to_dict(), "continual": "yes"})
+
+
+def test_the_stream_is_one_object_whose_fields_the_key_names_as_before() -> None:
+    """A RunSpec holds one StreamSpec; its key holds the stream's fields not at their defaults
+    under the names keys have always had (the schedule as continual, mixed_domains, gradual)."""
+    spec = RunSpec(method="tent", corruptions=("fog", "snow"), stream=StreamSpec(schedule="mixed", batch_size=16))
+    assert spec.to_dict()["mixed_domains"] is True and spec.to_dict()["batch_size"] == 16
+    assert "stream" not in spec.to_dict() and "schedule" not in spec.to_dict()
+    assert RunSpec.from_dict(spec.to_dict()) == spec
+    assert spec.with_stream(schedule="episodic", batch_size=64) == RunSpec(method="tent", corruptions=("fog", "snow"))
+    assert not spec.resets_per_corruption and RunSpec(method="tent").resets_per_corruption
+    with pytest.raises(ValueError, match="stream is a stamplib.data.StreamSpec"):
+        RunSpec(method="tent", stream={"batch_size": 4})
+    with pytest.raises(TypeError):
+        RunSpec(method="tent", continual=True)  # a stream option is the stream's, not a field of its own
+    with pytest.raises(ValueError, match="the mixed schedule mixes the cell's corruptions"):
+        RunSpec(method="tent", corruptions=("fog",), stream=StreamSpec(schedule="mixed"))
+
+
+def test_a_stream_option_given_as_text_is_read_as_its_field_says() -> None:
+    stream = StreamSpec.parse({"schedule": "gradual", "dirichlet": "0.1", "outlier_burst": "8", "batch_size": "16"})
+    assert stream == StreamSpec(schedule="gradual", dirichlet=0.1, outlier_burst=8, batch_size=16)
+    with pytest.raises(ValueError, match="unknown stream option"):
+        StreamSpec.parse({"batchsize": "16"})
+    with pytest.raises(ValueError, match="stream option 'batch_size' takes an integer, got 'many'"):
+        StreamSpec.parse({"batch_size": "many"})
+    assert StreamSpec(schedule="continual", realistic=True).building() == StreamSpec()  # the cache's key

@@ -1,4 +1,4 @@
-"""Issue 35: batch size, label shift, mixed domains and gradual severities in a RunSpec."""
+"""Batch size, label shift, mixed domains and gradual severities: a RunSpec's stream (issue 35)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ import torch
 
 import stamplib
 from stamplib import RunSpec, data, methods
-from stamplib.data.streams import long_tail_counts, stream_order
+from stamplib.data import StreamSpec
+from stamplib.data.orders import long_tail_counts
+from stamplib.data.streams import stream_order
 from stamplib.evaluation import assembly, runner
-from stamplib.evaluation.store import ResultsStore
 from stamplib.experiments import plans
+from tests.support import context_for
 
 pytestmark = pytest.mark.usefixtures("fresh_streams")
 
@@ -23,19 +25,19 @@ BASE = RunSpec(method="tent", dataset="digits", outliers="noise", corruptions=("
 
 def test_the_new_fields_leave_every_older_key_and_stream_as_it_was() -> None:
     assert RunSpec(method="stamp").key() == "8c92a55947dd4606"  # written before the fields existed
-    explicit = BASE.with_(batch_size=64, label_shift="", mixed_domains=False, gradual=False)
+    explicit = BASE.with_stream(batch_size=64, label_shift="", schedule="episodic")
     assert explicit.key() == BASE.key() and explicit.to_dict() == BASE.to_dict()
-    for changed in (dict(batch_size=4), dict(label_shift="sorted"), dict(mixed_domains=True), dict(gradual=True)):
-        spec = BASE.with_(**changed)
+    for changed in (dict(batch_size=4), dict(label_shift="sorted"), dict(schedule="mixed"), dict(schedule="gradual")):
+        spec = BASE.with_stream(**changed)
         assert spec.key() != BASE.key() and RunSpec.from_dict(spec.to_dict()) == spec
     plain = data.build_stream("digits", "noise", "contrast", max_id=64)
-    same = data.build_stream("digits", "noise", "contrast", max_id=64, batch_size=64, label_shift="")
+    same = data.build_stream("digits", "noise", "contrast", max_id=64, stream=StreamSpec(batch_size=64, label_shift=""))
     assert torch.equal(plain.images, same.images) and torch.equal(plain.labels, same.labels)
 
 
 @pytest.mark.parametrize(("changes", "message"), [
-    (dict(batch_size=0), "batch_size is the number of samples per batch"),
-    (dict(batch_size=2.5), "batch_size is the number of samples per batch"),
+    (dict(batch_size=0), "batch_size must be a positive integer"),
+    (dict(batch_size=2.5), "batch_size must be a positive integer"),
     (dict(label_shift="imbalance:0.5"), "a number ≥ 1"),
     (dict(label_shift="imbalance:x"), "must be a number ≥ 1"),
     (dict(label_shift="longtail"), "unknown part 'longtail'"),
@@ -43,17 +45,18 @@ def test_the_new_fields_leave_every_older_key_and_stream_as_it_was() -> None:
     (dict(mixed_domains=True, continual=True), "give one of continual"),
     (dict(gradual=True, mixed_domains=True), "give one of continual"),
     (dict(mixed_domains="yes"), "mixed_domains is True or False"),
-    (dict(gradual=True, realistic=True), "leave mixed_domains and gradual off"),
+    (dict(gradual=True, realistic=True), "no mixed_domains, no gradual"),
 ])
 def test_bad_values_get_one_clear_error(changes: dict, message: str) -> None:
+    """Checked once, where the stream is built (the key's names, as a record's spec holds them)."""
     with pytest.raises(ValueError, match=message):
-        BASE.with_(**changes)
+        RunSpec.from_dict({**BASE.to_dict(), **changes})
     with pytest.raises(ValueError, match="name two or more"):
-        BASE.with_(corruptions=("contrast",), mixed_domains=True)
+        BASE.with_(corruptions=("contrast",), stream=StreamSpec(schedule="mixed"))
 
 
 def test_batch_size_cuts_the_stream_into_batches_of_that_size() -> None:
-    stream = assembly.build_stream(BASE.with_(batch_size=7))
+    stream = assembly.build_stream(BASE.with_stream(batch_size=7))
     sizes = [b.x.shape[0] for b in stream.batches()]
     assert stream.batch_size == 7 and sizes[:-1] == [7] * (len(sizes) - 1) and sum(sizes) == 80
     same_order = assembly.build_stream(BASE)
@@ -62,7 +65,8 @@ def test_batch_size_cuts_the_stream_into_batches_of_that_size() -> None:
 
 def test_imbalance_keeps_a_long_tail_and_the_outlier_share() -> None:
     assert long_tail_counts(10, 200, 10.0) == [200, 155, 120, 93, 72, 56, 43, 33, 26, 20]  # 200·10^(−c/9), rounded
-    stream = data.build_stream("cifar10_builtin", "noise", "contrast", max_id=1000, label_shift="imbalance:10")
+    stream = data.build_stream("cifar10_builtin", "noise", "contrast", max_id=1000,
+                               stream=StreamSpec(label_shift="imbalance:10"))
     known = stream.labels[stream.labels >= 0]
     counts = torch.bincount(known, minlength=10).tolist()
     assert counts == long_tail_counts(10, 100, 10.0) and counts[0] / counts[-1] == 10
@@ -70,14 +74,14 @@ def test_imbalance_keeps_a_long_tail_and_the_outlier_share() -> None:
 
 
 def test_sorted_order_brings_the_classes_one_after_another_with_outliers_between() -> None:
-    stream = data.build_stream("cifar10_builtin", "noise", "contrast", max_id=1000, label_shift="sorted")
+    stream = data.build_stream("cifar10_builtin", "noise", "contrast", max_id=1000, stream=StreamSpec(label_shift="sorted"))
     known = stream.labels[stream.labels >= 0]
     assert torch.equal(known, known.sort().values) and known.unique().numel() == 10
     positions = torch.nonzero(stream.labels < 0).flatten().float()
     assert positions.min() < 0.1 * stream.labels.numel() and positions.max() > 0.9 * stream.labels.numel()
     iid = data.build_stream("cifar10_builtin", "noise", "contrast", max_id=1000)
     assert sorted(iid.labels.tolist()) == sorted(stream.labels.tolist())  # same samples, another order
-    order = stream_order(torch.tensor([2, 0, 1, 0, 2, 1]), 0, seed=3, sort_by_class=True)
+    order = stream_order(torch.tensor([2, 0, 1, 0, 2, 1]), 0, seed=3, stream=StreamSpec(label_shift="sorted"))
     assert torch.tensor([2, 0, 1, 0, 2, 1])[order].tolist() == [0, 0, 1, 1, 2, 2]
 
 
@@ -91,11 +95,11 @@ def _resets(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 def test_mixed_domains_is_one_stream_without_a_reset_with_metrics_per_corruption(
     tmp_path: Path, digits_model: torch.nn.Module, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    separate = stamplib.run(BASE, store=ResultsStore(tmp_path))
+    separate = stamplib.run(BASE, context_for(tmp_path))
     resets, streams = _resets(monkeypatch), []
     original = runner.run_stream
     monkeypatch.setattr(runner, "run_stream", lambda m, s, *a, **k: (streams.append(s), original(m, s, *a, **k))[1])
-    mixed = stamplib.run(BASE.with_(mixed_domains=True), store=ResultsStore(tmp_path))
+    mixed = stamplib.run(BASE.with_stream(schedule="mixed"), context_for(tmp_path))
     assert len(resets) == 1 and len(streams) == 1 and streams[0].labels.numel() == 160
     for corruption in BASE.corruptions:
         assert mixed["per_corruption"][corruption]["n_id"] == separate["per_corruption"][corruption]["n_id"] == 64
@@ -118,7 +122,7 @@ def test_gradual_runs_severity_one_to_five_to_one_per_corruption_without_a_reset
                         lambda spec, corruption, severity=None, data_root=None: (
                             built.append((corruption, severity)),
                             original(spec, corruption, severity=severity, data_root=data_root))[1])
-    record = stamplib.run(BASE.with_(gradual=True), store=ResultsStore(tmp_path))
+    record = stamplib.run(BASE.with_stream(schedule="gradual"), context_for(tmp_path))
     levels = [1, 2, 3, 4, 5, 4, 3, 2, 1]
     assert built == [(c, s) for c in BASE.corruptions for s in levels] and len(resets) == 1
     for row in record["per_corruption"].values():
@@ -131,11 +135,12 @@ def test_batch_size_one_runs_for_every_method_that_supports_it(name: str, tmp_pa
     spec = BASE.with_(method=name, corruptions=("contrast",)) if methods.method_class(name).min_batch_size == 1 else None
     if spec is None:
         with pytest.raises(ValueError, match=f"method '{name}' cannot adapt on a batch of 1: the smallest batch"):
-            BASE.with_(method=name, batch_size=1)
-        spec = BASE.with_(method=name, corruptions=("contrast",), batch_size=methods.method_class(name).min_batch_size)
+            BASE.with_(method=name, stream=StreamSpec(batch_size=1))
+        spec = BASE.with_(method=name, corruptions=("contrast",),
+                          stream=StreamSpec(batch_size=methods.method_class(name).min_batch_size))
     else:
-        spec = spec.with_(batch_size=1)
-    record = stamplib.run(spec, store=ResultsStore(tmp_path))
+        spec = spec.with_stream(batch_size=1)
+    record = stamplib.run(spec, context_for(tmp_path))
     row = record["per_corruption"]["contrast"]
     assert row["n_id"] == 64 and all(np.isfinite(row[k]) for k in ("acc", "auroc", "h")), row
 
@@ -154,10 +159,10 @@ def test_notebook_13_plans_each_axis_against_the_paper_stream() -> None:
     assert {s.key() for s in paper} <= table1  # the paper's stream is notebook 02's cell
     batches = [c.spec for c in plan.cells if c.variant.startswith("batch size")]
     assert {s.corruptions for s in batches} == {("gaussian_noise",)}  # the batch axis: one corruption
-    assert not any(c.spec.method.startswith("unient") and c.spec.batch_size == 1 for c in plan.cells)
+    assert not any(c.spec.method.startswith("unient") and c.spec.stream.batch_size == 1 for c in plan.cells)
     assert any("unient" in note for note in plan.notes)
     assert len(plan.specs) == 14 * (4 + 3) - 2 + 14  # 4 batch sizes, 3 harder streams, less UniEnt's batch of 1
     every = plans.plan("13_stress_streams", profile="quick", batch_corruptions="")
     assert {c.spec.key() for c in every.cells if c.variant == "batch size=64"} <= table1
     smoke = plans.plan("13_stress_streams", profile="smoke")
-    assert not any(c.spec.mixed_domains for c in smoke.cells) and any("two or more" in n for n in smoke.notes)
+    assert not any(c.spec.stream.schedule == "mixed" for c in smoke.cells) and any("two or more" in n for n in smoke.notes)

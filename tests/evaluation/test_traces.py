@@ -11,13 +11,12 @@ import torch
 
 import stamplib
 from stamplib import methods
-from stamplib.data.streams import mix
+from stamplib.data.streams import StreamSpec, mix
 from stamplib.evaluation.runner import run_stream
 from stamplib.evaluation.spec import RunSpec
-from stamplib.evaluation.store import ResultsStore
 from stamplib.evaluation.traces import StreamTracer, filter_precision, memory_purity
 from stamplib.methods.base import TTAMethod, TTAOutput
-from tests.support import tiny_net
+from tests.support import context_for, tiny_net
 
 
 @dataclass(frozen=True)
@@ -44,7 +43,7 @@ def _stream(n_id: int = 40, n_out: int = 10):
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, 256, (n_id, 8, 8, 3), dtype=torch.uint8, generator=g)
     outs = torch.randint(0, 256, (n_out, 8, 8, 3), dtype=torch.uint8, generator=g)
-    return mix(ids, torch.arange(n_id) % 4, outs, n_out, seed=1, batch_size=16)
+    return mix(ids, torch.arange(n_id) % 4, outs, n_out, seed=1, stream=StreamSpec(batch_size=16))
 
 
 def test_the_tracer_counts_exactly_what_a_method_reports() -> None:
@@ -71,7 +70,7 @@ def test_the_tracer_counts_exactly_what_a_method_reports() -> None:
 @pytest.mark.parametrize("name", ["stamp", "sotta", "rotta", "eata", "sar"])
 def test_tracing_methods_report_on_the_builtin_benchmark(name: str, tmp_path, digits_model) -> None:
     spec = RunSpec(method=name, corruptions=("gaussian_noise",), profile="smoke")
-    record = stamplib.run(spec, store=ResultsStore(tmp_path))
+    record = stamplib.run(spec, context_for(tmp_path))
     trace = record["trace"]["gaussian_noise"]
     n_batches = len(trace["seconds"])
     assert n_batches >= 2 and methods.method_class(name).reports_trace
@@ -85,7 +84,7 @@ def test_tracing_methods_report_on_the_builtin_benchmark(name: str, tmp_path, di
 
 def test_methods_without_reports_have_no_trace_and_tracing_changes_no_output(tmp_path, digits_model) -> None:
     record = stamplib.run(RunSpec(method="tent", corruptions=("gaussian_noise",), profile="smoke"),
-                          store=ResultsStore(tmp_path))
+                          context_for(tmp_path))
     assert "trace" not in record and not methods.method_class("tent").reports_trace
     stream = stamplib.data.build_stream("digits", "noise", "gaussian_noise", max_id=96)
     plain, traced = (methods.create("sotta", digits_model, 8, seed=0) for _ in range(2))

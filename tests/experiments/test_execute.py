@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from stamplib.evaluation.store import ResultsStore
 from stamplib.experiments import execute, plans
+from tests.support import context_for
 
 
 def _refuse_to_run(*args, **kwargs):
@@ -14,14 +14,14 @@ def _refuse_to_run(*args, **kwargs):
 
 def test_missing_cells_are_run_once_then_read_from_the_store(tmp_path, digits_model, monkeypatch, capsys):
     plan = plans.plan("02_table1_cifar_outlier_aware", profile="smoke", methods="source")
-    store = ResultsStore(tmp_path)
-    assert execute.compute(plan, compute_missing=False, store=store, progress=False) == {}
+    context = context_for(tmp_path)
+    assert execute.compute(plan, context, compute_missing=False, progress=False) == {}
     assert "1 of 1 cells are not in the results store" in capsys.readouterr().out
 
-    records = execute.compute(plan, store=store, progress=False)
+    records = execute.compute(plan, context, progress=False)
     assert list(records) == [plan.specs[0].key()]
     monkeypatch.setattr(execute, "run", _refuse_to_run)
-    assert execute.compute(plan, store=store, progress=False) == records
+    assert execute.compute(plan, context, progress=False) == records
     assert plans.compute is execute.compute  # README's example
 
 
@@ -29,4 +29,4 @@ def test_unknown_metrics_are_refused_before_any_cell_runs(tmp_path, monkeypatch)
     monkeypatch.setattr(execute, "run", _refuse_to_run)
     plan = plans.plan("02_table1_cifar_outlier_aware", profile="smoke", methods="source")
     with pytest.raises(ValueError, match="hh"):
-        execute.compute(plan, store=ResultsStore(tmp_path), metrics=["hh"])
+        execute.compute(plan, context_for(tmp_path), metrics=["hh"])

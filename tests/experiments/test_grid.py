@@ -10,6 +10,7 @@ import stamplib
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
 from stamplib.experiments import grid
+from tests.support import context_for, pretend_gpus
 
 
 def _fake_record(store: ResultsStore, spec: RunSpec) -> None:
@@ -56,15 +57,15 @@ def test_cells_per_job_and_grouping():
 def test_local_failure_is_reported_with_its_cell_and_log_then_retried_alone(tmp_path, monkeypatch, digits_model):
     store = ResultsStore(tmp_path / "results")
     good, bad = _smoke("source"), _smoke("bn_stats")
-    monkeypatch.setenv(grid.FAULT_ENV, f"raise:{bad.key()}:{tmp_path / 'fault-once'}")
-    report = grid.run_grid([good, bad], executor="local", store=store, progress=False)
+    fault = f"raise:{bad.key()}:{tmp_path / 'fault-once'}"
+    report = grid.run_grid([good, bad], context_for(store), progress=False, fault=fault)
     assert report.done == [good] and report.missing == [bad] and not report.ok
     [failed] = report.failed
     assert failed.specs == [bad] and failed.log is not None and "injected fault" in failed.log.read_text()
     assert bad.key() in failed.summary() and str(failed.log) in failed.summary()
     assert store.failure(bad)["log"] == str(failed.log)
     stamp_of_good = store.path(good).stat().st_mtime_ns
-    retry = grid.run_grid([good, bad], executor="local", store=store, progress=False, retry_failed=True)
+    retry = grid.run_grid([good, bad], context_for(store), progress=False, retry_failed=True, fault=fault)
     assert retry.ok and len(retry.done) == 2 and retry.jobs and len(retry.jobs) == 1
     assert store.path(good).stat().st_mtime_ns == stamp_of_good  # never recomputed
     assert store.failure(bad) is None
@@ -77,12 +78,11 @@ def test_submitit_grid_survives_a_killed_job_and_matches_in_process_runs(tmp_pat
     store = ResultsStore(tmp_path / "results")
     specs = [_smoke("source"), _smoke("bn_stats"), _smoke("tent"), _smoke("tent", seed=1)]
     victim = grid.group_cells(specs, 2)[0][1]  # the second cell of the first job
-    monkeypatch.setenv(grid.FAULT_ENV, f"kill:{victim.key()}:{tmp_path / 'fault-once'}")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    options = dict(executor="submitit-local", store=store, cells_per_job=2, cpus_per_task=1, time_min=5,
-                   progress=False, jobs=2)
+    executor = grid.ExecutorOptions("submitit-local", jobs=2, cells_per_job=2, cpus_per_task=1, time_min=5)
+    options = dict(progress=False, fault=f"kill:{victim.key()}:{tmp_path / 'fault-once'}")
 
-    first = grid.run_grid(specs, **options)
+    first = grid.run_grid(specs, context_for(store), executor, **options)
     assert len(first.jobs) == 2 and len(first.done) == 3 and first.missing == [victim]
     [failed] = first.failed
     assert failed.specs == [victim] and "without a result" in failed.error
@@ -91,7 +91,7 @@ def test_submitit_grid_survives_a_killed_job_and_matches_in_process_runs(tmp_pat
     assert store.status(specs).missing == [victim]  # … and seen as stale
 
     stamps = {s.key(): store.path(s).stat().st_mtime_ns for s in first.done}
-    second = grid.run_grid(specs, **options)
+    second = grid.run_grid(specs, context_for(store), executor, **options)
     assert second.ok and len(second.jobs) == 1 and len(second.done) == 4
     assert all(store.path(s).stat().st_mtime_ns == t for s, t in ((s, stamps[s.key()]) for s in first.done))
     assert sorted(p.name for p in store.root.glob("*.json")) == sorted(store.path(s).name for s in specs)
@@ -99,18 +99,18 @@ def test_submitit_grid_survives_a_killed_job_and_matches_in_process_runs(tmp_pat
 
     reference = ResultsStore(tmp_path / "reference")
     for spec in specs:
-        assert _metrics(store.get(spec)) == _metrics(stamplib.run(spec, store=reference)), spec.method
+        assert _metrics(store.get(spec)) == _metrics(stamplib.run(spec, context_for(reference))), spec.method
 
 
 @pytest.mark.slow  # two spawned workers each import torch: about 20 s on two busy cores
 def test_local_process_pool_matches_in_process_runs(tmp_path, digits_model):
     specs = [_smoke("source"), _smoke("tent")]
     store = ResultsStore(tmp_path / "pool")
-    report = grid.run_grid(specs, executor="local", store=store, jobs=2, progress=False)
+    report = grid.run_grid(specs, context_for(store), grid.ExecutorOptions(jobs=2), progress=False)
     assert report.ok and report.jobs == ["local-pool-0", "local-pool-1"]
     reference = ResultsStore(tmp_path / "reference")
     for spec in specs:
-        assert _metrics(store.get(spec)) == _metrics(stamplib.run(spec, store=reference)), spec.method
+        assert _metrics(store.get(spec)) == _metrics(stamplib.run(spec, context_for(reference))), spec.method
 
 
 def test_slurm_jobs_are_one_array_with_the_requested_resources(tmp_path, monkeypatch):
@@ -125,9 +125,10 @@ def test_slurm_jobs_are_one_array_with_the_requested_resources(tmp_path, monkeyp
     store = ResultsStore(tmp_path / "results")
     specs = [_smoke("source"), _smoke("bn_stats"), _smoke("tent")]
     _fake_record(store, specs[0])  # stored cells are never submitted
-    report = grid.run_grid(specs, executor="submitit", store=store, device="cuda", wait=False, progress=False,
-                           cells_per_job=1, partition="gpu", gpus_per_job=1, cpus_per_task=6, time_min=90,
-                           array_parallelism=8, mem_gb=24)
+    pretend_gpus(monkeypatch)  # a GPU machine's command line
+    options = grid.ExecutorOptions("submitit", cells_per_job=1, partition="gpu", gpus_per_job=1, cpus_per_task=6,
+                                   time_min=90, array_parallelism=8, mem_gb=24)
+    report = grid.run_grid(specs, context_for(store, device="cuda"), options, wait=False, progress=False)
     assert report.jobs == ["4242_0", "4242_1"] and len(report.pending) == 2 and report.done == [specs[0]]
     [script] = (store.root / ".grid" / "logs").glob("4242/*submission.sh")
     text = script.read_text()
@@ -162,7 +163,7 @@ def test_with_one_gpu_the_default_is_one_job_and_without_one_cuda_is_refused(mon
         grid.worker_device("cuda", 0)
 
 
-def test_each_pool_worker_runs_its_cells_on_its_own_device(four_gpus, monkeypatch):
+def test_each_pool_worker_runs_its_cells_on_its_own_device(four_gpus, monkeypatch, tmp_path):
     """What each spawned worker does at start (numbered by a shared counter) and per group,
     here in this process: worker i runs every group it takes on cuda:(i mod 4)."""
     import multiprocessing
@@ -170,12 +171,12 @@ def test_each_pool_worker_runs_its_cells_on_its_own_device(four_gpus, monkeypatc
     import torch
 
     ran = []
-    monkeypatch.setattr(grid, "run_group", lambda specs, results, device, *rest: ran.append(device))
+    monkeypatch.setattr(grid, "run_group", lambda specs, context, *rest: ran.append(context.device))
     monkeypatch.setattr(torch, "set_num_threads", lambda n: None)
     monkeypatch.setattr(grid, "_WORKER_DEVICE", None)  # back to None afterwards: this is no worker
     counter = multiprocessing.get_context("spawn").Value("i", 0)
     for _ in range(5):  # five workers start, each takes two groups
         grid._pool_init(counter, "cuda", 1)
         for _ in range(2):
-            grid._pool_run_group([], "results", "cuda", 1, "log")
+            grid._pool_run_group([], context_for(tmp_path, device="cuda"), 1, "log")
     assert ran == [f"cuda:{i % 4}" for i in range(5) for _ in range(2)]

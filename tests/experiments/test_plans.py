@@ -89,7 +89,7 @@ def test_inside_the_stream_shares_its_iid_cells_with_table_1_and_parses_stream_k
     iid = [c.spec for c in inside.cells if c.variant == "iid"]
     assert iid and set(iid) <= table1
     harder = {c.variant: c.spec for c in inside.cells if c.spec.method == "stamp"}
-    assert harder["continual"].continual and harder["dirichlet:0.1"].dirichlet == 0.1
+    assert harder["continual"].stream.schedule == "continual" and harder["dirichlet:0.1"].stream.dirichlet == 0.1
     assert E.parse_stream_kinds("burst=32,dirichlet:1") == (("burst=32", {"outlier_burst": 32}),
                                                             ("dirichlet:1", {"dirichlet": 1.0}))
     with pytest.raises(ValueError, match="unknown stream"):
@@ -102,10 +102,10 @@ def test_the_realistic_stream_shares_its_paper_protocol_cells_with_table_1():
     paper = [c.spec for c in both.cells if c.variant == E.PAPER_PROTOCOL]
     realistic = [c.spec for c in both.cells if c.variant == E.REALISTIC_PROTOCOL]
     assert paper == table1 and len(realistic) == len(table1) == 14
-    assert all(s.realistic and s.relative_speed == 0 for s in realistic)
-    assert [s.with_(realistic=False) for s in realistic] == paper
+    assert all(s.stream.realistic and s.stream.relative_speed == 0 for s in realistic)
+    assert [s.with_stream(realistic=False) for s in realistic] == paper
     fixed = E.plan("12_realistic_stream", relative_speed="17")
-    assert {c.spec.relative_speed for c in fixed.cells if c.variant == E.REALISTIC_PROTOCOL} == {17}
+    assert {c.spec.stream.relative_speed for c in fixed.cells if c.variant == E.REALISTIC_PROTOCOL} == {17}
     with pytest.raises(ValueError, match="relative_speed is C"):
         E.plan("12_realistic_stream", relative_speed=-2)
 

@@ -20,14 +20,14 @@ from stamplib.evaluation.store import ResultsStore
 from stamplib.experiments import reference
 from stamplib.models import checkpoints
 from stamplib.models.builtin import DIGITS_CHECKPOINT
+from tests.support import context_for, pretend_gpus
 
 
 def test_a_record_names_its_checkpoint_data_code_and_command(
     tmp_path: Path, digits_model: torch.nn.Module, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(provenance.COMMAND_ENV, "python -m stamplib run --method source")
     spec = RunSpec(method="source", corruptions=("gaussian_noise",), profile="smoke")
-    record = run(spec, store=ResultsStore(tmp_path))
+    record = run(spec, context_for(tmp_path, command="python -m stamplib run --method source"))
     made = record["provenance"]
     side = checkpoints.read_sidecar(checkpoints.checkpoint_path(DIGITS_CHECKPOINT))
     assert made["checkpoint"] == {"name": DIGITS_CHECKPOINT, "sha256": side["sha256"],
@@ -143,7 +143,7 @@ def test_the_reference_data_root_is_named_relative_to_the_checkout(monkeypatch: 
 def test_the_doctor_names_shared_data_beside_the_checkout(data_root: Path) -> None:
     from stamplib import data, paths
 
-    hints = {name: where for name, _, where in data.dataset_status()}
+    hints = {name: where for name, _, where in data.dataset_status(data_root)}
     assert str(paths.shared_data()) in hints["cifar10_jpeg"]
     assert "/work/" not in hints["cifar10_jpeg"].replace(str(paths.shared_data()), "")
 
@@ -196,22 +196,22 @@ def test_the_optional_cells_follow_the_issue_and_repeat_no_reference_cell() -> N
     streams = 11 * 4  # notebook 13: batches of 4 and 16, sorted labels, mixed domains; the ten and UniEnt
     seeded = 9 * 2  # the paper's ten over seeds 1 and 2 in (a), STAMP's being reference cells
     assert len(extra) == 4 + 1 + 6 + 14 + 2 + 16 + 4 + streams + seeded  # Table 5's last row is STAMP's default
-    issue35 = reference.stress_specs("/nowhere")
-    assert issue35 == extra[25:-seeded]
-    issue41 = reference.seeded_specs("/nowhere")
-    assert issue41 == extra[-seeded:]
-    assert {(s.method, s.seed) for s in issue41} == {(m, seed) for m in methods.PAPER_ORDER if m != "stamp"
-                                                     for seed in (1, 2)}
-    assert all(s.outliers == "noise" and s.outlier_ratio == 0.2 and not s.overrides for s in issue41)
-    assert [dict(s.overrides).get("weighting") for s in issue35[:2]] == ["static", "eata"]
-    stamp_ratios = [s.outlier_ratio for s in issue35 if s.method == "stamp" and not s.overrides and
+    stress = reference.stress_specs("/nowhere")
+    assert stress == extra[25:-seeded]
+    over_seeds = reference.seeded_specs("/nowhere")
+    assert over_seeds == extra[-seeded:]
+    assert {(s.method, s.seed) for s in over_seeds} == {(m, seed) for m in methods.PAPER_ORDER if m != "stamp"
+                                                        for seed in (1, 2)}
+    assert all(s.outliers == "noise" and s.outlier_ratio == 0.2 and not s.overrides for s in over_seeds)
+    assert [dict(s.overrides).get("weighting") for s in stress[:2]] == ["static", "eata"]
+    stamp_ratios = [s.outlier_ratio for s in stress if s.method == "stamp" and not s.overrides and
                     s.outlier_ratio != 0.2]
     assert stamp_ratios == [0.05, 0.5, 0.1, 1 / 3]
-    harder = [s for s in issue35 if s.batch_size != 64 or s.label_shift or s.mixed_domains]
+    harder = [s for s in stress if s.stream.batch_size != 64 or s.stream.label_shift or s.stream.schedule == "mixed"]
     assert len(harder) == streams and {s.method for s in harder} == {*methods.PAPER_ORDER, "unient"}
     assert [s.method for s in harder[:20]] == [m for m in ("source", "bn_stats", "tent", "eata", "sar") for _ in range(4)]
-    assert [s.method for s in extra if s.realistic] == list(methods.TABLE_ORDER)
-    assert all(s.relative_speed == 0 and len(s.corruptions) == 3 for s in extra if s.realistic)
+    assert [s.method for s in extra if s.stream.realistic] == list(methods.TABLE_ORDER)
+    assert all(s.stream.relative_speed == 0 and len(s.corruptions) == 3 for s in extra if s.stream.realistic)
 
 
 @pytest.mark.parametrize(("flags", "want_core", "want_extras"), [
@@ -228,10 +228,12 @@ def test_reference_compute_takes_the_cells_asked_for_on_the_device_asked_for(
 
     calls = []
 
-    def fake_run_grid(specs, executor, *, store, device, jobs, keep_order, data_root):
-        assert data_root == str(tmp_path)  # passed down, not left in the environment
-        calls.append((list(specs), device))
+    def fake_run_grid(specs, context, options, *, keep_order):
+        assert context.data_root == tmp_path  # passed down, not left in the environment
+        calls.append((list(specs), context.device))
         return grid.GridReport(done=list(specs))
+
+    pretend_gpus(monkeypatch)  # a GPU machine's command line
 
     monkeypatch.setattr(grid, "run_grid", fake_run_grid)
     argv = ["reference", "compute", "--results", str(tmp_path), "--data-root", str(tmp_path), "--device", "cuda"]
@@ -270,10 +272,10 @@ def test_recompute_covers_the_stress_cells_that_are_stored(tmp_path: Path, monke
         store.put(_record(spec, 70.0, 80.0), None)
     asked = []
 
-    def fake_run_grid(specs, executor, *, store, device, jobs, keep_order, data_root):
+    def fake_run_grid(specs, context, options, *, keep_order):
         asked.extend(specs)
         for spec in specs:
-            store.put(_record(spec, 70.0, 80.0), None)
+            ResultsStore(context.results).put(_record(spec, 70.0, 80.0), None)
         return grid.GridReport(done=list(specs))
 
     monkeypatch.setattr(grid, "run_grid", fake_run_grid)

@@ -18,8 +18,9 @@ from stamplib import cli, methods, models
 from stamplib.evaluation import metrics
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
-from stamplib.experiments import tune
+from stamplib.experiments import grid, tune
 from stamplib.report import tuning
+from tests.support import context_for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -51,10 +52,10 @@ def test_grid_values_take_the_config_fields_types() -> None:
         (["lr=0.1,1e-1"], "--grid lr lists 0.1 twice (0.1, 1e-1): give each value once"),
         (["lr=0.1,,0.2"], "has an empty value: separate the values by single commas"),
         (["lr=0.1", "lr=0.2"], "--grid lr is given twice: list all its values in one --grid"),
-        (["num_views=1.5"], "--grid num_views: '1.5' is not an integer"),
-        (["sam=maybe"], "--grid sam: 'maybe' is not a bool (true or false)"),
-        (["view_kind=fog"], "--grid view_kind: 'fog' is not one of cotta, crop_flip"),
-        (["crop_fill=0.5"], "cannot be given on the command line"),
+        (["num_views=1.5"], "--grid num_views takes an integer, got '1.5'"),
+        (["sam=maybe"], "--grid sam takes true or false, got 'maybe'"),
+        (["view_kind=fog"], "--grid view_kind takes one of cotta, crop_flip, got 'fog'"),
+        (["crop_fill=0.5"], "--grid crop_fill takes a tuple such as (1.0, 2.0), got '0.5'"),
     ],
 )
 def test_bad_grids_are_one_line_errors_that_say_what_to_do(items: list[str], match: str) -> None:
@@ -192,7 +193,7 @@ def test_a_registered_metric_says_its_direction(monkeypatch: pytest.MonkeyPatch)
 def test_a_two_point_grid_chooses_the_best_stored_cell_and_writes_its_table(tmp_path: Path) -> None:
     store = ResultsStore(tmp_path / "results")
     job = tune.TuneJob("tent", profile="smoke", grid={"lr": (1e-3, 0.05)})
-    result = tune.tune(job, store)
+    result = tune.tune(job, context_for(store))
     stored = [store.get(spec)["mean"]["h"] for spec in job.specs()]  # independently of select()
     best = max(range(len(stored)), key=lambda i: (stored[i], -i))
     assert stored[0] != stored[1]  # otherwise the grid would not test the choice
@@ -213,13 +214,13 @@ def test_a_two_dimensional_grid_draws_a_heatmap_and_a_second_call_computes_nothi
 ) -> None:
     store = ResultsStore(tmp_path / "results")
     job = tune.TuneJob("unient", profile="smoke", grid={"alpha_marginal": (1.0, 0.1), "alpha_ood": ("1",)})
-    first = tune.tune(job, store, executor="local", jobs=1)  # through run_grid, as `grid` computes cells
+    first = tune.tune(job, context_for(store), grid.ExecutorOptions())  # through run_grid, as `grid` computes cells
     written = tuning.write_outputs(first)  # default folder: figures/tune (a temporary folder in tests)
     assert [p.suffix for p in written] == [".csv", ".md", ".png"]
     assert written[2].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     monkeypatch.setattr(ResultsStore, "put", _boom)
     monkeypatch.setattr(models, "source_model", _boom)
-    again = tune.tune(job, store)
+    again = tune.tune(job, context_for(store))
     assert again.chosen == first.chosen and again.table.equals(first.table)
 
 
@@ -235,7 +236,6 @@ def test_cli_help_documents_the_grid_syntax(capsys: pytest.CaptureFixture[str]) 
 def test_cli_tunes_and_refuses_a_bad_grid_before_any_work(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("STAMPLIB_COMMAND", "stamplib tune (test)")  # main() sets it for the records otherwise
     argv = ["tune", "tent", "--dataset", "digits", "--outliers", "noise", "--profile", "smoke",
             "--results", str(tmp_path / "results"), "--out", str(tmp_path / "out")]
     assert cli.main([*argv, "--grid", "lr=0.001,0.05"]) == 0
@@ -246,3 +246,16 @@ def test_cli_tunes_and_refuses_a_bad_grid_before_any_work(
     assert cli.main([*argv, "--grid", "learning_rate=0.1"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: unknown hyperparameter 'learning_rate' for method 'tent'")
+
+
+def test_set_and_tune_type_an_override_by_one_rule() -> None:
+    """The config field's type decides, for ``run --set`` (a RunSpec's overrides) and for
+    ``tune --grid`` alike: "true" is a bool for both, "1" an integer field's 1, "none" None."""
+    given = {"sam": "true", "num_views": "1", "lr": "0.05", "weighting": "static"}
+    typed = methods.typed_overrides("stamp", "cifar10_c", given)
+    assert typed == {"sam": True, "num_views": 1, "lr": 0.05, "weighting": "static"}
+    assert [type(v) for v in typed.values()] == [bool, int, float, str]
+    parsed = tune.parse_grid([f"{name}={value}" for name, value in given.items()], "stamp", "cifar10_c")
+    assert {name: values[0] for name, values in parsed} == typed
+    # A RunSpec holds its overrides typed, so the text and the value name one record.
+    assert RunSpec.make("stamp", overrides=given).key() == RunSpec.make("stamp", overrides=typed).key()

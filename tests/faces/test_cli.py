@@ -60,11 +60,11 @@ def test_cli_run_under_the_realistic_protocol(tmp_path: Path, capsys: pytest.Cap
         (["--method", "tent", "--relative-speed", "-3"], "relative_speed is C(g) of the realistic protocol"),
         # Typed overrides: each value against its field's type, then the config's own checks.
         (["--method", "stamp", "--set", "lr=abc"], "hyperparameter 'lr' of 'stamp' takes a number, got 'abc'"),
-        (["--method", "stamp", "--set", "lr=-1"], "lr=-1 out of range for 'stamp': lr and alpha must be positive"),
+        (["--method", "stamp", "--set", "lr=-1"], "lr=-1.0 out of range for 'stamp': lr and alpha must be positive"),
         (["--method", "stamp", "--set", "num_views=0"], "num_views, capacity and period must be at least 1"),
-        (["--method", "stamp", "--set", "capacity=2.5"], "'capacity' of 'stamp' takes an integer, got 2.5"),
-        (["--method", "stamp", "--set", "sam=1"], "'sam' of 'stamp' takes True or False, got 1"),
-        (["--method", "stamp", "--set", "weighting=mean"], "takes one of 'adaptive', 'static', 'eata', 'none'"),
+        (["--method", "stamp", "--set", "capacity=2.5"], "'capacity' of 'stamp' takes an integer, got '2.5'"),
+        (["--method", "stamp", "--set", "sam=maybe"], "'sam' of 'stamp' takes true or false, got 'maybe'"),
+        (["--method", "stamp", "--set", "weighting=mean"], "takes one of adaptive, static, eata, none, got 'mean'"),
     ],
 )
 def test_cli_run_bad_input_is_one_line_and_exit_2(
@@ -160,3 +160,87 @@ def test_cli_methods_lists_a_datasets_hyperparameters(capsys: pytest.CaptureFixt
     assert "TentConfig(lr=0.0001)" in out  # the cifar10_c_8_2 setting of the registry entry
     assert cli.main(["methods", "--dataset", "mnist"]) == 2
     assert "unknown dataset 'mnist'" in capsys.readouterr().err
+
+
+# -- the context checks what it carries, once, at the edge (issue 40) ---------------------------------------
+
+
+@pytest.fixture
+def a_stored_record(tmp_path: Path, digits_model: torch.nn.Module) -> list[str]:
+    """The flags of a smoke cell whose record is in the store: without --force it would be
+    returned without looking at the device or the data."""
+    argv = ["run", "--method", "stamp", "--profile", "smoke", "--dataset", "digits", "--corruptions", "none",
+            "--results", str(tmp_path / "results")]
+    assert cli.main(argv) == 0
+    return argv
+
+
+@pytest.mark.parametrize("force", [["--force"], []])
+def test_a_device_torch_does_not_have_is_one_line_and_exit_2(
+    a_stored_record: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], force: list[str]
+) -> None:
+    capsys.readouterr()
+    monkeypatch.setattr(stamplib, "run", _boom)
+    assert cli.main([*a_stored_record, "--device", "tpu", *force]) == 2
+    assert capsys.readouterr().err == "error: device must be cpu, cuda or cuda:N, got 'tpu'\n"
+
+
+@pytest.mark.parametrize("force", [["--force"], []])
+def test_cuda_on_a_machine_without_a_gpu_is_one_line_and_exit_2(
+    a_stored_record: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], force: list[str]
+) -> None:
+    capsys.readouterr()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # this machine, whatever runs the test
+    monkeypatch.setattr(stamplib, "run", _boom)
+    assert cli.main([*a_stored_record, "--device", "cuda", *force]) == 2
+    assert capsys.readouterr().err == "error: device 'cuda' but torch sees no GPU on this machine; use --device cpu\n"
+
+
+@pytest.mark.parametrize("force", [["--force"], []])
+def test_a_data_root_that_is_no_folder_is_one_line_and_exit_2(
+    a_stored_record: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], force: list[str]
+) -> None:
+    capsys.readouterr()
+    monkeypatch.setattr(stamplib, "run", _boom)
+    assert cli.main([*a_stored_record, "--data-root", "/nonexistent", *force]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: data root /nonexistent is not a folder: give --data-root the folder")
+    assert err.count("\n") == 1
+
+
+def test_the_three_cases_are_one_line_in_a_real_process(tmp_path: Path) -> None:
+    """As a new user types them: no traceback from torch, exit code 2."""
+    env = {**os.environ, "STAMPLIB_RESULTS": str(tmp_path), "OMP_NUM_THREADS": "1"}
+    cases = [["--device", "tpu"], ["--data-root", "/nonexistent"]]
+    if not torch.cuda.is_available():
+        cases.append(["--device", "cuda"])
+    for flags in cases:
+        proc = subprocess.run([sys.executable, "-m", "stamplib", "run", "--method", "stamp", "--profile", "smoke",
+                               "--force", *flags], capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), (flags, proc.stderr)
+
+
+def test_the_stream_flags_make_one_stream_object(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from stamplib.data import StreamSpec
+
+    seen = []
+    monkeypatch.setattr(stamplib, "run", lambda spec, context, **kw: seen.append(spec) or
+                        {"per_corruption": {}, "mean": {}})
+    base = ["run", "--method", "tent", "--profile", "smoke", "--results", str(tmp_path)]
+    assert cli.main([*base, "--corruptions", "fog,snow", "--mixed-domains", "--batch-size", "16"]) == 0
+    assert cli.main([*base, "--relative-speed", "3", "--stream", "dirichlet=0.1"]) == 0
+    assert cli.main([*base, "--stream", "schedule=continual", "--stream", "outlier_burst=8"]) == 0
+    assert [s.stream for s in seen] == [StreamSpec(schedule="mixed", batch_size=16),
+                                        StreamSpec(realistic=True, relative_speed=3, dirichlet=0.1),
+                                        StreamSpec(schedule="continual", outlier_burst=8)]
+    assert cli.main([*base, "--batch-size", "8", "--stream", "batch_size=4"]) == 2
+    assert cli.main([*base, "--continual", "--gradual"]) == 2
+
+
+def test_a_record_computed_from_the_command_line_names_the_command(tmp_path: Path, digits_model) -> None:
+    argv = ["run", "--method", "source", "--profile", "smoke", "--corruptions", "none", "--results", str(tmp_path),
+            "--json"]
+    assert cli.main(argv) == 0
+    [record] = [p for p in tmp_path.glob("*.json")]
+    assert f'"command": "python -m stamplib {" ".join(argv)}"' in record.read_text()

@@ -184,17 +184,17 @@ def test_train_source_for_a_dataset_uses_its_entry(home, data_root):
     """The CLI's train-source and notebook 01 call this: the entry's checkpoint, recipe,
     training images (known classes of a split) and clean test images."""
     write_cifar10(data_root, n_test=20, n_train_batch=10)  # labels 0–9 in every split
-    result = train_source_for("cifar10_8_2", profile="smoke", progress=False)
+    result = train_source_for("cifar10_8_2", profile="smoke", progress=False, data_root=data_root)
     side = result.sidecar
     assert result.complete and result.checkpoint.name == "ResNet18_8.smoke.pt"  # never the registry name
     assert side["num_classes"] == 8 and side["recipe_name"] == "cifar10_8" and side["epochs"] == 1
     assert side["n_train"] == 40 and side["n_test"] == 16  # labels 8 and 9 left out
-    again = train_source_for("cifar10_8_2", profile="smoke", progress=False)
+    again = train_source_for("cifar10_8_2", profile="smoke", progress=False, data_root=data_root)
     assert again.sidecar["fingerprint"] == side["fingerprint"]  # reused, not retrained
-    assert train_source_for("cifar10_8_2", profile="smoke", recipe="fast", progress=False).sidecar[
-        "recipe_name"] == "cifar10_8_fast"
+    assert train_source_for("cifar10_8_2", profile="smoke", recipe="fast", progress=False,
+                            data_root=data_root).sidecar["recipe_name"] == "cifar10_8_fast"
     with pytest.raises(ValueError, match="no trainable source model for 'imagenet_c'; choose one of"):
-        train_source_for("imagenet_c")
+        train_source_for("imagenet_c", data_root=data_root)
 
 
 # ---------------------------------------------------------------- torchvision (offline only)

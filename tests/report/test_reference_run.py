@@ -110,7 +110,7 @@ def _fake_record(spec, acc: float, auroc: float) -> dict:
     row = {"acc": acc, "auroc": auroc, "h": h, "collapsed": False, "collapse_reason": None, "seconds": 60.0,
            "n_id": 2000, "n_outliers": 500}
     per = {c: dict(row) for c in spec.corruptions}
-    if spec.realistic:
+    if spec.stream.realistic:
         for c in per:
             per[c].update(relative_speed=3, adapted_batches=14, batches=40)
         realistic = {"relative_speed": 3, "adapted_batches": 42, "batches": 120}
