@@ -49,7 +49,7 @@ def long_stream(cells: Sequence[plans.Cell], closed_set: bool = False) -> list[p
     cells' outliers or (``closed_set``) none."""
     out = []
     for cell in cells:
-        spec = cell.spec.with_(continual=True, corruptions=list(CORRUPTIONS))
+        spec = cell.spec.with_(corruptions=list(CORRUPTIONS)).with_stream(schedule="continual")
         if closed_set:
             spec = spec.with_(outliers="none", outlier_ratio=0.0)
         out.append(dataclasses.replace(cell, spec=spec, variant=LONG_STREAM_CLOSED if closed_set else LONG_STREAM))
