@@ -14,12 +14,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau
 
 from stamplib.experiments.plans import BATCH_AXIS, PAPER_STREAM, Plan
 from stamplib.report.frames import over_seeds, plan_frame
+from stamplib.report.palette import method_colours
 from stamplib.report.paper import method_label
 
 COLUMNS = ["method", "axis", "stream", "ACC", "AUROC", "H", "rank"]
@@ -97,7 +97,7 @@ def plot_axes(table: pd.DataFrame, title: str = "H-score on harder streams") -> 
         axes[0, 0].set_axis_off()
         return fig
     methods = list(dict.fromkeys(table["method"]))
-    colours = dict(zip(methods, plt.get_cmap("tab20")(np.linspace(0, 1, max(len(methods), 2)))))
+    colours = method_colours(methods)  # STAMP in the headline's red, no other method in a red or pink
     for ax, axis in zip(axes[0], axes_names):
         rows = table[table["axis"] == axis]
         streams = list(dict.fromkeys(rows["stream"]))
