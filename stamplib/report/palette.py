@@ -16,8 +16,8 @@ STAMP = "#d62728"
 PAPER_METHODS_BAR = "#1f77b4"
 NEWER_METHODS_BAR = "#7f7f7f"
 
-#: Each registered method's colour: tab20's colours without its reds and pinks (those are
-#: STAMP's alone), the paper's methods in the dark shades, the newer methods in the light ones.
+#: Each registered method's colour: tab20's (and tab20b's) colours without the reds, pinks and
+#: browns (red is STAMP's alone), the paper's methods in dark shades, the newer ones in light.
 METHOD_COLOURS = {
     "stamp": STAMP,
     "source": "#7f7f7f",  # grey
@@ -25,7 +25,7 @@ METHOD_COLOURS = {
     "tent": "#ff7f0e",  # orange
     "eata": "#2ca02c",  # green
     "sar": "#9467bd",  # purple
-    "cotta": "#8c564b",  # brown
+    "cotta": "#8c6d31",  # dark gold (tab20b; tab10's brown is too near red)
     "rotta": "#bcbd22",  # olive
     "sotta": "#17becf",  # cyan
     "owttt": "#393b79",  # navy
@@ -35,7 +35,7 @@ METHOD_COLOURS = {
     "tent_come": "#ffbb78",  # light orange
 }
 #: For methods registered from outside the package, in the order a figure meets them.
-SPARE_COLOURS = ("#c49c94", "#c7c7c7", "#dbdb8d", "#9edae5", "#5254a3", "#637939", "#8c6d31")
+SPARE_COLOURS = ("#e7cb94", "#c7c7c7", "#dbdb8d", "#9edae5", "#6b6ecf", "#637939", "#b5cf6b")
 
 _BY_LABEL = {METHOD_LABELS[m]: m for m in METHOD_COLOURS if m in METHOD_LABELS}
 
