@@ -438,7 +438,12 @@ def plan_stress_streams(experiment: Experiment, params: NotebookParameters, batc
                 continue
             cells.append(dataclasses.replace(cell, spec=spec.with_(mixed_domains=domain == "mixed"),
                                              variant=stress_variant(DOMAIN_AXIS, domain)))
-    return Plan(experiment, params.scale, tuple(cells), tuple(dict.fromkeys(notes)))
+    # The paper's stream (notebook 02's cell) over the headline's other seeds: its spread is each
+    # method's band in the figure (stamplib.report.stress.paper_stream_spread).
+    other_seeds = [s for s in experiment.band_seeds(params) if s not in params.seeds]
+    band = _cells(experiment, params, params.methods or methods.TABLE_ORDER, ONE_ROW, seeds=other_seeds)
+    return Plan(experiment, params.scale, tuple(cells), tuple(dict.fromkeys(notes)),
+                band_cells=tuple(band) if other_seeds else ())
 
 
 def plan_walkthrough(experiment: Experiment, params: NotebookParameters, methods_to_compare: str = "source,bn_stats,tent,stamp",
@@ -562,7 +567,7 @@ AUGMENTATION = register(Experiment("09_fig_augmentation_averaging", plan_augment
                                    AUGMENTATION_SETUPS, (), _FIXED_ROWS, bands=True))
 INSIDE_THE_STREAM = register(Experiment("10_inside_the_stream", plan_inside_the_stream, NOISE_SETUPS))
 REALISTIC = register(Experiment("12_realistic_stream", plan_realistic_stream, TABLE1_SETUPS))
-STRESS = register(Experiment("13_stress_streams", plan_stress_streams, NOISE_SETUPS))
+STRESS = register(Experiment("13_stress_streams", plan_stress_streams, NOISE_SETUPS, bands=True))
 
 
 def experiment(name: str | Experiment) -> Experiment:

@@ -104,3 +104,33 @@ def test_notebook_13s_figure_draws_stamp_red_and_owttt_apart() -> None:
     lines = {line.get_label(): mcolors.to_hex(line.get_color()) for line in fig.axes[0].get_lines()}
     assert lines["STAMP"] == palette.STAMP and lines["OWTTT"] == palette.METHOD_COLOURS["owttt"]
     assert len(set(lines.values())) == 3
+
+
+def _record(spec, per_corruption: dict[str, float]) -> dict:
+    per = {c: {"acc": v, "auroc": v, "h": v, "collapsed": False, "seconds": 1.0}
+           for c, v in per_corruption.items() if c in spec.corruptions}
+    mean = sum(m["h"] for m in per.values()) / len(per)
+    return {"key": spec.key(), "spec": spec.to_dict(), "per_corruption": per,
+            "mean": {"acc": mean, "auroc": mean, "h": mean, "collapsed": []}, "seconds": 1.0}
+
+
+def test_notebook_13_reads_the_paper_batch_on_its_corruption_and_draws_the_paper_streams_spread() -> None:
+    from stamplib.experiments import plans
+
+    plan = plans.plan("13_stress_streams", methods="stamp,tent")
+    cells = (*plan.cells, *plan.band_cells)
+    # gaussian noise differs from the other corruptions, and from seed to seed
+    records = {c.spec.key(): _record(c.spec, {"gaussian_noise": 80.0 + 2 * c.spec.seed, "defocus_blur": 40.0,
+                                              "contrast": 40.0}) for c in cells}
+    table = stress.stress_table(plan, records).set_index(["method", "axis", "stream"])
+    assert table.loc[("STAMP", "batch size", "64"), "H"] == 80.0  # notebook 02's cell, on gaussian noise alone
+    assert table.loc[("STAMP", "label shift", "none"), "H"] == pytest.approx(160 / 3)  # all three corruptions
+    spread = stress.paper_stream_spread(plan, records).set_index(["method", "axis"])
+    assert spread.loc[("STAMP", "batch size"), ["H min", "H max"]].tolist() == [80.0, 84.0]
+    assert spread.loc[("STAMP", "domains"), ["H min", "H max"]].tolist() == pytest.approx([160 / 3, 164 / 3])
+    note = stress.spread_note(stress.paper_stream_spread(plan, records))
+    assert note.startswith("batch size=64 (the paper's stream) over seeds 0–2, H mean (min–max): STAMP 82.0 "
+                           "(80.0–84.0), Tent 82.0 (80.0–84.0).")
+    fig = stress.plot_axes(stress.stress_table(plan, records), spread=stress.paper_stream_spread(plan, records))
+    assert len(fig.axes[0].collections) == 2  # a bar per method on the paper's batch
+    assert stress.paper_stream_spread(plans.plan("13_stress_streams", methods="stamp", profile="full"), {}).empty
