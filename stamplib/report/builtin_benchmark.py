@@ -274,6 +274,8 @@ def block(store: ResultsStore, reference_store: ResultsStore | None = None,
     found = sum(len(seeds.present(v)) for letter, (_, metric) in SETTINGS.items()
                 for v in by_seed(ours[letter], metric, METHOD_ORDER).values())
     seen = _seeds_of(ours)
+    if not found:
+        return "\n".join([BEGIN, "", "No quick-run records yet: `./run_all.sh` computes them.", "", END])
     lines = [BEGIN, "", f"From the quick run's records ({found} records over {seeds.seeds_text(seen)}; "
              "`./run_all.sh`): mean over gaussian noise, defocus blur and contrast at severity 5, 1,024 known-class "
              "photographs + 256 outliers per corruption." + _models_line(model_cards), ""]
