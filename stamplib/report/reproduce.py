@@ -618,16 +618,22 @@ def _draw_slopes(ax: plt.Axes, rows: pd.DataFrame, metric: str, most: int, digit
         colors = [by_method[m] for m in methods]
     else:  # variants of one method (ablation rows, ratios): told apart by a palette of their own
         colors = list(sns.color_palette("colorblind", max(1, len(labels))))
+    # Over several seeds: the places are those of the means, and each label adds the range of
+    # the item's ranks over the seeds (``4th–9th``), each seed ranked on its own.
+    by_seed = _seed_values(rows, metric)
+    intervals = {label: seeds.rank_text(seeds.ranks(by_seed, label, digits)) for label in by_seed}
     for i, label in enumerate(labels):
         left, right = places[0][i], places[1][i]
         ax.plot([0, 1], [left, right], marker="o", color=colors[i % len(colors)])
         ax.text(-0.06, left, f"{label}  {sides[0][i]:.{digits}f}", ha="right", va="center", fontsize=9)
-        ax.text(1.06, right, f"{sides[1][i]:.{digits}f}  {label}", ha="left", va="center", fontsize=9)
+        interval = f"  ({intervals[label]})" if label in intervals else ""
+        ax.text(1.06, right, f"{sides[1][i]:.{digits}f}  {label}{interval}", ha="left", va="center", fontsize=9)
     if not labels:
         ax.text(0.5, (most + 1) / 2, "no method with both numbers", ha="center", va="center")
     ax.set_xlim(-0.9, 1.9)
     ax.set_ylim(most + 0.5, 0.5)  # inverted: rank 1 at the top
-    ax.set_xticks([0, 1], ["paper's rank", "our rank"])
+    over = f"our rank\n(mean over {seeds.seeds_text(seeds.paired(*by_seed.values()))})" if by_seed else "our rank"
+    ax.set_xticks([0, 1], ["paper's rank", over])
     ax.set_yticks(range(1, most + 1))
     ax.set_ylabel(f"rank by {metric} (1 = best)")
     ax.grid(axis="x", visible=False)
