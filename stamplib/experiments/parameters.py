@@ -53,14 +53,17 @@ def parse_methods(text: str | Sequence[str]) -> tuple[str, ...]:
 
 
 def parse_seeds(text: str | Sequence[int]) -> tuple[int, ...]:
+    """Comma-separated seeds; empty (``""``) means the notebook's own: the profile's headline
+    seeds for the headline tables on the built-in benchmark, else seed 0
+    (:meth:`stamplib.experiments.plans.Experiment.default_seeds`)."""
     items = names(text if isinstance(text, (str, int)) else [str(s) for s in text], "seeds")
     try:
         seeds = tuple(int(s) for s in items)
     except ValueError:
         raise ValueError(f"seeds: expected comma-separated integers such as '0,1,2', got {text!r}") from None
-    if not seeds or any(s < 0 for s in seeds):
-        raise ValueError(f"seeds: give at least one non-negative integer, got {text!r}")
-    return seeds
+    if any(s < 0 for s in seeds):
+        raise ValueError(f"seeds: give non-negative integers (or nothing for the notebook's own), got {text!r}")
+    return tuple(dict.fromkeys(seeds))
 
 
 def parse_metrics(text: str | Sequence[str]) -> tuple[str, ...]:
@@ -94,7 +97,7 @@ class NotebookParameters:
     datasets: tuple[str, ...]  # empty: the notebook's data sets at this scale
     outlier_sets: tuple[str, ...]  # empty: those of each data set
     corruptions: tuple[str, ...]
-    seeds: tuple[int, ...]
+    seeds: tuple[int, ...]  # empty: the notebook's own (Experiment.default_seeds)
     severity: int
     outlier_ratio: float
     device: str
@@ -105,7 +108,7 @@ class NotebookParameters:
     def parse(
         cls, profile: str = "quick", data_root: str = "", methods: str | Sequence[str] = "",
         datasets: str | Sequence[str] = "", outlier_sets: str | Sequence[str] = "",
-        corruptions: str | Sequence[str] = "", seeds: str | Sequence[int] = "0", severity: int | str = 5,
+        corruptions: str | Sequence[str] = "", seeds: str | Sequence[int] = "", severity: int | str = 5,
         outlier_ratio: float | str = 0.2, device: str = "cpu", compute_missing: bool = True,
         metrics: str | Sequence[str] = "", **_: Any,
     ) -> NotebookParameters:

@@ -66,6 +66,9 @@ class Cell:
     variant: str = ""  # row label beyond the method: ablation flags, ratio, K, weighting
     paper_dataset: str = ""
     paper_outliers: str = ""
+    # The corruptions of the spec's record that the table reads (empty: all): notebook 13's
+    # batch-size axis reads the paper's stream from notebook 02's cell, on its own corruptions.
+    corruptions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,10 @@ class Plan:
     scale: str  # builtin | real | paper
     cells: tuple[Cell, ...]
     notes: tuple[str, ...] = ()
+    # The baseline cell over the headline's other seeds (an ablation's or a sweep's default
+    # row, which stays at its own seeds): computed with the plan, shown only as the band of the
+    # seed spread (:func:`stamplib.report.reproduce.baseline_band`), never as rows of its table.
+    band_cells: tuple[Cell, ...] = ()
 
     @property
     def notebook(self) -> str:
@@ -87,8 +94,8 @@ class Plan:
 
     @property
     def specs(self) -> list[RunSpec]:
-        """The distinct RunSpecs, in table order."""
-        return distinct([cell.spec for cell in self.cells])
+        """The distinct RunSpecs to compute, in table order (then the band's)."""
+        return distinct([cell.spec for cell in (*self.cells, *self.band_cells)])
 
 
 def distinct(specs: Iterable[RunSpec]) -> list[RunSpec]:
@@ -216,15 +223,16 @@ STAMP_ONLY = ("stamp",)
 
 
 def _cells(experiment: Experiment, params: NotebookParameters, rows: Sequence[str],
-           variants: Sequence[Variant]) -> list[Cell]:
+           variants: Sequence[Variant], seeds: Sequence[int] | None = None) -> list[Cell]:
     """Every (data set, outlier set, method, variant, seed) cell; a variant's overrides apply
-    to the experiment's ``variant_methods``, its ratio (None: the notebook's) to every method."""
+    to the experiment's ``variant_methods``, its ratio (None: the notebook's) to every method;
+    ``seeds`` (None: the parameters')."""
     cells = []
     for setup in _setups(experiment, params):
         for o, po in zip(setup.outliers, setup.paper_outliers):
             for method in rows:
                 for label, overrides, ratio in variants:
-                    for seed in params.seeds:
+                    for seed in seeds if seeds is not None else params.seeds:
                         own = overrides if method in experiment.variant_methods else {}
                         stand_ins = stand_in_overrides(method, setup.dataset, setup.setting)
                         spec = RunSpec.make(
@@ -241,8 +249,18 @@ def plan_rows(experiment: Experiment, params: NotebookParameters, rows: Sequence
               variants: Sequence[Variant] = ONE_ROW) -> Plan:
     """The plan of ``rows`` (methods), each with every variant — (row label, overrides for the
     experiment's ``variant_methods``, outlier ratio or None) — on the experiment's data sets,
-    for every seed: what most planners return, and the building block of a new experiment."""
-    return Plan(experiment, params.scale, tuple(_cells(experiment, params, rows, variants)))
+    for every seed: what most planners return, and the building block of a new experiment.
+
+    An experiment that draws bands (:attr:`Experiment.bands`: the ablation and the sweeps) adds
+    its baseline rows — the variants that change nothing: no override, the notebook's outlier
+    ratio — over the headline's other seeds as :attr:`Plan.band_cells`."""
+    cells = _cells(experiment, params, rows, variants)
+    band: list[Cell] = []
+    other_seeds = [s for s in experiment.band_seeds(params) if s not in params.seeds]
+    if other_seeds:
+        baseline = [v for v in variants if not v[1] and (v[2] is None or v[2] == params.outlier_ratio)]
+        band = _cells(experiment, params, rows, baseline, seeds=other_seeds)
+    return Plan(experiment, params.scale, tuple(cells), band_cells=tuple(band))
 
 
 
@@ -384,7 +402,7 @@ def stress_variant(axis: str, value: object) -> str:
     return f"{axis}={value}"
 
 
-def plan_stress_streams(experiment: Experiment, params: NotebookParameters, batch_sizes: str = "1,4,16,64",
+def plan_stress_streams(experiment: Experiment, params: NotebookParameters, batch_sizes: str = "",
                         batch_corruptions: str = "gaussian_noise", label_shifts: str = "imbalance:10,sorted",
                         domains: str = ",".join(DOMAINS)) -> Plan:
     """Notebook 13 (beyond the paper): every method on the paper's stream and on harder ones
@@ -393,10 +411,13 @@ def plan_stress_streams(experiment: Experiment, params: NotebookParameters, batc
     a time. Each cell's variant is ``axis=value``; the paper's stream (batch 64, no label
     shift, separate domains) is notebook 02's cell. The batch-size axis runs on
     ``batch_corruptions`` only ("": the notebook's corruptions): a batch of one sample costs a
-    step per sample, and one corruption keeps the quick profile's run short. A batch smaller
-    than a method supports and a mixed stream of one corruption are left out, with a note."""
+    step per sample, and one corruption keeps the quick profile's run short; its batch of 64
+    is read from notebook 02's cell, on those corruptions alone (the method is reset before
+    each corruption, so a corruption's numbers do not depend on the others). ``batch_sizes``
+    "" means the profile's (quick: 4, 16, 64; full: 1 as well). A batch smaller than a method
+    supports and a mixed stream of one corruption are left out, with a note."""
     sizes = tuple(validation.check_positive_int("batch_sizes", number(b, int), "e.g. '1,4,16,64'")
-                  for b in names(batch_sizes, "batch_sizes"))
+                  for b in names(batch_sizes, "batch_sizes")) or get_profile(params.profile).stress_batch_sizes
     shifts = tuple(str(data.LabelShift.parse(t)) for t in names(label_shifts, "label_shifts"))
     wanted_domains = names(domains, "domains", DOMAINS)
     batch_only = names(batch_corruptions, "batch_corruptions")
@@ -408,8 +429,13 @@ def plan_stress_streams(experiment: Experiment, params: NotebookParameters, batc
             if size < smallest:
                 notes.append(f"{spec.method}: no batch of {size} (it adapts on batches of {smallest} or more)")
                 continue
-            cells.append(dataclasses.replace(cell, spec=batch_spec.with_stream(batch_size=size),
-                                             variant=stress_variant(BATCH_AXIS, size)))
+            variant = stress_variant(BATCH_AXIS, size)
+            if spec.with_stream(batch_size=size).key() == spec.key():  # the paper's batch: notebook 02's cell
+                reads = tuple(c for c in batch_spec.corruptions if c in spec.corruptions)
+                cells.append(dataclasses.replace(cell, variant=variant,
+                                                 corruptions=() if reads == tuple(spec.corruptions) else reads))
+                continue
+            cells.append(dataclasses.replace(cell, spec=batch_spec.with_stream(batch_size=size), variant=variant))
         for shift in ("", *shifts):
             cells.append(dataclasses.replace(cell, spec=spec.with_stream(label_shift=shift),
                                              variant=stress_variant(LABEL_AXIS, shift or "none")))
@@ -419,7 +445,12 @@ def plan_stress_streams(experiment: Experiment, params: NotebookParameters, batc
                 continue
             cells.append(dataclasses.replace(cell, spec=spec.with_stream(schedule="mixed" if domain == "mixed" else "episodic"),
                                              variant=stress_variant(DOMAIN_AXIS, domain)))
-    return Plan(experiment, params.scale, tuple(cells), tuple(dict.fromkeys(notes)))
+    # The paper's stream (notebook 02's cell) over the headline's other seeds: its spread is each
+    # method's band in the figure (stamplib.report.stress.paper_stream_spread).
+    other_seeds = [s for s in experiment.band_seeds(params) if s not in params.seeds]
+    band = _cells(experiment, params, params.methods or methods.TABLE_ORDER, ONE_ROW, seeds=other_seeds)
+    return Plan(experiment, params.scale, tuple(cells), tuple(dict.fromkeys(notes)),
+                band_cells=tuple(band) if other_seeds else ())
 
 
 def plan_walkthrough(experiment: Experiment, params: NotebookParameters, methods_to_compare: str = "source,bn_stats,tent,stamp",
@@ -450,7 +481,10 @@ class Experiment:
     CIFAR-10 in smoke); ``paper_tables`` the tables of the paper's numbers it reproduces;
     ``reads`` the planning parameters it takes (06 always plans STAMP, so not ``methods``);
     ``variant_methods`` the methods its variants' hyperparameter overrides apply to;
-    ``averages_outlier_sets``: its table adds an average over the outlier sets (Table 1)."""
+    ``averages_outlier_sets``: its table adds an average over the outlier sets (Table 1);
+    ``headline``: a headline table (02, 04, 05), run over the profile's headline seeds on the
+    built-in benchmark; ``bands``: an ablation or sweep, which stays at its seeds and draws
+    the seed spread of its baseline row (:attr:`Plan.band_cells`)."""
 
     notebook: str
     make: Callable[..., Plan]
@@ -459,6 +493,8 @@ class Experiment:
     reads: tuple[str, ...] = PLANNING
     variant_methods: tuple[str, ...] = STAMP_ONLY
     averages_outlier_sets: bool = False
+    headline: bool = False
+    bands: bool = False
 
     @property
     def own(self) -> tuple[str, ...]:
@@ -469,15 +505,35 @@ class Experiment:
     def accepts(self) -> set[str]:
         return {*self.reads, *self.own}
 
+    def headline_seeds(self, params: NotebookParameters) -> tuple[int, ...]:
+        """The profile's headline seeds on its built-in benchmark; seed 0 elsewhere (on real data
+        and at paper scale a cell costs minutes to hours; a data set named in ``datasets`` that
+        is not the profile's benchmark is someone's own experiment)."""
+        profile = get_profile(params.profile)
+        on_benchmark = all(d.startswith(profile.builtin) for d in params.datasets)
+        return profile.headline_seeds if params.scale == "builtin" and on_benchmark else (0,)
+
+    def default_seeds(self, params: NotebookParameters) -> tuple[int, ...]:
+        """Its seeds when the ``seeds`` parameter is empty: the headline seeds for a headline
+        table, else seed 0."""
+        return self.headline_seeds(params) if self.headline else (0,)
+
+    def band_seeds(self, params: NotebookParameters) -> tuple[int, ...]:
+        """The seeds of its baseline row's band: the headline seeds for an experiment that draws
+        bands, none otherwise."""
+        return self.headline_seeds(params) if self.bands else ()
+
     def plan(self, parsed: NotebookParameters | None = None, /, **params: Any) -> Plan:
         """The cells for its parameters parsed once (a notebook's
         ``NotebookParameters.from_notebook(globals())``, plus its own parameters as keywords),
         or for keywords alone. Names that are no parameter of it are ignored, so a whole
-        parameters cell can be passed."""
+        parameters cell can be passed. Empty ``seeds`` become its :meth:`default_seeds`."""
         if parsed is None:
             parsed = NotebookParameters.parse(**params)
         elif twice := sorted(_FIELDS & set(params)):
             raise TypeError(f"{twice} are in the parsed parameters already: give them there, not as keywords")
+        if not parsed.seeds:
+            parsed = dataclasses.replace(parsed, seeds=self.default_seeds(parsed))
         return self.make(self, parsed, **{k: v for k, v in params.items() if k in self.own})
 
     def cells(self, **params: Any) -> list[RunSpec]:
@@ -506,19 +562,22 @@ _FIELDS = {f.name for f in dataclasses.fields(NotebookParameters)}
 
 WALKTHROUGH = register(Experiment("00_walkthrough", plan_walkthrough, reads=("profile",)))
 TABLE1 = register(Experiment("02_table1_cifar_outlier_aware", plan_method_table, TABLE1_SETUPS, ("1a", "1b"),
-                             averages_outlier_sets=True))
+                             averages_outlier_sets=True, headline=True))
 IMAGENET = register(Experiment("03_table2_imagenet_outlier_aware", plan_method_table, IMAGENET_SETUPS, ("2",)))
-CLASS_SPLIT = register(Experiment("04_table3_class_split", plan_method_table, CLASS_SPLIT_SETUPS, ("3",)))
-CLOSED_SET = register(Experiment("05_table4_closed_set", plan_method_table, CLOSED_SET_SETUPS, ("4a", "4b")))
-ABLATION = register(Experiment("06_table5_ablation", plan_ablation, SVHN_SETUPS, ("5",), _FIXED_ROWS))
-WEIGHTS = register(Experiment("07_fig_weight_strategies", plan_weight_strategies, SVHN_SETUPS, (), _FIXED_ROWS))
+CLASS_SPLIT = register(Experiment("04_table3_class_split", plan_method_table, CLASS_SPLIT_SETUPS, ("3",),
+                                  headline=True))
+CLOSED_SET = register(Experiment("05_table4_closed_set", plan_method_table, CLOSED_SET_SETUPS, ("4a", "4b"),
+                                 headline=True))
+ABLATION = register(Experiment("06_table5_ablation", plan_ablation, SVHN_SETUPS, ("5",), _FIXED_ROWS, bands=True))
+WEIGHTS = register(Experiment("07_fig_weight_strategies", plan_weight_strategies, SVHN_SETUPS, (), _FIXED_ROWS,
+                              bands=True))
 RATIOS = register(Experiment("08_table6_outlier_ratio", plan_outlier_ratio, RATIO_SETUPS, ("6",),
-                             tuple(p for p in PLANNING if p != "outlier_ratio")))
+                             tuple(p for p in PLANNING if p != "outlier_ratio"), bands=True))
 AUGMENTATION = register(Experiment("09_fig_augmentation_averaging", plan_augmentation_averaging,
-                                   AUGMENTATION_SETUPS, (), _FIXED_ROWS))
+                                   AUGMENTATION_SETUPS, (), _FIXED_ROWS, bands=True))
 INSIDE_THE_STREAM = register(Experiment("10_inside_the_stream", plan_inside_the_stream, NOISE_SETUPS))
 REALISTIC = register(Experiment("12_realistic_stream", plan_realistic_stream, TABLE1_SETUPS))
-STRESS = register(Experiment("13_stress_streams", plan_stress_streams, NOISE_SETUPS))
+STRESS = register(Experiment("13_stress_streams", plan_stress_streams, NOISE_SETUPS, bands=True))
 
 
 def experiment(name: str | Experiment) -> Experiment:

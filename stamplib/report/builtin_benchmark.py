@@ -12,6 +12,7 @@ methods (Kendall's τ_b) and STAMP's place, never a difference of numbers.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +25,11 @@ from stamplib import data
 from stamplib.evaluation.assembly import build_stream
 from stamplib.evaluation.store import ResultsStore
 from stamplib.experiments import plans, reference
-from stamplib.report import reference_run
+from stamplib.report import reference_run, seeds
+from stamplib.report.palette import NEWER_METHODS_BAR, PAPER_METHODS_BAR, STAMP
 from stamplib.report.paper import method_label
 from stamplib.report.reference_run import METHOD_ORDER, PAPER_METHODS, closed_set
-from stamplib.report.reproduce import ordinal, paper_table, rank_agreement, standing
+from stamplib.report.reproduce import paper_table
 from stamplib.report.tables import to_markdown
 from stamplib.report.walkthrough import draw_stream_image
 
@@ -42,10 +44,17 @@ FIGURE = "builtin_benchmark"  # figures/builtin_benchmark.png, committed as the 
 PAGE = Path("docs") / "builtin_benchmark.md"
 
 
+#: The columns a setting's table keeps per metric: ours (the mean over seeds), the paper's, and
+#: the spread over seeds (min, max, and the value under each seed).
+_KINDS = ("ours", "paper", "min", "max", "seeds")
+
+
 def tables(store: ResultsStore, profile: str = "quick") -> dict[str, pd.DataFrame]:
     """One table per setting from ``store``'s quick-profile records on the built-in benchmark:
-    a row per method that has a record, ``<M> ours`` and ``<M> paper`` (ACC only in (c), the
-    mean over the profile's corruptions beside the paper's mean over the same corruptions)."""
+    a row per method that has a record, ``<M> ours`` (the mean over the seeds stored),
+    ``<M> paper`` and the spread over seeds (``<M> min``, ``<M> max``, ``<M> seeds``: each
+    seed's value). ACC only in (c), the mean over the profile's corruptions beside the paper's
+    mean over the same corruptions."""
     records = {r["key"]: r for r in store.records()}
     out = {}
     for letter, (experiment, _) in SETTINGS.items():
@@ -56,98 +65,192 @@ def tables(store: ResultsStore, profile: str = "quick") -> dict[str, pd.DataFram
             table = closed_set(per).drop(columns="ACC Δ")
         else:
             table = paper_table(plan, records)
-            keep = ["method"] + [f"{m} {k}" for m in ("ACC", "AUROC", "H") for k in ("ours", "paper")]
+            keep = ["method"] + [f"{m} {k}" for m in ("ACC", "AUROC", "H") for k in _KINDS]
             table = table[[c for c in keep if c in table.columns]]
         out[letter] = table.reset_index(drop=True)
     return out
 
 
-def _tau(ours: pd.DataFrame, other: pd.DataFrame, metric: str) -> tuple[float, int]:
-    """Kendall's τ_b between our order of the paper's ten methods by ``metric`` and ``other``'s
-    (a table with ``<metric> ours``), over the methods both have."""
-    mine = ours.set_index("method")[f"{metric} ours"]
-    theirs = other.set_index("method")[f"{metric} ours"] if not other.empty else pd.Series(dtype=float)
-    both = [m for m in PAPER_METHODS if m in mine.index and m in theirs.index
-            and pd.notna(mine[m]) and pd.notna(theirs[m])]
-    frame = pd.DataFrame({"dataset": "x", "outliers": "x", "method": both,
-                          f"{metric} paper": [theirs[m] for m in both], f"{metric} ours": [mine[m] for m in both]})
-    if len(both) < 2:
-        return float("nan"), len(both)
-    return float(rank_agreement(frame, metric)["kendall_tau"].iloc[0]), len(both)
+def corruption_tables(store: ResultsStore, profile: str = "quick") -> dict[str, pd.DataFrame]:
+    """Per setting, the setting's metric (H in (a) and (b), ACC in (c)) per method and corruption:
+    :func:`~stamplib.report.reproduce.paper_table` rows per corruption, mean over seeds with
+    the spread."""
+    records = {r["key"]: r for r in store.records()}
+    out = {}
+    for letter, (experiment, metric) in SETTINGS.items():
+        plan = experiment.plan(profile=profile)
+        table = paper_table(plan, records, per_corruption=True, metrics=(metric.lower(),))
+        out[letter] = table[table["corruption"] != "mean"].reset_index(drop=True) if not table.empty else table
+    return out
 
 
-def _stamp_standing(table: pd.DataFrame, metric: str) -> Any:
-    """:func:`~stamplib.report.reproduce.standing` of STAMP in one setting's table (one panel),
-    or None when the table has no STAMP row with both numbers."""
-    if table.empty:
+def by_seed(table: pd.DataFrame, metric: str, methods: Sequence[str] = PAPER_METHODS) -> dict[str, dict[int, float]]:
+    """``metric``'s value under each seed of each of ``methods`` that has a row
+    (:func:`stamplib.report.seeds.table_values`)."""
+    return seeds.table_values(table, metric, methods)
+
+
+def spread(table: pd.DataFrame, method: str, metric: str, over: Sequence[int] | None = None) -> seeds.Spread:
+    """``method``'s ``metric`` over the seeds stored (or those of ``over``)."""
+    found = by_seed(table, metric, (method,)).get(method, {})
+    return seeds.Spread.of({s: v for s, v in found.items() if over is None or s in over})
+
+
+@dataclass(frozen=True)
+class Standing:
+    """Where STAMP stands among the paper's ten in one setting, seed by seed (paired): its rank
+    under each seed that all ten have, whether it beats the best other method under every one
+    of them (:func:`stamplib.report.seeds.leads`), and the numbers behind it."""
+
+    letter: str
+    metric: str
+    seeds: tuple[int, ...]  # the paired seeds: every one of the ten has a record under each
+    ranks: dict[int, int]
+    decision: seeds.Decision
+    best_other: str  # the best other method by its mean over the paired seeds
+    best_by_seed: dict[int, tuple[str, float]]
+    paper_rank: int | None
+
+    @property
+    def rank_text(self) -> str:
+        return seeds.rank_text(self.ranks)
+
+
+def standing(ours: Mapping[str, pd.DataFrame], letter: str, method: str = "stamp") -> Standing | None:
+    """STAMP's :class:`Standing` in setting ``letter``; None until all ten have a record under
+    one common seed."""
+    _, metric = SETTINGS[letter]
+    table = ours[letter]
+    values = by_seed(table, metric)
+    paired = seeds.paired(*values.values())
+    if len(values) < len(PAPER_METHODS) or not paired:
         return None
-    places = standing(table.assign(dataset="", outliers=""), metric)
-    return None if places.empty else places.iloc[0]
+    values = {m: {s: v[s] for s in paired} for m, v in values.items()}
+    means = {m: float(np.mean(list(v.values()))) for m, v in values.items() if m != method}
+    best_other = max(means, key=lambda m: means[m])  # the first of the paper's order on a tie
+    return Standing(letter, metric, paired, seeds.ranks(values, method), seeds.leads(values, method), best_other,
+                    seeds.best_other(values, method), _paper_rank(table, metric, method))
+
+
+def _paper_rank(table: pd.DataFrame, metric: str, method: str) -> int | None:
+    rows = table[table["method"].isin(PAPER_METHODS)].set_index("method")[f"{metric} paper"].dropna()
+    if method not in rows.index:
+        return None
+    values = rows.round(1)
+    return int((values > values[method]).sum()) + 1
+
+
+def _tau(ours: pd.DataFrame, other: Mapping[str, float], metric: str) -> tuple[dict[int, float], int]:
+    """Kendall's τ_b between ``other``'s order of the paper's ten methods (one number each) and
+    ours under each seed, over the methods both have; and how many took part."""
+    mine = by_seed(ours, metric)
+    both = {m: float(v) for m, v in other.items() if m in mine and m in PAPER_METHODS and not np.isnan(float(v))}
+    if len(both) < 2:
+        return {}, len(both)
+    return seeds.tau_by_seed(mine, both), len(both)
+
+
+def _reference_values(ref: pd.DataFrame, metric: str) -> dict[str, float]:
+    """The reference run's number per method as its tables show it (the mean over its seeds)."""
+    if ref.empty:
+        return {}
+    return dict(zip(ref["method"], ref[f"{metric} ours"].astype(float)))
+
+
+def _rank_with_seeds(place: Standing | None) -> str:
+    return "—" if place is None else f"{place.rank_text} ({seeds.seeds_text(place.seeds)})"
 
 
 def agreement(ours: Mapping[str, pd.DataFrame], reference_tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
-    """Per setting: Kendall's τ_b of the paper's ten methods, ours against the paper and
-    against the ResNet-18 reference run, and STAMP's place in each of the three."""
+    """Per setting: Kendall's τ_b of the paper's ten methods under each of our seeds, against the
+    paper and against the ResNet-18 reference run, and STAMP's rank in each of the three (ours
+    and the reference run's as the range over their paired seeds)."""
     rows = []
     for letter, (_, metric) in SETTINGS.items():
         table, ref = ours[letter], reference_tables.get(letter, pd.DataFrame())
         if table.empty:
             continue
-        paper_view = table[["method", f"{metric} paper"]].rename(columns={f"{metric} paper": f"{metric} ours"})
-        tau_paper, n_paper = _tau(table, paper_view, metric)
-        tau_ref, n_ref = _tau(table, ref, metric)
-        own, theirs = _stamp_standing(table, metric), _stamp_standing(ref, metric)
+        paper = dict(zip(table["method"], table[f"{metric} paper"].astype(float)))
+        tau_paper, n_paper = _tau(table, paper, metric)
+        tau_ref, n_ref = _tau(table, _reference_values(ref, metric), metric)
+        own, theirs = standing(ours, letter), (standing(reference_tables, letter) if not ref.empty else None)
         rows.append({
             "setting": TITLES[letter], "metric": metric, "methods": n_paper,
-            "τ_b vs paper": tau_paper, "τ_b vs reference run": tau_ref, "methods (reference)": n_ref,
-            "STAMP: ours": None if own is None else own.ours_rank,
-            "STAMP: paper": None if own is None else own.paper_rank,
-            "STAMP: reference run": None if theirs is None else theirs.ours_rank,
+            "τ_b vs paper": seeds.tau_text(tau_paper), "τ_b vs reference run": seeds.tau_text(tau_ref),
+            "methods (reference)": n_ref, "STAMP: ours": _rank_with_seeds(own),
+            "STAMP: paper": "—" if own is None or own.paper_rank is None else str(own.paper_rank),
+            "STAMP: reference run": _rank_with_seeds(theirs),
         })
     return pd.DataFrame(rows)
 
 
-def _fmt(v: Any, digits: int = 1) -> str:
-    if v is None or (isinstance(v, float) and np.isnan(v)):
-        return "—"
-    return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
+def _seeds_of(ours: Mapping[str, pd.DataFrame]) -> list[int]:
+    """Every seed any record of the three settings has."""
+    found: set[int] = set()
+    for letter, (_, metric) in SETTINGS.items():
+        for values in by_seed(ours[letter], metric, METHOD_ORDER).values():
+            found |= set(values)
+    return sorted(found)
 
 
 def method_table(ours: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
-    """All methods: ACC / AUROC / H in (a) and (b), ACC in (c), ours on the built-in benchmark."""
+    """All methods: ACC, AUROC and H in (a) and (b), ACC in (c), ours on the built-in benchmark,
+    each the mean over seeds with the smallest and largest seed's value."""
     out = []
     for method in [m for m in METHOD_ORDER if any(m in set(t["method"]) for t in ours.values() if not t.empty)]:
         row = {"method": method_label(method)}
-        for letter in ("a", "b"):
-            t = ours[letter]
-            r = t[t["method"] == method]
-            row[TITLES[letter]] = ("—" if r.empty else
-                                   " / ".join(_fmt(r[f"{m} ours"].iloc[0]) for m in ("ACC", "AUROC", "H")))
-        t = ours["c"]
-        r = t[t["method"] == method] if not t.empty else t
-        row[TITLES["c"] + ": ACC"] = "—" if r.empty else _fmt(r["ACC ours"].iloc[0])
+        for letter, metrics in (("a", ("ACC", "AUROC", "H")), ("b", ("ACC", "AUROC", "H")), ("c", ("ACC",))):
+            for metric in metrics:
+                row[f"({letter}) {metric}"] = spread(ours[letter], method, metric).text()
         out.append(row)
     return pd.DataFrame(out)
 
 
-def stamp_lead(ours: Mapping[str, pd.DataFrame]) -> list[str]:
-    """Whether STAMP leads the paper's ten methods in H in (a) and (b), with its ACC and AUROC
-    beside the best other method's (what decides H)."""
+def corruption_table(per_corruption: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Every method's H per corruption in (a) and (b) and ACC per corruption in (c): the mean over
+    seeds with the smallest and largest seed's value."""
+    columns: dict[str, tuple[str, str, str]] = {}
+    for letter, (_, metric) in SETTINGS.items():
+        table = per_corruption[letter]
+        for corruption in dict.fromkeys(table["corruption"]) if not table.empty else ():
+            columns[f"({letter}) {metric} {corruption.replace('_', ' ')}"] = (letter, metric, corruption)
+    methods = [m for m in METHOD_ORDER if any(m in set(t["method"]) for t in per_corruption.values() if not t.empty)]
+    out = []
+    for method in methods:
+        row = {"method": method_label(method)}
+        for name, (letter, metric, corruption) in columns.items():
+            table = per_corruption[letter]
+            hit = table[(table["method"] == method) & (table["corruption"] == corruption)]
+            row[name] = "—" if hit.empty else seeds.Spread.of(hit[f"{metric} seeds"].iloc[0]).text()
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+_CLAIMS = {"a": "lead the paper's ten by H with Noise outliers", "b": "lead the paper's ten by H in the class split",
+           "c": "lead the paper's ten by closed-set accuracy"}
+
+
+def verdicts(ours: Mapping[str, pd.DataFrame]) -> list[str]:
+    """Per setting, the claim that STAMP leads the paper's ten methods, decided on paired seeds
+    (:func:`stamplib.report.seeds.leads`), with its rank under the seeds, its numbers and the
+    best other method's under each seed."""
     lines = []
-    for letter in ("a", "b"):
-        table = ours[letter]
-        place = _stamp_standing(table, "H")
+    for letter, (_, metric) in SETTINGS.items():
+        place = standing(ours, letter)
         if place is None:
             continue
-        rows = table.set_index("method")
-        best = place.ours_best
-        s, b = rows.loc["stamp"], rows.loc[best]
-        verdict = "leads" if place.ours_rank == 1 else f"does not lead (rank {place.ours_rank})"
-        lines.append(
-            f"- {TITLES[letter]}: STAMP {verdict} among the paper's ten by H: STAMP {s['H ours']:.1f} "
-            f"(ACC {s['ACC ours']:.1f}, AUROC {s['AUROC ours']:.1f}) against {method_label(best)} "
-            f"{b['H ours']:.1f} (ACC {b['ACC ours']:.1f}, AUROC {b['AUROC ours']:.1f})."
-        )
+        table = ours[letter]
+        own = spread(table, "stamp", metric, place.seeds)
+        other = spread(table, place.best_other, metric, place.seeds)
+        detail = place.decision.detail()
+        line = (f"- {TITLES[letter]}: does STAMP {_CLAIMS[letter]}? **{place.decision.label()}**"
+                + (f" ({detail})" if detail else "") + f". STAMP ranks {place.rank_text} by {metric} with "
+                f"{own.text()} against {method_label(place.best_other)} {other.text()}")
+        if len(place.seeds) > 1:
+            stamp = by_seed(table, metric, ("stamp",))["stamp"]
+            line += (" (mean, min–max); the best other under each seed: " + ", ".join(
+                f"seed {s} {method_label(m)} {v:.1f} (STAMP {stamp[s]:.1f})" for s, (m, v) in place.best_by_seed.items()))
+        lines.append(line + ".")
     return lines
 
 
@@ -168,37 +271,64 @@ def block(store: ResultsStore, reference_store: ResultsStore | None = None,
     ours = tables(store)
     ref_store = reference_store if reference_store is not None else ResultsStore(reference.reference_dir())
     ref = reference_run.tables(ref_store)
-    found = sum(len(t) for t in ours.values())
-    lines = [BEGIN, "", f"From the quick run's records ({found} method rows; `./run_all.sh`, seed 0): mean over "
-             "gaussian noise, defocus blur and contrast at severity 5, 1,024 known-class photographs + 256 "
-             "outliers per corruption." + _models_line(model_cards), ""]
-    lines += ["ACC / AUROC / H in (a) and (b), ACC in (c):", "", to_markdown(method_table(ours)), ""]
+    found = sum(len(seeds.present(v)) for letter, (_, metric) in SETTINGS.items()
+                for v in by_seed(ours[letter], metric, METHOD_ORDER).values())
+    seen = _seeds_of(ours)
+    if not found:
+        return "\n".join([BEGIN, "", "No quick-run records yet: `./run_all.sh` computes them.", "", END])
+    lines = [BEGIN, "", f"From the quick run's records ({found} records over {seeds.seeds_text(seen)}; "
+             "`./run_all.sh`): mean over gaussian noise, defocus blur and contrast at severity 5, 1,024 known-class "
+             "photographs + 256 outliers per corruption." + _models_line(model_cards), ""]
+    if len(seen) > 1:
+        lines += [f"Every number of ours is the mean over {seeds.seeds_text(seen)} with, in brackets, the smallest "
+                  "and the largest value of a single seed (min–max). A seed fixes the stream's order, the "
+                  "corruption draws and every random choice of the methods, so under one seed all methods saw the "
+                  "same stream: the comparisons below are made seed by seed.", ""]
+    lines += ["ACC, AUROC and H in (a) and (b), ACC in (c):", "", to_markdown(method_table(ours)), ""]
+    lines += ["Per corruption, H in (a) and (b) and ACC in (c):", "",
+              to_markdown(corruption_table(corruption_tables(store))), ""]
     agree = agreement(ours, ref)
     if not agree.empty:
-        shown = agree.copy()
-        for col in ("τ_b vs paper", "τ_b vs reference run"):
-            shown[col] = [("—" if np.isnan(v) else f"{v:+.2f}") for v in shown[col]]
-        lines += ["The order of the paper's ten methods (Kendall's τ_b, 1 = the same order) and STAMP's rank "
-                  "among them (1 = best): on the built-in benchmark, in the paper, and in the ResNet-18 "
-                  "reference run on the JPEG CIFAR-10 (`results/reference`):", "", to_markdown(shown), ""]
-    lines += stamp_lead(ours)
+        lines += ["The order of the paper's ten methods (Kendall's τ_b per seed of ours and its range, 1 = the same "
+                  "order) and STAMP's rank among them (1 = best; ours and the reference run's: the range over their "
+                  "seeds that all ten have): on the built-in benchmark, in the paper, and in the ResNet-18 reference "
+                  "run on the JPEG CIFAR-10 (`results/reference`, its numbers the mean over its seeds):", "",
+                  to_markdown(agree), ""]
+    claims = verdicts(ours)
+    if claims:
+        lines += ["Does STAMP lead the paper's ten? *yes* only if it beats the best other method under every seed "
+                  "(the same stream), *no* only if it loses under every seed, otherwise *within the seed spread*; "
+                  "from a single seed, *one seed*:", ""] + claims
     lines += ["", END]
     return "\n".join(lines)
 
 
+_SUMMARY_WHAT = {"a": "by H with Noise outliers", "b": "by H in the class split", "c": "by closed-set accuracy"}
+
+
 def summary(ours: Mapping[str, pd.DataFrame]) -> str:
-    """The README's sentence on STAMP's place among the paper's ten in (a), (b) and (c)."""
-    parts = []
+    """The README's sentences on STAMP's place among the paper's ten in (a), (b) and (c): its
+    rank over the seeds, its number and the best other's (mean, min–max), and the verdict."""
+    parts, answers = [], []
     for letter, (_, metric) in SETTINGS.items():
-        place = _stamp_standing(ours[letter], metric)
+        place = standing(ours, letter)
         if place is None:
             continue
-        what = {"a": "by H with Noise outliers", "b": "by H in the class split", "c": "by closed-set accuracy"}[letter]
-        parts.append(f"{ordinal(place.ours_rank)} {what} ({place.ours_value:.1f}; best other {place.ours_best_other})")
+        table = ours[letter]
+        own, other = spread(table, "stamp", metric, place.seeds), spread(table, place.best_other, metric, place.seeds)
+        parts.append(f"{place.rank_text} {_SUMMARY_WHAT[letter]} ({own.text()}; best other "
+                     f"{method_label(place.best_other)} {other.text()})")
+        answers.append(f"{_SUMMARY_WHAT[letter].removeprefix('by ')} *{place.decision.label()}*")
     if not parts:
         return SUMMARY_BEGIN + "\nNo quick-run records yet.\n" + SUMMARY_END
+    seen = sorted({s for letter in SETTINGS if (p := standing(ours, letter)) is not None for s in p.seeds})
     listed = ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1]
-    return f"{SUMMARY_BEGIN}\nAmong the paper's ten methods, STAMP ranks {listed}.\n{SUMMARY_END}"
+    over = (f" over {seeds.seeds_text(seen)} (mean, with the smallest and largest seed's value)"
+            if len(seen) > 1 else f" ({seeds.seeds_text(seen)})")
+    text = f"Among the paper's ten methods, STAMP ranks {listed}{over}."
+    text += (" Does it beat the best other method under every seed (the same stream)? By " if len(seen) > 1 else
+             " Whether it leads, by ") + ", by ".join(answers) + "."
+    return f"{SUMMARY_BEGIN}\n{text}\n{SUMMARY_END}"
 
 
 def replace_block(text: str, new_block: str, begin: str = BEGIN, end: str = END) -> str:
@@ -222,11 +352,28 @@ def stream_examples(per_corruption: int = 4, profile: str = "quick") -> list[tup
     return out
 
 
+def _error_bars(table: pd.DataFrame, order: Sequence[str], metric: str) -> np.ndarray | None:
+    """Asymmetric error bars (below, above the mean) from each method's smallest and largest
+    seed's value; None when no method has two seeds."""
+    if f"{metric} min" not in table.columns:
+        return None
+    rows = table.set_index("method").reindex(order)
+    several = [len(seeds.present(v)) > 1 if isinstance(v, dict) else False for v in rows[f"{metric} seeds"]]
+    if not any(several):
+        return None
+    mean = rows[f"{metric} ours"].to_numpy(float)
+    below = np.where(several, mean - rows[f"{metric} min"].to_numpy(float), np.nan)
+    above = np.where(several, rows[f"{metric} max"].to_numpy(float) - mean, np.nan)
+    return np.vstack([below, above])
+
+
 def headline_figure(ours: Mapping[str, pd.DataFrame], ref: Mapping[str, pd.DataFrame],
                     examples: Sequence[tuple[str, torch.Tensor, torch.Tensor]] = ()) -> plt.Figure:
     """A strip of the stream's photographs (``examples``, from :func:`stream_examples`; outliers
-    framed in red), then H of every method in (a) and (b): bars for the built-in benchmark
-    (STAMP in red), dots for the ResNet-18 reference run, crosses for the paper."""
+    framed in red), then H of every method in (a) and (b): bars for the built-in benchmark (the
+    mean over its seeds, error bars from the smallest to the largest seed's value; STAMP in
+    red), dots for the ResNet-18 reference run (with its seeds' range where it has several),
+    crosses for the paper."""
     strip = sum(len(images) for _, images, _ in examples)
     fig = plt.figure(figsize=(13, 6.4 if strip else 4.6))
     grid = fig.add_gridspec(2 if strip else 1, 2, height_ratios=(1.0, 3.4) if strip else None)
@@ -243,6 +390,8 @@ def headline_figure(ours: Mapping[str, pd.DataFrame], ref: Mapping[str, pd.DataF
                 ax.set_xlabel(draw_stream_image(ax, image, label, names, frame_width=2.5), fontsize=8)
     axes = [fig.add_subplot(grid[-1, i]) for i in range(2)]
     axes[1].sharey(axes[0])
+    seen = _seeds_of(ours)
+    over = f"mean over {seeds.seeds_text(seen)}, min–max" if len(seen) > 1 else seeds.seeds_text(seen)
     for ax, letter in zip(axes, ("a", "b")):
         table = ours[letter]
         if table.empty:
@@ -251,12 +400,15 @@ def headline_figure(ours: Mapping[str, pd.DataFrame], ref: Mapping[str, pd.DataF
         order = [m for m in METHOD_ORDER if m in set(table["method"])]
         values = table.set_index("method").reindex(order)
         x = np.arange(len(order))
-        colors = ["tab:red" if m == "stamp" else ("tab:blue" if m in PAPER_METHODS else "tab:gray") for m in order]
-        ax.bar(x, values["H ours"], color=colors, alpha=0.85, label="built-in benchmark (quick run)")
+        colors = [STAMP if m == "stamp" else (PAPER_METHODS_BAR if m in PAPER_METHODS else NEWER_METHODS_BAR)
+                  for m in order]
+        ax.bar(x, values["H ours"], color=colors, alpha=0.85, label=f"built-in benchmark (quick run; {over})",
+               yerr=_error_bars(table, order, "H"), error_kw={"ecolor": "0.2", "elinewidth": 1.2, "capsize": 3})
         other = ref.get(letter, pd.DataFrame())
         if not other.empty:
             r = other.set_index("method").reindex(order)
-            ax.plot(x, r["H ours"], "o", color="black", label="ResNet-18 reference run (JPEG CIFAR-10)")
+            ax.errorbar(x, r["H ours"], yerr=_error_bars(other, order, "H"), fmt="o", color="black", elinewidth=1,
+                        capsize=2, label="ResNet-18 reference run (JPEG CIFAR-10)")
         ax.plot(x, values["H paper"], "x", color="tab:orange", markersize=8, mew=2, label="paper")
         ax.set_xticks(x, [method_label(m) for m in order], rotation=60, ha="right")
         ax.set(title=TITLES[letter], ylabel="H-score (%)", ylim=(0, 100))

@@ -42,7 +42,22 @@ def is_collapsed(value: object) -> bool:
     return bool(value)
 
 
-def _rows(record: Mapping[str, Any], coordinates: Mapping[str, Any], per_corruption: bool) -> list[dict[str, Any]]:
+def _part(record: Mapping[str, Any], corruptions: tuple[str, ...]) -> dict[str, Any]:
+    """``record`` read on ``corruptions`` alone: its per-corruption metrics of those, and their
+    mean as the record's mean is made (each metric's mean over the corruptions)."""
+    per = {c: record["per_corruption"][c] for c in corruptions}
+    names = [k for k in metric_names() if all(k in m for m in per.values())]
+    mean = {k: sum(float(m[k]) for m in per.values()) / len(per) for k in names}
+    mean["collapsed"] = [c for c, m in per.items() if m["collapsed"]]
+    return {**record, "per_corruption": per, "mean": mean, "collapsed": mean["collapsed"],
+            "seconds": sum(float(m.get("seconds", math.nan)) for m in per.values())}
+
+
+def _rows(record: Mapping[str, Any], coordinates: Mapping[str, Any], per_corruption: bool,
+          corruptions: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """The frame rows of ``record``; ``corruptions``: read those alone (empty: all)."""
+    if corruptions and tuple(corruptions) != tuple(record["per_corruption"]):
+        record = _part(record, corruptions)
     spec = record["spec"]
     base = {"dataset": spec["dataset"], "outliers": spec["outliers"], "method": spec["method"],
             **coordinates, "seed": spec["seed"], "outlier_ratio": spec.get("outlier_ratio", math.nan)}
@@ -66,19 +81,22 @@ def results_frame(records: Iterable[Mapping[str, Any]], per_corruption: bool = F
 
 def plan_frame(plan: Plan, records: Mapping[str, Mapping[str, Any]], per_corruption: bool = False) -> pd.DataFrame:
     """The frame of a plan's cells that have a record (``records`` by spec key), with each
-    cell's ``variant``, ``paper_dataset`` and ``paper_outliers``."""
+    cell's ``variant``, ``paper_dataset`` and ``paper_outliers``; a cell that names its
+    ``corruptions`` reads its record on those alone."""
     rows = []
     for cell in plan.cells:
         record = records.get(cell.spec.key())
         if record is not None:
             coordinates = {"variant": cell.variant, "paper_dataset": cell.paper_dataset,
                            "paper_outliers": cell.paper_outliers}
-            rows += _rows(record, coordinates, per_corruption)
+            rows += _rows(record, coordinates, per_corruption, cell.corruptions)
     return pd.DataFrame(rows)
 
 
 def over_seeds(frame: pd.DataFrame) -> pd.DataFrame:
-    """Mean over seeds, with ``*_std`` columns (NaN for a single seed) and ``n_seeds``."""
+    """Mean over seeds, with per metric ``*_std`` (NaN for a single seed), ``*_min`` and
+    ``*_max`` (the smallest and largest value over the seeds) and ``*_seeds`` (the value under
+    each seed, ``{seed: value}``: comparisons between rows pair their seeds), and ``n_seeds``."""
     keys = ["dataset", "outliers", "method", "variant", "paper_dataset", "paper_outliers", "corruption"]
     if frame.empty:
         return frame
@@ -87,8 +105,15 @@ def over_seeds(frame: pd.DataFrame) -> pd.DataFrame:
     out = grouped[names].mean()
     std = grouped[names].std(ddof=0).add_suffix("_std")
     out = out.join(std)
+    out = out.join(grouped[names].min().add_suffix("_min")).join(grouped[names].max().add_suffix("_max"))
+    for m in names:
+        out[f"{m}_seeds"] = grouped[["seed", m]].apply(lambda g, m=m: dict(zip(g["seed"].astype(int), g[m])))
     out["collapsed"] = grouped["collapsed"].any()
     out["n_seeds"] = grouped["seed"].nunique()
     single = out["n_seeds"] < 2
     out.loc[single, [f"{m}_std" for m in names]] = math.nan
     return out.reset_index()
+
+
+#: The columns :func:`over_seeds` adds per metric beside its mean.
+SPREAD_SUFFIXES = ("_std", "_min", "_max", "_seeds")

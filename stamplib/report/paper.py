@@ -158,8 +158,9 @@ def compare(ours: pd.DataFrame, table: str, on: list[str],
     ``on`` names the key columns that identify a paper number (among ``dataset``, ``outliers``,
     ``method``, ``variant``, ``corruption``); ``corruption`` and ``variant`` default to ``mean``
     and ``""`` when not joined on. Per metric present in ``ours`` the result has ``<M> paper``,
-    ``<M> ours``, ``<M> std`` (when ``ours`` has ``<metric>_std``) and ``<M> Δ`` = ours − paper,
-    with ``<M>`` in ACC/AUROC/H. Rows the paper lacks stay, with NaN paper and Δ, so results on
+    ``<M> ours``, ``<M> std`` (when ``ours`` has ``<metric>_std``), ``<M> min``, ``<M> max`` and
+    ``<M> seeds`` (when ``ours`` has them: :func:`stamplib.report.frames.over_seeds`) and
+    ``<M> Δ`` = ours − paper, with ``<M>`` in ACC/AUROC/H. Rows the paper lacks stay, with NaN paper and Δ, so results on
     other datasets still show. Other columns of ``ours`` (seed, collapsed, …) are kept.
     """
     bad = [c for c in on if c not in KEY_COLUMNS]
@@ -174,7 +175,11 @@ def compare(ours: pd.DataFrame, table: str, on: list[str],
     paper = _paper_lookup(table, on)
 
     std_cols = {m: f"{m}_std" if f"{m}_std" in ours.columns else None for m in cols}
-    metric_like = set(cols.values()) | {s for s in std_cols.values() if s}
+    # The spread over seeds (frames.over_seeds) travels beside each metric: <M> min, max, seeds.
+    spread_cols = {m: [(f"{m}_{kind}", kind) for kind in ("min", "max", "seeds") if f"{m}_{kind}" in ours.columns]
+                   for m in cols}
+    metric_like = (set(cols.values()) | {s for s in std_cols.values() if s}
+                   | {c for found in spread_cols.values() for c, _ in found})
     out = ours[[c for c in ours.columns if c not in metric_like]].reset_index(drop=True).copy()
     if "collapsed" in out.columns:
         out["collapsed"] = [is_collapsed(v) for v in out["collapsed"]]
@@ -190,6 +195,9 @@ def compare(ours: pd.DataFrame, table: str, on: list[str],
         out[f"{label} ours"] = mine
         if std_cols[metric]:
             out[f"{label} std"] = ours[std_cols[metric]].astype(float).reset_index(drop=True)
+        for column, kind in spread_cols[metric]:
+            values = ours[column].reset_index(drop=True)
+            out[f"{label} {kind}"] = values if kind == "seeds" else values.astype(float)
         out[f"{label} Δ"] = mine - out[f"{label} paper"]
     return out
 
@@ -209,8 +217,10 @@ def _num(v: float, digits: int, latex: bool, signed: bool = False) -> str:
 def format_paper_vs_ours(df: pd.DataFrame, digits: int = 1, latex: bool = False) -> pd.DataFrame:
     """Strings for a Markdown (default) or LaTeX table from a :func:`compare` result.
 
-    Three columns per metric — ``<M> paper``, ``<M> ours`` (``79.2 ± 0.4`` with a std column)
-    and ``<M> Δ`` (``−1.8``, ``+0.3``) — since separate columns align in both formats. Each
+    Three columns per metric — ``<M> paper``, ``<M> ours`` and ``<M> Δ`` (``−1.8``, ``+0.3``) —
+    since separate columns align in both formats. Over several seeds ``<M> ours`` is the mean
+    with the smallest and largest seed's value (``79.2 (78.8–79.6)``, from ``<M> min`` and
+    ``<M> max``), or ``79.2 ± 0.4`` where only a std column is given. Each
     column follows one of ``df``: a table without Δ columns (the built-in benchmark's, see
     :func:`stamplib.report.reproduce.paper_table`) gets none. Missing numbers show as ``—``; a collapsed run gets ``†`` on its own numbers. Registry names of
     method, dataset and outliers are replaced by the paper's labels. ``latex=True`` writes
@@ -225,8 +235,8 @@ def format_paper_vs_ours(df: pd.DataFrame, digits: int = 1, latex: bool = False)
         if col == "collapsed":
             continue
         prefix, _, kind = col.rpartition(" ")
-        if prefix in METRIC_LABELS.values() and kind in ("paper", "ours", "std", "Δ"):
-            if kind == "std":
+        if prefix in METRIC_LABELS.values() and kind in ("paper", "ours", "std", "min", "max", "seeds", "Δ"):
+            if kind in ("std", "min", "max", "seeds"):
                 continue  # folded into the ours column
             head = f"{prefix} $\\Delta$" if (latex and kind == "Δ") else col
             if kind == "paper":
@@ -235,10 +245,17 @@ def format_paper_vs_ours(df: pd.DataFrame, digits: int = 1, latex: bool = False)
                 out[head] = [_num(v, digits, latex, signed=True) for v in df[col]]
             else:
                 std = df.get(f"{prefix} std")
+                low, high = df.get(f"{prefix} min"), df.get(f"{prefix} max")
+                seeds = df.get(f"{prefix} seeds")
                 cells = []
                 for i, v in zip(df.index, df[col]):
                     s = _num(v, digits, latex)
-                    if std is not None and not math.isnan(std[i]) and not math.isnan(v):
+                    several = seeds is not None and isinstance(seeds[i], dict) and len(
+                        [x for x in seeds[i].values() if not math.isnan(x)]) > 1
+                    if several and low is not None and high is not None and not math.isnan(v):
+                        dash = "--" if latex else "–"
+                        s += f" ({_num(low[i], digits, latex)}{dash}{_num(high[i], digits, latex)})"
+                    elif std is not None and not math.isnan(std[i]) and not math.isnan(v):
                         s += f" {pm} {std[i]:.{digits}f}"
                     if collapsed[i]:
                         s += dagger

@@ -15,12 +15,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau
 
 from stamplib.experiments.plans import PAPER_PROTOCOL, REALISTIC_PROTOCOL, Plan
 from stamplib.report.frames import over_seeds, plan_frame
+from stamplib.report.palette import method_colours
 from stamplib.report.paper import method_label, outlier_label
 
 _METRICS = (("acc", "ACC"), ("auroc", "AUROC"), ("h", "H"))
@@ -140,8 +140,9 @@ def plot_h_against_speed(table: pd.DataFrame, title: str = "H-score against the 
         axes[0, 0].set_axis_off()
         return fig
     for ax, ((dataset, outliers), rows) in zip(axes[0], groups):
-        colours = plt.get_cmap("tab20")(np.linspace(0, 1, max(len(rows), 2)))
-        for colour, (_, r) in zip(colours, rows.iterrows()):
+        colours = method_colours(rows["method"])  # STAMP in the headline's red
+        for _, r in rows.iterrows():
+            colour = colours[r["method"]]
             x = float(r["C(g)"])
             ax.scatter([x], [r["H (paper)"]], facecolors="none", edgecolors=[colour], s=50)
             ax.scatter([x], [r["H (realistic)"]], color=colour, s=50, label=r["method"])

@@ -20,15 +20,16 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import seaborn as sns
 
 from stamplib import paths
 from stamplib.evaluation.store import ResultsStore
 from stamplib.experiments import plans, reference
-from stamplib.report import realistic
+from stamplib.report import realistic, seeds
 from stamplib.report.paper import method_label
-from stamplib.report.reproduce import paper_table, rank_agreement, short_variant
+from stamplib.report.reproduce import paper_table, short_variant
 from stamplib.report.tables import to_markdown
 
 #: The settings, keyed by the letter the README and the issue use.
@@ -50,24 +51,34 @@ def _records(store: ResultsStore) -> dict[str, dict[str, Any]]:
     return {r["key"]: r for r in store.records()}
 
 
+#: The seeds a reference cell may have: seed 0 for every cell, 1 and 2 for setting (a)'s
+#: optional cells (``reference compute --cells seeds``) as they are computed.
+SEEDS = ",".join(map(str, reference.SPREAD_SEEDS))
+#: Per metric: the paper's, ours (the mean over the seeds stored), Δ, and the spread over seeds.
+_KINDS = ("paper", "ours", "Δ", "min", "max", "seeds")
+
+
 def tables(store: ResultsStore) -> dict[str, pd.DataFrame]:
-    """One table per setting: a row per method with a record (seed 0), columns ``<M> paper``,
-    ``<M> ours``, ``<M> Δ`` for ACC, AUROC, H (ACC only for the closed set)."""
+    """One table per setting: a row per method with a record, columns ``<M> paper``, ``<M> ours``
+    (the mean over the seeds stored: seed 0, and 1 and 2 where computed), ``<M> Δ`` and the
+    spread over seeds (``<M> min``, ``<M> max``, ``<M> seeds``) for ACC, AUROC, H (ACC only for
+    the closed set)."""
     records = _records(store)
     out = {}
     for letter, experiment in SETTINGS.items():
-        plan = experiment.plan(profile=reference.PROFILE, data_root="reference")
+        plan = experiment.plan(profile=reference.PROFILE, data_root="reference", seeds=SEEDS)
         if letter == "c":
             out[letter] = closed_set(paper_table(plan, records, per_corruption=True))
         else:
             table = paper_table(plan, records)
             out[letter] = table[["method"] + [f"{m} {k}" for m in ("ACC", "AUROC", "H")
-                                              for k in ("paper", "ours", "Δ")]].reset_index(drop=True)
+                                              for k in _KINDS if f"{m} {k}" in table.columns]].reset_index(drop=True)
     return out
 
 
 def closed_set(per_corruption: pd.DataFrame) -> pd.DataFrame:
-    """Mean ACC over our corruptions, and the paper's mean over the same corruptions."""
+    """Mean ACC over our corruptions, and the paper's mean over the same corruptions; the spread
+    over seeds of our mean (``ACC min``, ``ACC max``, ``ACC seeds``) where the table has it."""
     rows = per_corruption[per_corruption["corruption"] != "mean"]
     if rows.empty:
         return pd.DataFrame(columns=["method", "ACC paper", "ACC ours", "ACC Δ"])
@@ -76,15 +87,20 @@ def closed_set(per_corruption: pd.DataFrame) -> pd.DataFrame:
     complete = rows.groupby("method", sort=False)["ACC paper"].apply(lambda s: s.notna().all())
     mean.loc[~complete, "ACC paper"] = math.nan
     mean["ACC Δ"] = mean["ACC ours"] - mean["ACC paper"]
+    spread = [c for c in ("ACC min", "ACC max", "ACC seeds") if c in per_corruption.columns]
+    if spread:  # of the mean over the corruptions: the table's mean rows
+        means = per_corruption[per_corruption["corruption"] == "mean"].set_index("method")[spread]
+        mean = mean.join(means)
     return mean.reset_index()
 
 
 # ------------------------------------------------------------------------------- claims
 
 
-#: A difference smaller than this (points) is a tie: 0.5 pt of 6,000 test images is 30 images,
-#: and STAMP's own spread over seeds is of that order.
-MARGIN = 0.5
+#: A single seed's reading counts a difference smaller than this (points) as a tie: 0.5 pt of
+#: 6,000 test images is 30 images. Over several seeds the claims are decided seed by seed
+#: (:mod:`stamplib.report.seeds`), without a margin.
+MARGIN = seeds.ONE_SEED_MARGIN
 
 
 @dataclass(frozen=True)
@@ -93,21 +109,19 @@ class Verdict:
 
     claim: str
     where: str  # where the paper makes it
-    answer: str  # yes | no | tie (within MARGIN) | pending (a record it needs is missing)
+    answer: str  # yes | no | within the seed spread | one seed (seed 0: yes/no/tie) | pending
     paper: str  # the paper's numbers behind the claim
-    ours: str  # ours
+    ours: str  # ours, over the seeds that decided it
 
 
-def _above(value: float, other: float) -> str:
-    """Whether ``value`` is above ``other``: yes, no, or tie within :data:`MARGIN`."""
-    if value - other > MARGIN:
-        return "yes"
-    return "no" if other - value > MARGIN else "tie"
+def _answer(decision: seeds.Decision) -> str:
+    return decision.label()
 
 
-def _all(answers: list[str]) -> str:
-    """Several comparisons that must all hold: no beats tie beats yes."""
-    return "no" if "no" in answers else ("tie" if "tie" in answers else "yes")
+def _over(decision: seeds.Decision) -> str:
+    """``seed 0`` or ``seeds 0–2; holds under seeds 0 and 2, fails under seed 1``."""
+    detail = decision.detail()
+    return seeds.seeds_text(decision.seeds) + (f"; {detail}" if detail else "")
 
 
 def _value(table: pd.DataFrame, method: str, column: str) -> float | None:
@@ -117,58 +131,89 @@ def _value(table: pd.DataFrame, method: str, column: str) -> float | None:
     return None if hit.empty or pd.isna(hit.iloc[0]) else float(hit.iloc[0])
 
 
-def _best_of_paper_methods(table: pd.DataFrame, metric: str, source: str) -> tuple[str, str, float, float] | None:
-    """STAMP's value and the best other of the paper's ten methods: (label, line, STAMP, best)."""
+def _text(values: seeds.BySeed, over: tuple[int, ...]) -> str:
+    return seeds.Spread.of({s: v for s, v in values.items() if s in over}).text()
+
+
+def _paper_best(table: pd.DataFrame, metric: str) -> str:
+    """The paper's STAMP and its best other of the ten methods (its numbers are single runs)."""
     present = table[table["method"].isin(PAPER_METHODS)] if not table.empty else table
     if table.empty or set(present["method"]) != set(PAPER_METHODS):
-        return None
-    column = f"{metric} {source}"
-    stamp = _value(present, "stamp", column)
+        return "—"
+    column = f"{metric} paper"
     others = present[present["method"] != "stamp"].sort_values(column, ascending=False, kind="stable")
-    best_method, best = str(others["method"].iloc[0]), float(others[column].iloc[0])
-    line = f"STAMP {stamp:.1f}, best other {method_label(best_method)} {best:.1f}"
-    return best_method, line, stamp, best
+    return (f"STAMP {_value(present, 'stamp', column):.1f}, best other {method_label(str(others['method'].iloc[0]))} "
+            f"{float(others[column].iloc[0]):.1f}")
 
 
 def _stamp_is_best(tables: Mapping[str, pd.DataFrame], letter: str, metric: str, claim: str, where: str) -> Verdict:
+    """STAMP beats the best other of the ten under every seed that all ten have (paired)."""
     table = tables[letter]
-    paper = _best_of_paper_methods(table, metric, "paper")
-    ours = _best_of_paper_methods(table, metric, "ours")
-    return Verdict(claim, where, "pending" if ours is None else _above(ours[2], ours[3]),
-                   "—" if paper is None else paper[1], "—" if ours is None else ours[1])
+    values = seeds.table_values(table, metric, PAPER_METHODS)
+    common = seeds.paired(*values.values())
+    if len(values) < len(PAPER_METHODS) or not common:
+        return Verdict(claim, where, seeds.PENDING, _paper_best(table, metric), "—")
+    decision = seeds.leads(values, "stamp")
+    means = {m: float(np.mean([v[s] for s in common])) for m, v in values.items() if m != "stamp"}
+    best = max(means, key=lambda m: means[m])
+    ours = (f"STAMP {_text(values['stamp'], common)}, best other {method_label(best)} "
+            f"{_text(values[best], common)} ({_over(decision)})")
+    return Verdict(claim, where, _answer(decision), _paper_best(table, metric), ours)
 
 
-def _pair(table: pd.DataFrame, column: str, first: str, second: str) -> tuple[float, float] | None:
-    a, b = _value(table, first, column), _value(table, second, column)
-    return None if a is None or b is None else (a, b)
+def _margins(table: pd.DataFrame, metric: str, lower: str, higher: str) -> tuple[dict[int, float], str]:
+    """Under each seed both methods have: ``higher``'s ``metric`` minus ``lower``'s (positive
+    where ``higher`` is above), and the two as text over those seeds."""
+    values = seeds.table_values(table, metric, (lower, higher))
+    if len(values) < 2:
+        return {}, "—"
+    common = seeds.paired(*values.values())
+    margins = {s: values[higher][s] - values[lower][s] for s in common}
+    return margins, f"{method_label(lower)} {_text(values[lower], common)} → {method_label(higher)} {_text(values[higher], common)}"
+
+
+def _paper_pair(table: pd.DataFrame, metric: str, first: str, second: str) -> str:
+    a, b = _value(table, first, f"{metric} paper"), _value(table, second, f"{metric} paper")
+    return "—" if a is None or b is None else f"{metric} {method_label(first)} {a:.1f} → {method_label(second)} {b:.1f}"
 
 
 def _moves(letter: str, metric: str, before: str, after: str, up: bool, claim: str, where: str
            ) -> Callable[[Mapping[str, pd.DataFrame]], Verdict]:
-    """A claim that ``metric`` rises (``up``) or falls from method ``before`` to ``after``."""
+    """A claim that ``metric`` rises (``up``) or falls from method ``before`` to ``after``, under
+    every seed both have."""
 
     def check(tables: Mapping[str, pd.DataFrame]) -> Verdict:
-        found = {s: _pair(tables[letter], f"{metric} {s}", before, after) for s in ("paper", "ours")}
-        text = {s: "—" if v is None else f"{metric} {method_label(before)} {v[0]:.1f} → {method_label(after)} {v[1]:.1f}"
-                for s, v in found.items()}
-        ours = found["ours"]
-        answer = "pending" if ours is None else (_above(ours[1], ours[0]) if up else _above(ours[0], ours[1]))
-        return Verdict(claim, where, answer, text["paper"], text["ours"])
+        table = tables[letter]
+        margins, _ = _margins(table, metric, before, after)
+        values = seeds.table_values(table, metric, (before, after))
+        decision = seeds.decide(margins if up else {s: -m for s, m in margins.items()})
+        if decision.answer == seeds.PENDING:
+            return Verdict(claim, where, seeds.PENDING, _paper_pair(table, metric, before, after), "—")
+        ours = (f"{metric} {method_label(before)} {_text(values[before], decision.seeds)} → {method_label(after)} "
+                f"{_text(values[after], decision.seeds)} ({_over(decision)})")
+        return Verdict(claim, where, _answer(decision), _paper_pair(table, metric, before, after), ours)
 
     return check
 
 
 def _stamp_beats_bn_stats(tables: Mapping[str, pd.DataFrame]) -> Verdict:
-    found = {}
-    for source in ("paper", "ours"):
-        pairs = [_pair(tables[letter], f"H {source}", "bn_stats", "stamp") for letter in ("a", "b")]
-        found[source] = None if any(p is None for p in pairs) else pairs
-    text = {s: "—" if v is None else f"H (a) {v[0][0]:.1f} → {v[0][1]:.1f}, (b) {v[1][0]:.1f} → {v[1][1]:.1f}"
-            for s, v in found.items()}
-    ours = found["ours"]
-    return Verdict("STAMP improves the H-score of BN Stats (the statistics-only baseline) in both "
-                   "outlier settings", "Tables 1a, 3",
-                   "pending" if ours is None else _all([_above(b, a) for a, b in ours]), text["paper"], text["ours"])
+    paper = [(_value(tables[k], "bn_stats", "H paper"), _value(tables[k], "stamp", "H paper")) for k in ("a", "b")]
+    paper_text = ("—" if any(None in pair for pair in paper) else
+                  f"H (a) {paper[0][0]:.1f} → {paper[0][1]:.1f}, (b) {paper[1][0]:.1f} → {paper[1][1]:.1f}")
+    parts, texts = [], []
+    for letter in ("a", "b"):
+        values = seeds.table_values(tables[letter], "H", ("bn_stats", "stamp"))
+        margins = ({s: values["stamp"][s] - values["bn_stats"][s] for s in seeds.paired(*values.values())}
+                   if len(values) == 2 else {})
+        parts.append(margins)
+        if margins:
+            decided = seeds.decide(margins)
+            texts.append(f"({letter}) {_text(values['bn_stats'], decided.seeds)} → "
+                         f"{_text(values['stamp'], decided.seeds)} ({_over(decided)})")
+    claim = "STAMP improves the H-score of BN Stats (the statistics-only baseline) in both outlier settings"
+    if not all(parts):
+        return Verdict(claim, "Tables 1a, 3", seeds.PENDING, paper_text, "—")
+    return Verdict(claim, "Tables 1a, 3", _answer(seeds.decide_all(parts)), paper_text, "H " + ", ".join(texts))
 
 
 #: The claims, in the order the README lists them.
@@ -202,6 +247,12 @@ def _stamp_h(records: Mapping[str, Mapping[str, Any]], spec: Any) -> float | Non
     return None if record is None else float(record["mean"]["h"])
 
 
+def _h_by_seed(records: Mapping[str, Mapping[str, Any]], spec: Any) -> dict[int, float]:
+    """A cell's H under each of the reference seeds that has a record."""
+    found = {seed: _stamp_h(records, spec.with_(seed=seed)) for seed in reference.SPREAD_SEEDS}
+    return {seed: h for seed, h in found.items() if h is not None}
+
+
 def _weight_specs() -> dict[str, Any]:
     plan = plans.WEIGHTS.plan(profile=reference.PROFILE, data_root="reference")
     return {c.variant.removeprefix("weighting="): c.spec for c in plan.cells}
@@ -217,11 +268,16 @@ def _ratio_specs(methods: str) -> dict[str, dict[float, Any]]:
 
 
 def _adaptive_weight_is_best(records: Mapping[str, Mapping[str, Any]]) -> Verdict:
-    h = {name: _stamp_h(records, spec) for name, spec in _weight_specs().items()}
-    ours = "—" if any(v is None for v in h.values()) else ", ".join(f"H {k} {v:.1f}" for k, v in h.items())
-    answer = "pending" if ours == "—" else _all([_above(h["adaptive"], h[k]) for k in ("static", "eata")])
-    return Verdict("STAMP's adaptive self-weight beats the static weight and EATA's weight", "Fig. 3", answer,
-                   "adaptive best (bar values not printed)", ours)
+    """The adaptive weight above the static one and EATA's under every seed all three have."""
+    h = {name: _h_by_seed(records, spec) for name, spec in _weight_specs().items()}
+    claim, where, paper = ("STAMP's adaptive self-weight beats the static weight and EATA's weight", "Fig. 3",
+                           "adaptive best (bar values not printed)")
+    if any(not v for v in h.values()):
+        return Verdict(claim, where, seeds.PENDING, paper, "—")
+    decision = seeds.decide_all([{s: h["adaptive"][s] - h[k][s] for s in seeds.paired(h["adaptive"], h[k])}
+                                 for k in ("static", "eata")])
+    ours = ", ".join(f"H {k} {_text(v, decision.seeds)}" for k, v in h.items()) + f" ({_over(decision)})"
+    return Verdict(claim, where, _answer(decision), paper, ours)
 
 
 def _share(ratio: float) -> str:
@@ -229,39 +285,50 @@ def _share(ratio: float) -> str:
 
 
 def _stamp_steady_over_shares(records: Mapping[str, Mapping[str, Any]]) -> Verdict:
-    """§4.3: STAMP's H fluctuates within 3 points over outlier shares of 5 % to 50 %."""
-    h = {r: _stamp_h(records, spec) for r, spec in _ratio_specs("stamp")["stamp"].items()}
-    have = {r: v for r, v in sorted(h.items()) if v is not None}
-    ours = ", ".join(f"{_share(r)} {v:.1f}" for r, v in have.items()) or "—"
-    spread = max(have.values()) - min(have.values()) if have else 0.0
-    if len(have) < len(h) and spread <= 3.0:  # the missing shares can still widen the range
-        answer = "pending"
-        ours += f" ({len(have)} of {len(h)} shares)"
-    else:  # all shares, or a range already wider than 3 points, which more shares cannot narrow
-        answer = "yes" if spread <= 3.0 else "no"
-        ours += f"; range {spread:.1f}" + (f" over {len(have)} of {len(h)} shares" if len(have) < len(h) else "")
-    return Verdict("STAMP's H-score stays within 3 points as the outlier share goes from 5 % to 50 %",
-                   "Table 6, §4.3", answer, "CIFAR100-C: range ≤ 2.5 per outlier set (67.8–71.9 over the three)", ours)
+    """§4.3: STAMP's H fluctuates within 3 points over outlier shares of 5 % to 50 %: decided on
+    each seed that has every share (or whose shares already span more than 3 points, which more
+    shares cannot narrow)."""
+    h = {r: _h_by_seed(records, spec) for r, spec in sorted(_ratio_specs("stamp")["stamp"].items())}
+    claim, where = ("STAMP's H-score stays within 3 points as the outlier share goes from 5 % to 50 %",
+                    "Table 6, §4.3")
+    paper = "CIFAR100-C: range ≤ 2.5 per outlier set (67.8–71.9 over the three)"
+    margins = {}
+    for seed in reference.SPREAD_SEEDS:
+        have = [v[seed] for v in h.values() if seed in v]
+        width = max(have) - min(have) if have else 0.0
+        if len(have) == len(h) or width > 3.0:
+            margins[seed] = 3.0 - width
+    decision = seeds.decide(margins)
+    if decision.answer == seeds.PENDING:
+        have = {r: v[0] for r, v in h.items() if 0 in v}
+        shown = ", ".join(f"{_share(r)} {v:.1f}" for r, v in have.items()) or "—"
+        return Verdict(claim, where, seeds.PENDING, paper, shown + (f" ({len(have)} of {len(h)} shares)" if have else ""))
+    shares = ", ".join(f"{_share(r)} {_text(v, decision.seeds)}" for r, v in h.items() if v)
+    widths = seeds.Spread.of({s: 3.0 - m for s, m in margins.items() if s in decision.seeds})
+    ours = f"{shares}; range {widths.text()} ({_over(decision)})"
+    return Verdict(claim, where, _answer(decision), paper, ours)
 
 
 def _stamp_degrades_least(records: Mapping[str, Mapping[str, Any]]) -> Verdict:
-    """STAMP loses less H than each baseline between the smallest and the largest outlier share
-    that both have records for (its drop must be below theirs by more than the margin)."""
+    """STAMP loses less H than each baseline between the smallest and the largest outlier share,
+    under every seed that STAMP and every baseline with both shares have."""
     cells = _ratio_specs(reference.RATIO_BASELINES + ",stamp")
     low, high = min(cells["stamp"]), max(cells["stamp"])
-    drops = {}
+    drops: dict[str, dict[int, float]] = {}
     for method, by_ratio in cells.items():
-        a, b = _stamp_h(records, by_ratio[low]), _stamp_h(records, by_ratio[high])
-        if a is not None and b is not None:
-            drops[method] = a - b
+        a, b = _h_by_seed(records, by_ratio[low]), _h_by_seed(records, by_ratio[high])
+        found = {s: a[s] - b[s] for s in seeds.paired(a, b)}
+        if found:
+            drops[method] = found
+    claim, where = "STAMP's H-score drops least as the outlier share grows from 5 % to 50 %", "Table 6"
+    paper = "STAMP only (70.0 at 50 % vs 69.2 at 5 %, SVHN-C)"
     if "stamp" not in drops or len(drops) < 2:
-        return Verdict("STAMP's H-score drops least as the outlier share grows from 5 % to 50 %", "Table 6",
-                       "pending", "STAMP only (70.0 at 50 % vs 69.2 at 5 %, SVHN-C)",
-                       ", ".join(f"{method_label(m)} {d:+.1f}" for m, d in drops.items()) or "—")
-    answers = [_above(d, drops["stamp"]) for m, d in drops.items() if m != "stamp"]
-    ours = "H drop 5 % → 50 %: " + ", ".join(f"{method_label(m)} {d:.1f}" for m, d in drops.items())
-    return Verdict("STAMP's H-score drops least as the outlier share grows from 5 % to 50 %", "Table 6",
-                   _all(answers), "STAMP only (70.0 at 50 % vs 69.2 at 5 %, SVHN-C)", ours)
+        return Verdict(claim, where, seeds.PENDING, paper,
+                       ", ".join(f"{method_label(m)} {d[min(d)]:+.1f}" for m, d in drops.items()) or "—")
+    decision = seeds.decide_all([{s: d[s] - drops["stamp"][s] for s in seeds.paired(d, drops["stamp"])}
+                                 for m, d in drops.items() if m != "stamp"])
+    ours = "H drop 5 % → 50 %: " + ", ".join(f"{method_label(m)} {_text(d, decision.seeds)}" for m, d in drops.items())
+    return Verdict(claim, where, _answer(decision), paper, ours + f" ({_over(decision)})")
 
 
 #: Claims on STAMP's variants (issue 35), in the order the README lists them after the others.
@@ -310,10 +377,22 @@ def _stamp_seeds(store: ResultsStore) -> list[dict[str, float]]:
     return [r["mean"] for r in found if r is not None]
 
 
+_SPREAD_KINDS = (" min", " max", " seeds")
+
+
 def _format(table: pd.DataFrame) -> pd.DataFrame:
+    """Strings for a Markdown table: ours as the mean over its seeds with min–max where it has
+    several (from the table's ``seeds`` columns, which are not shown themselves), Δ signed."""
     out = pd.DataFrame({"method": [method_label(m) for m in table["method"]]})
     for column in table.columns[1:]:
+        if str(column).endswith(_SPREAD_KINDS):
+            continue
         signed = column.endswith("Δ")
+        by_seed = table.get(column.removesuffix(" ours") + " seeds") if column.endswith(" ours") else None
+        if by_seed is not None:
+            out[column] = [("—" if pd.isna(v) else (seeds.Spread.of(per).text() if isinstance(per, dict) else f"{v:.1f}"))
+                           for v, per in zip(table[column], by_seed)]
+            continue
         out[column] = [("—" if pd.isna(v) else (f"{v:+.1f}" if signed else f"{v:.1f}")) for v in table[column]]
     return out
 
@@ -336,7 +415,8 @@ def _headline(found: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     parts = []
     for letter, metric in (("a", "H"), ("b", "H"), ("c", "ACC")):
         table = found[letter]
-        columns = {f"{metric} {k}": f"({letter}) {metric} {k}" for k in ("paper", "ours", "Δ")}
+        columns = {f"{metric} {k}": f"({letter}) {metric} {k}" for k in ("paper", "ours", "Δ", "seeds")
+                   if table.empty or f"{metric} {k}" in table.columns}
         part = (table[["method", *columns]] if not table.empty
                 else pd.DataFrame(columns=["method", *columns])).rename(columns=columns)
         parts.append(part.set_index("method"))
@@ -356,13 +436,28 @@ def _intro(store: ResultsStore) -> str:
             "model and size.")
 
 
+def _seeds_line(found: Mapping[str, pd.DataFrame]) -> list[str]:
+    """How many of the paper's ten have seeds 1 and 2 in (a), and what that does to the numbers."""
+    values = seeds.table_values(found["a"], "H", PAPER_METHODS)
+    complete = [m for m, v in values.items() if set(reference.SPREAD_SEEDS) <= set(v)]
+    if len(complete) < 2:
+        return []
+    missing = [method_label(m) for m in PAPER_METHODS if m not in complete]
+    return [f"Seeds: in (a) {len(complete)} of the paper's ten methods have {seeds.seeds_text(reference.SPREAD_SEEDS)} "
+            f"(`python -m stamplib reference compute --cells seeds`)"
+            + (f"; {', '.join(missing)} seed 0 only so far" if missing else "")
+            + ". Ours is the mean over the seeds stored, with the smallest and largest seed's value in brackets "
+            "(min–max). A seed fixes the stream and every random draw, so the claims below compare methods seed by "
+            "seed, on the seeds that every method compared has.", ""]
+
+
 def _seed_line(store: ResultsStore) -> list[str]:
-    seeds = _stamp_seeds(store)
-    if len(seeds) < 2:
+    found = _stamp_seeds(store)
+    if len(found) < 2:
         return []
     spread = reference.seed_spread(store, "reference")
-    values = ", ".join(f"{m['acc']:.1f} / {m['auroc']:.1f} / {m['h']:.1f}" for m in seeds)
-    return [f"STAMP over seeds {', '.join(map(str, reference.SPREAD_SEEDS[:len(seeds)]))} in (a), ACC / AUROC / H: "
+    values = ", ".join(f"{m['acc']:.1f} / {m['auroc']:.1f} / {m['h']:.1f}" for m in found)
+    return [f"STAMP over seeds {', '.join(map(str, reference.SPREAD_SEEDS[:len(found)]))} in (a), ACC / AUROC / H: "
             f"{values}" + ("" if spread is None else
                            f"; largest spread of a corruption's ACC or AUROC {spread:.2f} pt") + ".", ""]
 
@@ -373,15 +468,17 @@ def _rank_line(found: Mapping[str, pd.DataFrame]) -> list[str]:
     parts = []
     for letter, metric in (("a", "H"), ("b", "H"), ("c", "ACC")):
         table = found[letter]
-        rows = table[table["method"].isin(PAPER_METHODS)] if not table.empty else table
-        if len(rows) < len(PAPER_METHODS) or rows[f"{metric} ours"].isna().any():
+        values = seeds.table_values(table, metric, PAPER_METHODS)
+        if len(values) < len(PAPER_METHODS):
             continue
-        ranking = rank_agreement(rows.assign(dataset=letter, outliers=letter), metric)
-        parts.append(f"({letter}) {float(ranking['kendall_tau'].iloc[0]):+.2f} over {metric}")
+        paper = dict(zip(table["method"], table[f"{metric} paper"].astype(float)))
+        per_seed = seeds.tau_by_seed(values, {m: paper[m] for m in PAPER_METHODS})
+        if per_seed:
+            parts.append(f"({letter}) {seeds.tau_text(per_seed)} over {metric} ({seeds.seeds_text(per_seed)})")
     if not parts:
         return []
-    return ["The paper's order of its ten methods against ours, Kendall's τ_b (1 = the same order): "
-            + ", ".join(parts) + ".", ""]
+    return ["The paper's order of its ten methods against ours, Kendall's τ_b (1 = the same order; per seed that "
+            "all ten have, with its range): " + ", ".join(parts) + ".", ""]
 
 
 def readme_block(store: ResultsStore | None = None) -> str:
@@ -394,9 +491,12 @@ def readme_block(store: ResultsStore | None = None) -> str:
     lines += ["H-score in (a) and (b), accuracy in (c); every metric of every setting, the compute time and the "
               f"optional cells: [`{DETAILS}`]({DETAILS}).", ""]
     lines += [to_markdown(_format(_headline(found))), ""]
+    lines += _seeds_line(found)
     lines += _rank_line(found)
-    lines += ["**The paper's claims, checked on real images** (among the paper's ten methods; *tie*: "
-              f"within {MARGIN} pt):", ""]
+    lines += ["**The paper's claims, checked on real images** (among the paper's ten methods; decided seed by "
+              "seed: *yes* only if the claim holds under every seed that the methods compared share, *no* only if "
+              "it fails under every one, otherwise *within the seed spread*; *one seed* where they share a single "
+              f"seed, with that seed's reading, *tie* within {MARGIN} pt):", ""]
     verdicts = claims(found) + record_claims(_records(store))
     rows = pd.DataFrame([{"claim": v.claim, "paper": v.where, "holds here": f"**{v.answer}**",
                           "paper's numbers": v.paper, "ours": v.ours} for v in verdicts])
@@ -549,28 +649,34 @@ def _clean_accuracies(store: ResultsStore) -> dict[str, float]:
 
 
 def headline_figure(found: Mapping[str, pd.DataFrame], clean_accuracy: Mapping[str, float]) -> plt.Figure:
-    """H per method in (a) and (b), closed-set accuracy in (c): the paper's bar beside ours.
-    ``clean_accuracy``: our source models' clean accuracy (%) by checkpoint name, for the title."""
+    """H per method in (a) and (b), closed-set accuracy in (c): the paper's bar beside ours (the
+    mean over the seeds stored, with an error bar from the smallest to the largest seed's value
+    where a method has several). ``clean_accuracy``: our source models' clean accuracy (%) by
+    checkpoint name, for the title."""
     accuracy = ", ".join(f"{v:.1f} %" for v in clean_accuracy.values()) or "clean accuracy unknown"
     panels = [("a", "H"), ("b", "H"), ("c", "ACC")]
+    colours = dict(zip(("paper", "ours"), sns.color_palette(n_colors=2)))
     fig, axes = plt.subplots(1, 3, figsize=(17, 4.2), sharey=True)
-    handles: list[Any] = []
     for ax, (letter, metric) in zip(axes, panels):
         table = found[letter]
-        long = pd.concat([
-            pd.DataFrame({"Method": table["method"].map(method_label), "value": table[f"{metric} {src}"],
-                          "source": src}) for src in ("paper", "ours")
-        ], ignore_index=True)
-        if long["value"].notna().any():
-            sns.barplot(long, x="Method", y="value", hue="source", hue_order=["paper", "ours"], ax=ax)
-            handles, labels = ax.get_legend_handles_labels()
-            ax.get_legend().remove()
-        else:
+        if table.empty or not table[f"{metric} ours"].notna().any():
             ax.set_xticks([])
             ax.text(0.5, 0.5, "records pending", ha="center", va="center", transform=ax.transAxes)
+        else:
+            x = np.arange(len(table))
+            ax.bar(x - 0.2, table[f"{metric} paper"], width=0.4, color=colours["paper"], label="paper")
+            spread = [seeds.Spread.of(v) if isinstance(v, dict) else None
+                      for v in table.get(f"{metric} seeds", [None] * len(table))]
+            several = [s is not None and len(s.seeds) > 1 for s in spread]
+            mean = table[f"{metric} ours"].to_numpy(float)
+            bars = np.vstack([[m - s.low if k else np.nan for m, s, k in zip(mean, spread, several)],
+                              [s.high - m if k else np.nan for m, s, k in zip(mean, spread, several)]])
+            ax.bar(x + 0.2, mean, width=0.4, color=colours["ours"], label="ours (mean over seeds, min–max)",
+                   yerr=bars if any(several) else None, error_kw={"ecolor": "0.2", "elinewidth": 1, "capsize": 2})
+            ax.set_xticks(x, [method_label(m) for m in table["method"]], rotation=60)
         ax.set(title=SETTING_TITLES[letter].split(" (Table")[0], xlabel="",
                ylabel=f"{'H-score' if metric == 'H' else 'accuracy'} (%)", ylim=(0, 100))
-        ax.tick_params(axis="x", rotation=60)
+    handles, labels = axes[0].get_legend_handles_labels()
     if handles:
         fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
     fig.suptitle("Reference run on real images. Paper: official CIFAR-10-C, 15 corruptions, ~94 % ResNet-18.\n"

@@ -17,6 +17,8 @@ instead of the values.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -30,7 +32,9 @@ from scipy.stats import kendalltau
 from stamplib import paths
 from stamplib.evaluation.metrics import METRIC_LABELS, PAPER_METRICS, check_metrics
 from stamplib.experiments.plans import Plan
-from stamplib.report.frames import metric_names, over_seeds, plan_frame
+from stamplib.report import seeds
+from stamplib.report.frames import SPREAD_SUFFIXES, metric_names, over_seeds, plan_frame
+from stamplib.report.palette import method_colours
 from stamplib.report.paper import (
     compare,
     dataset_label,
@@ -104,6 +108,12 @@ def _with_outlier_average(frame: pd.DataFrame) -> pd.DataFrame:
             continue
         row = dict(zip(keys, key))
         row.update({m: g[m].mean() for m in metric_names() if m in g.columns})
+        for m in [m for m in metric_names() if f"{m}_seeds" in g.columns]:
+            # per seed, the mean over the outlier sets that all have it: the rows pair their seeds
+            per_set = list(g[f"{m}_seeds"])
+            by_seed = {s: float(np.mean([p[s] for p in per_set])) for s in seeds.paired(*per_set)}
+            spread = seeds.Spread.of(by_seed)
+            row.update({f"{m}_seeds": by_seed, f"{m}_min": spread.low, f"{m}_max": spread.high})
         row.update({"outliers": "avg", "ours on": "mean of the rows above", "collapsed": bool(g["collapsed"].any()),
                     "n_seeds": int(g["n_seeds"].min())})
         extra.append(row)
@@ -112,7 +122,8 @@ def _with_outlier_average(frame: pd.DataFrame) -> pd.DataFrame:
 
 def paper_table(plan: Plan, records: dict[str, Any], table: str | None = None,
                 per_corruption: bool = False, metrics: Sequence[str] = PAPER_METRICS) -> pd.DataFrame:
-    """Our numbers next to the paper's for every cell of the plan (mean over seeds, ± std).
+    """Our numbers next to the paper's for every cell of the plan: the mean over seeds, with
+    ``<M> std``, ``<M> min``, ``<M> max`` and ``<M> seeds`` (each seed's value) beside it.
 
     ``table`` picks the paper table (default: the plan's first, chosen per data set for
     Tables 1 and 4); ``per_corruption`` gives one row per corruption (Table 4's layout).
@@ -132,7 +143,7 @@ def paper_table(plan: Plan, records: dict[str, Any], table: str | None = None,
     for m in metrics:  # asked for, but no record has it (records older than the metric)
         if m not in ours.columns:
             ours[m] = float("nan")
-    unused = [c for m in metric_names() if m not in metrics for c in (m, f"{m}_std")]
+    unused = [c for m in metric_names() if m not in metrics for c in (m, *(m + x for x in SPREAD_SUFFIXES))]
     ours = ours.drop(columns=[c for c in unused if c in ours.columns])
     if plan.experiment.averages_outlier_sets and not per_corruption:
         ours = _with_outlier_average(ours)
@@ -185,24 +196,62 @@ def _table_for(tables: Sequence[str], dataset: str) -> str:
     return tables[0] if tables else ""
 
 
+def baseline_band(plan: Plan, records: dict[str, Any]) -> pd.DataFrame:
+    """The seed spread of an ablation's or a sweep's baseline row (its default: STAMP as the
+    headline runs it), from the plan's :attr:`~stamplib.experiments.plans.Plan.band_cells` and
+    the same row at the plan's own seeds: one row per baseline (method and data) with each
+    metric's mean, ``<m>_min``, ``<m>_max`` and ``<m>_seeds``, where two or more seeds are
+    stored; empty otherwise (no band to draw)."""
+    band_keys = {c.spec.key() for c in plan.band_cells}
+    other_seeds = sorted({c.spec.seed for c in plan.band_cells})
+    own = [c for c in plan.cells if other_seeds and c.spec.with_(seed=other_seeds[0]).key() in band_keys]
+    cells = tuple({c.spec.key(): c for c in (*own, *plan.band_cells)}.values())
+    frame = plan_frame(dataclasses.replace(plan, cells=cells, band_cells=()), records)
+    if frame.empty:
+        return frame
+    frame = frame.assign(variant=[own[0].variant if own else ""] * len(frame))
+    band = over_seeds(frame)
+    band = band[(band["corruption"] == "mean") & (band["n_seeds"] > 1)]
+    return band.reset_index(drop=True)
+
+
+def band_note(band: pd.DataFrame, digits: int = 1) -> str:
+    """Under an ablation's or a sweep's table: its baseline row over the headline's seeds, the
+    band its figure draws (empty without a band)."""
+    lines = []
+    for r in band.itertuples():
+        values = ", ".join(
+            f"{METRIC_LABELS[m]} {seeds.Spread.of(getattr(r, f'{m}_seeds')).text(digits)}"
+            for m in PAPER_METRICS if f"{m}_seeds" in band.columns and seeds.present(getattr(r, f"{m}_seeds")))
+        row = short_variant(r.variant) if r.variant else method_label(r.method)
+        lines.append(f"The baseline row ({row}) over {seeds.seeds_text(seeds.present(r.h_seeds))}, mean "
+                     f"(min–max): {values}; the band in the figure. The table's rows are the plan's seeds alone, "
+                     "so a row differs from the baseline beyond the noise only outside that band.")
+    return "\n\n".join(lines)
+
+
 def save_paper_table(df: pd.DataFrame, name: str, directory: str | Path | None = None,
-                     digits: int = 1, footer: str = "") -> list[Path]:
+                     digits: int = 1, footer: str = "", band: pd.DataFrame | None = None) -> list[Path]:
     """``<name>.csv`` (numbers), ``.md`` and ``.tex`` (formatted paper | ours | Δ, † = collapsed).
 
     A table whose paper column is a reference only (:func:`paper_is_reference`, the built-in
     benchmark) has paper | ours, a footer line with Kendall's τ_b of the two rankings, and
     ``<name>_ranking.csv`` / ``.md`` with the rankings themselves (:func:`rank_agreement`).
+    ``band``: an ablation's or a sweep's :func:`baseline_band`, named under the table.
     """
+    if band is not None and not band.empty:
+        footer = "\n\n".join(n for n in (band_note(band, digits), footer) if n)
     ranking = _reference_ranking(df)
     if ranking is not None:
         place = standing_text(standing(df, ranking["metric"].iloc[0]))
         footer = "\n\n".join(n for n in (_ranking_footer(ranking, name), place, footer) if n)
+    footer = "\n\n".join(n for n in (spread_note(df), footer) if n)
     if "ours on" in df.columns and df["ours on"].astype(str).str.startswith("cifar10_builtin").any():
         footer = "\n\n".join(n for n in (BUILTIN_CIFAR10_NOTE, footer) if n)
     out = Path(directory) if directory else paths.figures_dir()
     out.mkdir(parents=True, exist_ok=True)
     files = [out / f"{name}.csv", out / f"{name}.md", out / f"{name}.tex"]
-    paths.atomic_write_bytes(files[0], df.to_csv(index=False, float_format=f"%.{digits + 2}f").encode())
+    paths.atomic_write_bytes(files[0], seed_columns(df).to_csv(index=False, float_format=f"%.{digits + 2}f").encode())
     md = to_markdown(format_paper_vs_ours(df, digits))
     notes = []
     if "collapsed" in df.columns and df["collapsed"].astype(bool).any():
@@ -217,6 +266,20 @@ def save_paper_table(df: pd.DataFrame, name: str, directory: str | Path | None =
     if ranking is not None:
         files += _save_ranking(ranking, out / f"{name}_ranking")
     return files
+
+
+def seed_columns(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with each ``<M> seeds`` column (a value per seed) spread into plain columns
+    ``<M> seed 0``, ``<M> seed 1``, …, as a CSV file can hold them."""
+    out = table.copy()
+    for column in [c for c in table.columns if str(c).endswith(" seeds")]:
+        prefix = str(column).removesuffix(" seeds")
+        found = [v if isinstance(v, dict) else {} for v in table[column]]
+        at = list(out.columns).index(column)
+        out = out.drop(columns=column)
+        for k, seed in enumerate(sorted({s for v in found for s in v})):
+            out.insert(at + k, f"{prefix} seed {seed}", [v.get(seed, math.nan) for v in found])
+    return out
 
 
 # ------------------------------------------------------------------------------- rankings
@@ -280,16 +343,27 @@ def rank_agreement(table: pd.DataFrame, metric: str = "H", digits: int = 1) -> p
         labels = _item_labels(ranked)
         paper = list(np.round(ranked[f"{metric} paper"].to_numpy(float), digits))
         ours = list(np.round(ranked[f"{metric} ours"].to_numpy(float), digits))
+        by_seed = _seed_values(ranked, metric)
+        per_seed = seeds.tau_by_seed(by_seed, dict(zip(by_seed, paper)), digits) if by_seed else {}
         rows.append({"dataset": ds, "outliers": o, "metric": metric, "n_methods": len(ranked),
-                     "kendall_tau": _tau(paper, ours), "paper_ranking": _ranking_text(labels, paper),
-                     "ours_ranking": _ranking_text(labels, ours)})
-    columns = ["dataset", "outliers", "metric", "n_methods", "kendall_tau", "paper_ranking", "ours_ranking"]
+                     "kendall_tau": _tau(paper, ours), "kendall_tau_seeds": per_seed,
+                     "paper_ranking": _ranking_text(labels, paper), "ours_ranking": _ranking_text(labels, ours)})
+    columns = ["dataset", "outliers", "metric", "n_methods", "kendall_tau", "kendall_tau_seeds", "paper_ranking",
+               "ours_ranking"]
     return pd.DataFrame(rows, columns=columns)
 
 
-def ordinal(n: int) -> str:
-    """``1st``, ``2nd``, ``3rd``, ``4th``, … ``11th``, ``21st``."""
-    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+def _seed_values(rows: pd.DataFrame, metric: str) -> dict[str, seeds.BySeed]:
+    """Each row's ``<metric> seeds`` (value per seed) by its item label, when every row has
+    them for two or more paired seeds; else empty (one seed: the means are the seed's values)."""
+    column = f"{metric} seeds"
+    if column not in rows.columns or not all(isinstance(v, dict) for v in rows[column]):
+        return {}
+    found = dict(zip(_item_labels(rows), rows[column]))
+    return found if len(found) == len(rows) and len(seeds.paired(*found.values())) > 1 else {}
+
+
+ordinal = seeds.ordinal
 
 
 def standing(table: pd.DataFrame, metric: str | None = None, method: str = "stamp", digits: int = 1) -> pd.DataFrame:
@@ -298,7 +372,13 @@ def standing(table: pd.DataFrame, metric: str | None = None, method: str = "stam
     metric with both numbers, ACC in Table 4) in the paper and in ours (1 = best; a tie at the
     printed precision shares the better place), the best other method of each (``<src>_best``:
     its registry name; ``<src>_best_other``: its label and value), and how many methods took
-    part. Empty when ``method`` has no row with both numbers."""
+    part. Empty when ``method`` has no row with both numbers.
+
+    Over several seeds (the table's ``<metric> seeds``) ours is read seed by seed:
+    ``ours_ranks`` is the rank under each seed that every method has, ``ours_rank_text`` their
+    range (``2nd–6th``), ``ours_value_text`` and ``ours_best_other`` show the mean with the
+    smallest and largest seed's value, and ``ours_leads`` decides whether ``method`` beats the
+    best other under every seed (:func:`stamplib.report.seeds.leads`)."""
     metric = metric or _ranking_metric(table)
     rows = []
     for (ds, o), part in table.groupby(["dataset", "outliers"], sort=False) if metric else ():
@@ -317,21 +397,61 @@ def standing(table: pd.DataFrame, metric: str | None = None, method: str = "stam
             row[f"{src}_value"] = float(own)
             row[f"{src}_best"] = ranked["method"].iloc[best]
             row[f"{src}_best_other"] = f"{method_label(ranked['method'].iloc[best])} {values[best]:.{digits}f}"
+        by_seed = _method_seeds(ranked, metric)
+        if by_seed:
+            row["ours_ranks"] = seeds.ranks(by_seed, method, digits)
+            row["ours_value_text"] = seeds.Spread.of(by_seed[method]).text(digits)
+            row["ours_best_other"] = (f"{method_label(row['ours_best'])} "
+                                      f"{seeds.Spread.of(by_seed[row['ours_best']]).text(digits)}")
+            row["ours_leads"] = seeds.leads(by_seed, method, digits)
+        else:
+            row["ours_ranks"] = {}
+            row["ours_value_text"] = f"{row['ours_value']:.{digits}f}"
+            row["ours_leads"] = None
+        row["ours_rank_text"] = seeds.rank_text(row["ours_ranks"]) if row["ours_ranks"] else ordinal(row["ours_rank"])
         rows.append(row)
     columns = ["dataset", "outliers", "metric", "n_methods", "paper_rank", "paper_value", "paper_best",
-               "paper_best_other", "ours_rank", "ours_value", "ours_best", "ours_best_other"]
+               "paper_best_other", "ours_rank", "ours_value", "ours_best", "ours_best_other", "ours_ranks",
+               "ours_rank_text", "ours_value_text", "ours_leads"]
     return pd.DataFrame(rows, columns=columns)
+
+
+def _method_seeds(rows: pd.DataFrame, metric: str) -> dict[str, seeds.BySeed]:
+    """``<metric> seeds`` by method, when every row has them for two or more paired seeds."""
+    column = f"{metric} seeds"
+    if column not in rows.columns or not all(isinstance(v, dict) for v in rows[column]):
+        return {}
+    found = dict(zip(rows["method"], rows[column]))
+    return found if len(seeds.paired(*found.values())) > 1 else {}
 
 
 def standing_text(places: pd.DataFrame, method: str = "stamp") -> str:
     """One sentence per panel of :func:`standing`, e.g. ``STAMP ranks 2nd of the paper's 10
     methods by H (71.3; best other: CoTTA 72.0); in the paper it ranks 1st (80.1; …)``."""
     name = method_label(method)
-    return " ".join(
-        f"{dataset_label(r.dataset)} + {outlier_label(r.outliers)}: {name} ranks {ordinal(r.ours_rank)} of the "
-        f"paper's {r.n_methods} methods by {r.metric} ({r.ours_value:.1f}; best other: {r.ours_best_other}); in "
-        f"the paper it ranks {ordinal(r.paper_rank)} ({r.paper_value:.1f}; best other: {r.paper_best_other})."
-        for r in places.itertuples())
+    sentences = []
+    for r in places.itertuples():
+        over = lead = ""
+        if r.ours_ranks:  # several seeds: the range of the ranks, the mean (min–max), the paired verdict
+            over = f" over {seeds.seeds_text(r.ours_ranks)}"
+            lead = f"; beats the best other under every seed: {r.ours_leads.label()}"
+        sentences.append(
+            f"{dataset_label(r.dataset)} + {outlier_label(r.outliers)}: {name} ranks {r.ours_rank_text} of the "
+            f"paper's {r.n_methods} methods by {r.metric}{over} ({r.ours_value_text}; best other: "
+            f"{r.ours_best_other}{lead}); in the paper it ranks {ordinal(r.paper_rank)} ({r.paper_value:.1f}; "
+            f"best other: {r.paper_best_other}).")
+    return " ".join(sentences)
+
+
+def spread_note(table: pd.DataFrame) -> str:
+    """Under a table with rows over several seeds: what its numbers are (empty otherwise)."""
+    found = [v for c in table.columns if str(c).endswith(" seeds") for v in table[c] if isinstance(v, dict)]
+    several = [v for v in found if len(seeds.present(v)) > 1]
+    if not several:
+        return ""
+    seen = sorted({s for v in several for s in seeds.present(v)})
+    return (f"Ours over {seeds.seeds_text(seen)}: the mean, and in brackets the smallest and largest value of a "
+            "single seed (min–max).")
 
 
 def _ranking_metric(table: pd.DataFrame) -> str | None:
@@ -357,9 +477,21 @@ def _tau_text(tau: float) -> str:
     return "—" if np.isnan(tau) else f"{round(tau, 2) + 0.0:+.2f}".replace("-", "−")
 
 
+def _taus_text(per_seed: seeds.BySeed, tau: float) -> str:
+    """τ_b per seed with its range (``+0.26 / +0.41 / +0.51 (seeds 0–2; range +0.26 to +0.51)``)
+    where the ranking has several seeds, else the one τ_b."""
+    found = seeds.present(per_seed) if isinstance(per_seed, dict) else {}
+    if len(found) < 2:
+        return _tau_text(tau)
+    values = list(found.values())
+    return (" / ".join(_tau_text(v) for v in values) + f" ({seeds.seeds_text(found)}; range "
+            f"{_tau_text(min(values))} to {_tau_text(max(values))})")
+
+
 def _ranking_footer(ranking: pd.DataFrame, name: str) -> str:
-    panels = "; ".join(f"{dataset_label(r.dataset)} + {outlier_label(r.outliers)}: τ_b = {_tau_text(r.kendall_tau)} "
-                       f"over {r.n_methods} methods" for r in ranking.itertuples())
+    panels = "; ".join(f"{dataset_label(r.dataset)} + {outlier_label(r.outliers)}: τ_b = "
+                       f"{_taus_text(r.kendall_tau_seeds, r.kendall_tau)} over {r.n_methods} methods"
+                       for r in ranking.itertuples())
     return (f"The paper column is the cell ours stands in for, on other data: its numbers are a reference, "
             f"not a target, so there is no Δ. Compared instead: the methods' ranking by "
             f"{ranking['metric'].iloc[0]}, Kendall's τ_b between the paper's and ours (1 = same order, "
@@ -368,10 +500,13 @@ def _ranking_footer(ranking: pd.DataFrame, name: str) -> str:
 
 def _save_ranking(ranking: pd.DataFrame, stem: Path) -> list[Path]:
     csv, md = stem.with_name(stem.name + ".csv"), stem.with_name(stem.name + ".md")
-    paths.atomic_write_bytes(csv, ranking.to_csv(index=False, float_format="%.4f").encode())
+    numbers = seed_columns(ranking.rename(columns={"kendall_tau_seeds": "kendall_tau seeds"}))
+    paths.atomic_write_bytes(csv, numbers.to_csv(index=False, float_format="%.4f").encode())
     shown = ranking.assign(dataset=ranking["dataset"].map(dataset_label),
                            outliers=ranking["outliers"].map(outlier_label),
-                           kendall_tau=ranking["kendall_tau"].map(_tau_text))
+                           kendall_tau=[_taus_text(per, tau) for per, tau in
+                                        zip(ranking["kendall_tau_seeds"], ranking["kendall_tau"])]
+                           ).drop(columns="kendall_tau_seeds")
     shown = shown.rename(columns={"kendall_tau": "Kendall's τ_b", "paper_ranking": "paper's ranking",
                                   "ours_ranking": "our ranking", "n_methods": "methods"})
     paths.atomic_write_bytes(md, to_markdown(shown).encode())
@@ -464,7 +599,8 @@ def plot_rank_slopes(table: pd.DataFrame, title: str, metric: str = "H") -> plt.
         part = table[(table["dataset"] == panel.dataset) & (table["outliers"] == panel.outliers)]
         _draw_slopes(ax, _ranked_rows(part, metric), metric, most)
         ax.set_title(f"{dataset_label(panel.dataset)} + {outlier_label(panel.outliers)}\n"
-                     f"Kendall's $\\tau_b$ = {_tau_text(panel.kendall_tau)} over {panel.n_methods} methods")
+                     f"Kendall's $\\tau_b$ = {_taus_text(panel.kendall_tau_seeds, panel.kendall_tau)} over "
+                     f"{panel.n_methods} methods", fontsize=10)
     fig.suptitle(labelled_title(f"{title}\nranks by {metric}: the paper's numbers come from another benchmark", table))
     fig.tight_layout()
     return fig
@@ -476,17 +612,28 @@ def _draw_slopes(ax: plt.Axes, rows: pd.DataFrame, metric: str, most: int, digit
     # Rank 1 at the top; tied values get neighbouring places in the paper's row order, and the
     # printed values next to the names show the tie.
     places = [{i: rank + 1 for rank, i in enumerate(_best_first(list(v)))} for v in sides]
-    colors = sns.color_palette("colorblind", max(1, len(labels)))
+    methods = list(rows["method"])
+    if len(set(methods)) == len(methods):  # one line per method: each in its own colour, STAMP red
+        by_method = method_colours(methods)
+        colors = [by_method[m] for m in methods]
+    else:  # variants of one method (ablation rows, ratios): told apart by a palette of their own
+        colors = list(sns.color_palette("colorblind", max(1, len(labels))))
+    # Over several seeds: the places are those of the means, and each label adds the range of
+    # the item's ranks over the seeds (``4th–9th``), each seed ranked on its own.
+    by_seed = _seed_values(rows, metric)
+    intervals = {label: seeds.rank_text(seeds.ranks(by_seed, label, digits)) for label in by_seed}
     for i, label in enumerate(labels):
         left, right = places[0][i], places[1][i]
         ax.plot([0, 1], [left, right], marker="o", color=colors[i % len(colors)])
         ax.text(-0.06, left, f"{label}  {sides[0][i]:.{digits}f}", ha="right", va="center", fontsize=9)
-        ax.text(1.06, right, f"{sides[1][i]:.{digits}f}  {label}", ha="left", va="center", fontsize=9)
+        interval = f"  ({intervals[label]})" if label in intervals else ""
+        ax.text(1.06, right, f"{sides[1][i]:.{digits}f}  {label}{interval}", ha="left", va="center", fontsize=9)
     if not labels:
         ax.text(0.5, (most + 1) / 2, "no method with both numbers", ha="center", va="center")
     ax.set_xlim(-0.9, 1.9)
     ax.set_ylim(most + 0.5, 0.5)  # inverted: rank 1 at the top
-    ax.set_xticks([0, 1], ["paper's rank", "our rank"])
+    over = f"our rank\n(mean over {seeds.seeds_text(seeds.paired(*by_seed.values()))})" if by_seed else "our rank"
+    ax.set_xticks([0, 1], ["paper's rank", over])
     ax.set_yticks(range(1, most + 1))
     ax.set_ylabel(f"rank by {metric} (1 = best)")
     ax.grid(axis="x", visible=False)
@@ -508,9 +655,30 @@ def short_variant(label: str) -> str:
     return label
 
 
+def _draw_band(ax: plt.Axes, band: pd.DataFrame | None, metric: str, colour: Any, label: str) -> None:
+    """The baseline row's min–max over seeds of ``metric`` (a label: ACC, AUROC, H) as a band."""
+    if band is None or band.empty:
+        return
+    key = {v: k for k, v in METRIC_LABELS.items()}[metric]
+    for r in band.itertuples():
+        low, high = getattr(r, f"{key}_min"), getattr(r, f"{key}_max")
+        if not (math.isnan(low) or math.isnan(high)):
+            ax.axhspan(low, high, color=colour, alpha=0.18, lw=0, zorder=0, label=label)
+
+
+def _band_label(band: pd.DataFrame | None) -> str:
+    if band is None or band.empty:
+        return ""
+    r = band.iloc[0]
+    row = short_variant(r["variant"]) if r["variant"] else method_label(r["method"])
+    return f"band: {row} over {seeds.seeds_text(seeds.present(r['h_seeds']))}, min–max"
+
+
 def plot_variant_bars(table: pd.DataFrame, title: str, metrics: Sequence[str] = ("ACC", "AUROC", "H"),
-                      with_paper: bool = True) -> plt.Figure:
-    """ACC / AUROC / H per row variant (ablation rows, weight strategies, K views)."""
+                      with_paper: bool = True, band: pd.DataFrame | None = None) -> plt.Figure:
+    """ACC / AUROC / H per row variant (ablation rows, weight strategies, K views); ``band``
+    (:func:`baseline_band`): the baseline row's spread over seeds, a band per metric behind
+    our bars."""
     df = table.copy()
     sources = ["ours", "paper"] if with_paper else ["ours"]
     rows = []
@@ -527,22 +695,29 @@ def plot_variant_bars(table: pd.DataFrame, title: str, metrics: Sequence[str] = 
         if part.empty:
             ax.set_axis_off()
             continue
-        sns.barplot(part, x="variant", y="value", hue="metric", ax=ax)
+        shown = [m for m in metrics if m in set(part["metric"])]
+        colours = dict(zip(shown, sns.color_palette(n_colors=max(1, len(shown)))))
+        sns.barplot(part, x="variant", y="value", hue="metric", ax=ax, hue_order=shown, palette=colours)
+        if src == "ours":
+            for k, m in enumerate(shown):
+                _draw_band(ax, band, m, colours[m], _band_label(band) if k == 0 else "_nolegend_")
         ax.set(title=src, xlabel="", ylabel="%", ylim=(0, 100))
         ax.tick_params(axis="x", rotation=30)
         for label in ax.get_xticklabels():
             label.set_horizontalalignment("right")
-        ax.legend(loc="upper left", ncols=3, fontsize=8)
+        ax.legend(loc="upper left", ncols=4, fontsize=8)
     fig.suptitle(labelled_title(title, table))
     fig.tight_layout()
     return fig
 
 
-def plot_ratio_lines(table: pd.DataFrame, title: str) -> plt.Figure:
-    """H-score against the outlier proportion, ours and the paper's, per outlier set."""
+def plot_ratio_lines(table: pd.DataFrame, title: str, band: pd.DataFrame | None = None) -> plt.Figure:
+    """H-score against the outlier proportion, ours and the paper's, per outlier set; ``band``
+    (:func:`baseline_band`): the default proportion's spread over seeds, a grey band."""
     df = _label_rows(table)
     df["proportion (%)"] = [100 * float(v.split("=")[1]) for v in df["variant"]]
     fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    _draw_band(ax, band, "H", "grey", _band_label(band))
     for (o, d), g in df.groupby(["Outlier set", "ours on"], sort=False):
         ax.plot(g["proportion (%)"], g["H ours"], marker="o", label=f"ours ({d})")
         if g["H paper"].notna().any():

@@ -11,6 +11,7 @@ import pandas as pd
 import seaborn as sns
 
 from stamplib.experiments.plans import Plan
+from stamplib.report.palette import method_colours
 from stamplib.report.paper import method_label
 from stamplib.report.reproduce import labelled_title
 
@@ -59,7 +60,7 @@ def plot_trace(frame: pd.DataFrame, column: str, ylabel: str, title: str, stream
         axes[0][0].text(0.5, 0.5, "no traced records", ha="center", va="center")
         axes[0][0].set_axis_off()
     order = list(dict.fromkeys(part["Method"])) if not part.empty else []
-    palette = dict(zip(order, sns.color_palette(n_colors=max(1, len(order)))))
+    palette = method_colours(order)  # STAMP in the headline's red
     for ax, corruption in zip(axes[0], corruptions):
         sns.lineplot(part[part["corruption"] == corruption], x="batch", y=column, hue="Method", ax=ax,
                      errorbar=None, marker="o", markersize=3, hue_order=order, palette=palette, legend=False)

@@ -150,18 +150,22 @@ def test_only_unient_needs_more_than_one_sample() -> None:
 
 
 def test_notebook_13_plans_each_axis_against_the_paper_stream() -> None:
-    plan = plans.plan("13_stress_streams", profile="quick")
+    plan = plans.plan("13_stress_streams", profile="quick", batch_sizes="1,4,16,64")
     table1 = {s.key() for s in plans.plan("02_table1_cifar_outlier_aware", profile="quick").specs}
     variants = {c.variant for c in plan.cells}
     assert {"batch size=1", "batch size=64", "label shift=imbalance:10", "label shift=sorted",
             "domains=mixed", "domains=separate"} <= variants
-    paper = [c.spec for c in plan.cells if c.variant in ("label shift=none", "domains=separate")]
+    paper = [c.spec for c in plan.cells if c.variant in ("label shift=none", "domains=separate", "batch size=64")]
     assert {s.key() for s in paper} <= table1  # the paper's stream is notebook 02's cell
-    batches = [c.spec for c in plan.cells if c.variant.startswith("batch size")]
-    assert {s.corruptions for s in batches} == {("gaussian_noise",)}  # the batch axis: one corruption
+    batches = [c for c in plan.cells if c.variant.startswith("batch size")]
+    # the batch axis: one corruption, that of the batch of 64 read from notebook 02's cell
+    assert {c.corruptions or c.spec.corruptions for c in batches} == {("gaussian_noise",)}
     assert not any(c.spec.method.startswith("unient") and c.spec.stream.batch_size == 1 for c in plan.cells)
     assert any("unient" in note for note in plan.notes)
-    assert len(plan.specs) == 14 * (4 + 3) - 2 + 14  # 4 batch sizes, 3 harder streams, less UniEnt's batch of 1
+    # 3 batch sizes of their own, 3 harder streams, less UniEnt's batch of 1; the paper's stream
+    assert len(plan.specs) == 14 * (3 + 3) - 2 + 14 + 2 * 14  # and it over seeds 1 and 2: the band
+    assert {c.variant for c in plans.plan("13_stress_streams", profile="quick").cells
+            if c.variant.startswith("batch")} == {"batch size=4", "batch size=16", "batch size=64"}
     every = plans.plan("13_stress_streams", profile="quick", batch_corruptions="")
     assert {c.spec.key() for c in every.cells if c.variant == "batch size=64"} <= table1
     smoke = plans.plan("13_stress_streams", profile="smoke")

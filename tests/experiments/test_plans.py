@@ -43,7 +43,7 @@ def test_the_smoke_profile_keeps_the_digits_and_they_stay_selectable_by_name(nb)
     assert {c.spec.outliers for c in smoke.cells} <= {"noise", "none", "digits_heldout"}
     if nb == "00_walkthrough":
         return  # the walkthrough takes the profile's benchmark, no datasets parameter
-    quick = E.plan(nb, profile="quick")
+    quick = E.plan(nb, profile="quick", seeds="0")  # the digits by name: seed 0, the notebook's own data
     by_name = E.plan(nb, profile="quick", datasets="digits")
     assert {c.spec.dataset for c in by_name.cells} == {"digits"}
     # Same outlier sets as the smoke profile's digits (digits 8–9 stand in for the held-out classes).
@@ -53,8 +53,22 @@ def test_the_smoke_profile_keeps_the_digits_and_they_stay_selectable_by_name(nb)
 
 def test_the_class_split_runs_on_the_built_in_ship_and_truck():
     quick = E.plan("04_table3_class_split", methods="stamp")
-    assert [(c.spec.dataset, c.spec.outliers, c.paper_dataset) for c in quick.cells] == [
-        ("cifar10_builtin_8_2", "heldout_classes", "cifar10_c_8_2")]
+    assert [(c.spec.dataset, c.spec.outliers, c.paper_dataset, c.spec.seed) for c in quick.cells] == [
+        ("cifar10_builtin_8_2", "heldout_classes", "cifar10_c_8_2", seed) for seed in (0, 1, 2)]
+
+
+def test_the_headline_tables_run_three_seeds_on_the_built_in_benchmark_only():
+    """Issue 41: notebooks 02, 04 and 05 take the quick profile's headline seeds on the built-in
+    benchmark; everything else, real data and the full profile take seed 0 unless told."""
+    for nb in ("02_table1_cifar_outlier_aware", "04_table3_class_split", "05_table4_closed_set"):
+        assert {c.spec.seed for c in E.plan(nb, methods="stamp").cells} == {0, 1, 2}, nb
+        assert {c.spec.seed for c in E.plan(nb, methods="stamp", data_root="/data").cells} == {0}, nb
+        assert {c.spec.seed for c in E.plan(nb, methods="stamp", profile="full").cells} == {0}, nb
+        assert {c.spec.seed for c in E.plan(nb, methods="stamp", profile="smoke").cells} == {0}, nb
+        assert {c.spec.seed for c in E.plan(nb, methods="stamp", seeds="4").cells} == {4}, nb
+        assert {c.spec.seed for c in E.plan(nb, methods="stamp", datasets="digits").cells} == {0}, nb
+    for nb in ("06_table5_ablation", "10_inside_the_stream", "12_realistic_stream", "13_stress_streams"):
+        assert {c.spec.seed for c in E.plan(nb).cells} == {0}, nb
 
 
 def test_full_profile_cell_counts_follow_the_paper():
@@ -71,7 +85,8 @@ def test_full_profile_cell_counts_follow_the_paper():
         "09_fig_augmentation_averaging": 4 * 2,
         "10_inside_the_stream": 6 * 3,  # the six traced methods × iid, continual, Dirichlet
         "12_realistic_stream": 2 * 4 * 14 * 2,  # Table 1's cells under both protocols
-        "13_stress_streams": 14 * (1 + 7) - 2,  # the paper's stream, 4 batch sizes on one corruption, 3 harder
+        "13_stress_streams": 14 * (1 + 6) - 2,  # the paper's stream, 3 batch sizes on one corruption (the
+                                                  # batch of 64 is read from the paper's stream), 3 harder
                                                   # streams; no UniEnt batch of 1
         "14_course_adapting_at_test_time": 3 + 2 * 2,  # Source, BN Stats, Tent; two on the long stream, ± outliers
         "15_course_outliers_in_the_stream": 8 + 2 + 2 * 2,  # + the five filters; closed set; the long streams
@@ -98,7 +113,7 @@ def test_inside_the_stream_shares_its_iid_cells_with_table_1_and_parses_stream_k
 
 def test_the_realistic_stream_shares_its_paper_protocol_cells_with_table_1():
     both = E.plan("12_realistic_stream")
-    table1 = E.plan("02_table1_cifar_outlier_aware").specs
+    table1 = E.plan("02_table1_cifar_outlier_aware", seeds="0").specs
     paper = [c.spec for c in both.cells if c.variant == E.PAPER_PROTOCOL]
     realistic = [c.spec for c in both.cells if c.variant == E.REALISTIC_PROTOCOL]
     assert paper == table1 and len(realistic) == len(table1) == 14
@@ -116,10 +131,14 @@ def test_stamps_default_cell_is_shared_between_notebooks():
                 and c.spec.outlier_ratio == 0.2}
 
     shared = stamp_default("02_table1_cifar_outlier_aware")
-    assert len(shared) == 1
+    assert len(shared) == 3  # seeds 0, 1 and 2 in the quick profile
     for nb in ("06_table5_ablation", "07_fig_weight_strategies", "08_table6_outlier_ratio",
                "09_fig_augmentation_averaging"):
-        assert stamp_default(nb) == shared, nb
+        plan = E.plan(nb)
+        # the table's row at seed 0, and the same cell over seeds 1 and 2 for the band: notebook 02's
+        band = {c.spec.key() for c in plan.band_cells}
+        assert len(stamp_default(nb)) == 1 and stamp_default(nb) | band == shared, nb
+        assert {c.spec.seed for c in plan.band_cells} == {1, 2} and not E.plan(nb, profile="full").band_cells
 
 
 def test_ablation_rows_switch_the_documented_overrides():
@@ -147,7 +166,21 @@ def test_imagenet_stand_in_runs_the_imagenet_setting_without_the_normalised_inpu
 
 def test_seeds_multiply_cells():
     plan = E.plan("09_fig_augmentation_averaging", seeds="0,1")
-    assert len(plan.specs) == 4 and sorted(c.spec.seed for c in plan.cells) == [0, 0, 1, 1]
+    assert sorted(c.spec.seed for c in plan.cells) == [0, 0, 1, 1]
+    # the default row's band takes the headline seeds the table lacks
+    assert [(c.variant, c.spec.seed) for c in plan.band_cells] == [("K=16", 2)] and len(plan.specs) == 5
+
+
+def test_the_stress_batch_axis_reads_the_paper_batch_from_table_1_and_leaves_one_to_the_full_profile():
+    quick, full = E.plan("13_stress_streams", methods="stamp"), E.plan("13_stress_streams", methods="stamp",
+                                                                         profile="full")
+    sizes = [c.variant for c in quick.cells if c.variant.startswith(E.BATCH_AXIS)]
+    assert sizes == ["batch size=4", "batch size=16", "batch size=64"]
+    assert [c.variant for c in full.cells if c.variant.startswith(E.BATCH_AXIS)][0] == "batch size=1"
+    paper_batch = next(c for c in quick.cells if c.variant == "batch size=64")
+    table1 = E.plan("02_table1_cifar_outlier_aware", methods="stamp", seeds="0").cells[0].spec
+    assert paper_batch.spec == table1 and paper_batch.corruptions == ("gaussian_noise",)
+    assert E.plan("13_stress_streams", methods="stamp", batch_sizes="1,64").cells[0].variant == "batch size=1"
 
 
 @pytest.mark.parametrize(

@@ -16,43 +16,77 @@ from stamplib.report.reference_run import PAPER_METHODS
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE = ResultsStore(REPO / "results" / "reference")
 
-#: Made-up H per method: the paper's order in (a) except STAMP second, behind CoTTA.
-H = {"stamp": 70.0, "cotta": 72.0, "rotta": 65.0, "bn_stats": 60.0, "eata": 59.0, "sar": 58.0, "source": 40.0,
-     "sotta": 50.0, "tent": 45.0, "owttt": 30.0, "unient": 90.0}
+#: Made-up H per method and seed: the paper's order in (a) except STAMP, which CoTTA beats under
+#: seeds 0 and 1 and which beats CoTTA under seed 2 (its mean, 71.0, is below CoTTA's 71.3).
+H = {"stamp": (70.0, 68.0, 75.0), "cotta": (72.0, 70.0, 72.0), "rotta": (65.0,) * 3, "bn_stats": (60.0,) * 3,
+     "eata": (59.0,) * 3, "sar": (58.0,) * 3, "source": (40.0,) * 3, "sotta": (50.0,) * 3, "tent": (45.0,) * 3,
+     "owttt": (30.0,) * 3, "unient": (90.0,) * 3}
 
 
-def _store(tmp_path: Path) -> ResultsStore:
+def _store(tmp_path: Path, h: dict[str, tuple[float, ...]] = H) -> ResultsStore:
     store = ResultsStore(tmp_path / "results")
     for notebook in ("02_table1_cifar_outlier_aware", "04_table3_class_split", "05_table4_closed_set"):
-        plan = plans.plan(notebook, profile="quick", methods=",".join(H))
+        plan = plans.plan(notebook, profile="quick", methods=",".join(h))
         for cell in plan.cells:
-            spec, h = cell.spec, H[cell.spec.method]
-            per = {c: {"acc": h, "auroc": h, "h": h, "collapsed": False, "seconds": 1.0} for c in spec.corruptions}
+            spec = cell.spec
+            if spec.seed >= len(h[spec.method]):
+                continue
+            value = h[spec.method][spec.seed]
+            per = {c: {"acc": value, "auroc": value, "h": value, "collapsed": False, "seconds": 1.0}
+                   for c in spec.corruptions}
             store.put({"key": spec.key(), "spec": spec.to_dict(), "per_corruption": per,
-                       "mean": {"acc": h, "auroc": h, "h": h}, "collapsed": [], "seconds": 1.0})
+                       "mean": {"acc": value, "auroc": value, "h": value}, "collapsed": [], "seconds": 1.0})
     return store
 
 
-def test_the_tables_read_the_quick_runs_cells_of_the_three_settings(tmp_path: Path) -> None:
+def test_the_tables_read_the_quick_runs_cells_of_the_three_settings_over_the_seeds(tmp_path: Path) -> None:
     tables = B.tables(_store(tmp_path))
     assert set(tables) == {"a", "b", "c"}
     a = tables["a"].set_index("method")
-    assert a.loc["stamp", "H ours"] == 70.0 and a.loc["stamp", "H paper"] == 80.1
+    assert a.loc["stamp", "H ours"] == 71.0 and a.loc["stamp", "H paper"] == 80.1
+    assert (a.loc["stamp", "H min"], a.loc["stamp", "H max"]) == (68.0, 75.0)
+    assert a.loc["stamp", "H seeds"] == {0: 70.0, 1: 68.0, 2: 75.0}
     assert "H Δ" not in tables["a"].columns  # another benchmark: no difference of numbers
-    assert tables["c"].set_index("method").loc["cotta", "ACC ours"] == 72.0
+    c = tables["c"].set_index("method")
+    assert c.loc["cotta", "ACC ours"] == pytest.approx(214 / 3) and c.loc["cotta", "ACC seeds"][1] == 70.0
 
 
-def test_agreement_ranks_the_papers_ten_against_the_paper_and_the_reference_run(tmp_path: Path) -> None:
+def test_stamps_rank_is_the_range_over_the_seeds_and_its_lead_is_decided_seed_by_seed(tmp_path: Path) -> None:
     ours = B.tables(_store(tmp_path))
+    place = B.standing(ours, "a")
+    assert place.seeds == (0, 1, 2) and place.ranks == {0: 2, 1: 2, 2: 1} and place.rank_text == "1st–2nd"
+    assert place.decision.answer == "within the seed spread" and place.best_other == "cotta"
+    assert place.decision.detail() == "holds under seed 2, fails under seeds 0 and 1"
     agree = B.agreement(ours, {}).set_index("metric")
     a = agree.iloc[0]
     assert a["methods"] == len(PAPER_METHODS)  # UniEnt, which the paper lacks, takes no part
-    assert (a["STAMP: ours"], a["STAMP: paper"]) == (2, 1)
-    assert -1.0 <= a["τ_b vs paper"] <= 1.0 and a["τ_b vs paper"] < 1.0
-    assert a["STAMP: reference run"] is None  # no reference tables given
-    lead = B.stamp_lead(ours)
-    assert lead[0].startswith("- (a) + Noise outliers: STAMP does not lead (rank 2) among the paper's ten by H: "
-                              "STAMP 70.0 (ACC 70.0, AUROC 70.0) against CoTTA 72.0")
+    assert (a["STAMP: ours"], a["STAMP: paper"]) == ("1st–2nd (seeds 0–2)", "1")
+    assert a["τ_b vs paper"].count(" / ") == 2 and "(range " in a["τ_b vs paper"]  # one τ_b per seed
+    assert a["STAMP: reference run"] == "—"  # no reference tables given
+    lines = B.verdicts(ours)
+    assert lines[0].startswith("- (a) + Noise outliers: does STAMP lead the paper's ten by H with Noise outliers? "
+                               "**within the seed spread** (holds under seed 2, fails under seeds 0 and 1). STAMP "
+                               "ranks 1st–2nd by H with 71.0 (68.0–75.0) against CoTTA 71.3 (70.0–72.0)")
+    assert "seed 2 CoTTA 72.0 (STAMP 75.0)" in lines[0]
+    summary = B.summary(ours)
+    assert "STAMP ranks 1st–2nd by H with Noise outliers (71.0 (68.0–75.0); best other CoTTA 71.3 (70.0–72.0))" in summary
+    assert "Does it beat the best other method under every seed (the same stream)? By H with Noise outliers " \
+           "*within the seed spread*" in summary
+
+
+def test_yes_and_no_need_every_seed_and_one_seed_says_so(tmp_path: Path) -> None:
+    ahead = B.standing(B.tables(_store(tmp_path / "yes", {**H, "stamp": (72.5, 70.1, 75.0)})), "a")
+    assert (ahead.decision.answer, ahead.rank_text) == ("yes", "1st")
+    behind = B.standing(B.tables(_store(tmp_path / "no", {**H, "stamp": (71.0, 69.0, 71.9)})), "a")
+    assert (behind.decision.answer, behind.rank_text) == ("no", "2nd")
+    one_seed = _store(tmp_path / "one", {m: v[:1] for m, v in H.items()})
+    single = B.tables(one_seed)
+    assert B.standing(single, "a").decision.label() == "one seed (seed 0: no)"
+    assert "(seed 0). Whether it leads, by H with Noise outliers *one seed (seed 0: no)*" in B.summary(single)
+    assert "min–max" not in B.block(one_seed, REFERENCE)  # one seed's numbers have no spread
+    # CoTTA without seed 2: the ten share seeds 0 and 1, under both of which STAMP loses
+    partial = B.standing(B.tables(_store(tmp_path / "partial", {**H, "cotta": (72.0, 70.0)})), "a")
+    assert partial.seeds == (0, 1) and partial.decision.answer == "no"
 
 
 def test_the_block_replaces_only_its_part_of_the_page(tmp_path: Path) -> None:
@@ -63,10 +97,21 @@ def test_the_block_replaces_only_its_part_of_the_page(tmp_path: Path) -> None:
     assert [p.name for p in written] == ["builtin_benchmark.png", "builtin_benchmark.svg", "page.md"]
     text = page.read_text()
     assert text.startswith("# title\n\n" + B.BEGIN) and text.endswith(B.END + "\n\nhand-written analysis\n")
-    assert "old" not in text and "| STAMP | 70.0 / 70.0 / 70.0 |" in text
+    assert "\nold\n" not in text and "| STAMP | 71.0 (68.0–75.0) | 71.0 (68.0–75.0) | 71.0 (68.0–75.0) |" in text
+    assert "mean over seeds 0–2 with, in brackets, the smallest and the largest value of a single seed" in text
     assert "τ_b vs reference run" in text  # the committed ResNet-18 records take part
     with pytest.raises(ValueError, match="no generated block"):
         B.replace_block("no markers", "x")
+
+
+def test_the_figure_draws_the_seeds_range_as_error_bars(tmp_path: Path) -> None:
+    ours = B.tables(_store(tmp_path))
+    bars = B._error_bars(ours["a"], ["cotta", "stamp", "tent"], "H")
+    assert bars[:, 1].tolist() == [3.0, 4.0] and bars[0, 0] == pytest.approx(4 / 3)
+    assert bars[:, 2].tolist() == [0.0, 0.0]  # Tent's three seeds agree
+    fig = B.headline_figure(ours, {})
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "built-in benchmark (quick run; mean over seeds 0–2, min–max)" in labels
 
 
 COMMITTED = ResultsStore(REPO / "results" / "builtin_benchmark")
@@ -90,6 +135,12 @@ def test_the_committed_quick_records_are_every_cell_and_current() -> None:
               for s in plans.plan(nb, profile="quick").specs}
     records = COMMITTED.records()
     assert {r["key"] for r in records} == wanted
+    assert {r["spec"]["seed"] for r in records} == {0, 1, 2} and len(records) == 14 * 3 * 3  # issue 41
+    for record in records:  # each names the command and the code that made it
+        made = record["provenance"]
+        assert made["command"].startswith("python -m stamplib grid --profile quick") and made["git"]["commit"]
+        if record["spec"]["seed"] > 0:  # computed for issue 41 from a clean checkout
+            assert made["git"]["dirty"] is False, record["key"]
     stale = [r["key"] for r in records if r.get("config") != current_config(RunSpec.from_dict(r["spec"]))]
     assert not stale, f"stale records (recompute them with ./run_all.sh and copy them over): {stale}"
     shipped = {r["provenance"]["checkpoint"]["sha256"] for r in records}
@@ -103,3 +154,10 @@ def test_the_readme_says_where_stamp_stands_as_the_committed_records_give() -> N
         "README's summary is stale: run `python -m stamplib benchmark render --results results/builtin_benchmark "
         "--page docs/builtin_benchmark.md --readme README.md`")
     assert "Among the paper's ten methods, STAMP ranks" in expected
+
+
+def test_the_readme_figure_is_drawn_from_the_committed_records(tmp_path: Path) -> None:
+    png, _ = B.render(COMMITTED, directory=tmp_path, reference_store=REFERENCE)
+    assert png.read_bytes() == (REPO / "figures" / f"{B.FIGURE}.png").read_bytes(), (
+        "figures/builtin_benchmark.png is stale: run `python -m stamplib benchmark render --results "
+        "results/builtin_benchmark --page docs/builtin_benchmark.md --readme README.md`")

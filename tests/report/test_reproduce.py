@@ -23,7 +23,7 @@ def _record(spec: RunSpec, acc: float = 60.0, auroc: float = 70.0, collapsed: bo
 
 
 def _tent_and_stamp(data_root: str = "") -> tuple[plans.Plan, dict]:
-    plan = plans.plan("02_table1_cifar_outlier_aware", methods="tent,stamp", data_root=data_root)
+    plan = plans.plan("02_table1_cifar_outlier_aware", methods="tent,stamp", data_root=data_root, seeds="0")
     records = {c.spec.key(): _record(c.spec, acc=80.0 if c.spec.method == "stamp" else 70.0,
                                      collapsed=c.spec.method == "tent") for c in plan.cells}
     return plan, records
@@ -130,7 +130,7 @@ def test_rank_agreement_ranks_per_panel_and_only_methods_with_both_numbers():
 def test_builtin_figure_compares_ranks_not_values(tmp_path):
     from stamplib.report import save_figure
 
-    plan = plans.plan("02_table1_cifar_outlier_aware", methods="source,tent,stamp")
+    plan = plans.plan("02_table1_cifar_outlier_aware", methods="source,tent,stamp", seeds="0")
     h = {"source": 70.0, "tent": 80.0, "stamp": 60.0}  # the paper's order (STAMP 80.1, Source 62.3, Tent 59.7) reversed
     records = {c.spec.key(): _record(c.spec, acc=h[c.spec.method], auroc=h[c.spec.method]) for c in plan.cells}
     table = reproduce.paper_table(plan, records)
@@ -196,3 +196,50 @@ def test_figures_of_the_builtin_benchmark_say_so_in_their_title():
     assert "digits benchmark" in labelled_title("H", pd.DataFrame({"ours on": ["digits / noise"]}))
     assert "JPEG CIFAR-10" in labelled_title("H", pd.DataFrame({"ours on": ["cifar10_jpeg / noise"]}))
     assert labelled_title("H", pd.DataFrame({"ours on": ["cifar10_c / noise"]})) == "H"
+
+
+def test_ablations_and_sweeps_draw_their_baseline_rows_seed_spread_as_a_band(tmp_path):
+    """Issue 41: notebook 06's rows stay at seed 0; its default row over the quick profile's
+    headline seeds (notebook 02's STAMP cells) is named under the table and drawn as a band."""
+    plan = plans.plan("06_table5_ablation")
+    assert {c.spec.seed for c in plan.cells} == {0} and {c.spec.seed for c in plan.band_cells} == {1, 2}
+    h_of_seed = {0: 70.0, 1: 60.0, 2: 80.0}
+    records = {c.spec.key(): _record(c.spec, acc=h_of_seed[c.spec.seed], auroc=h_of_seed[c.spec.seed])
+               for c in (*plan.cells, *plan.band_cells)}
+    band = reproduce.baseline_band(plan, records)
+    assert len(band) == 1 and (band.loc[0, "h_min"], band.loc[0, "h"], band.loc[0, "h_max"]) == (60.0, 70.0, 80.0)
+    table = reproduce.paper_table(plan, records, table="5")
+    assert set(table["H ours"]) == {70.0}  # the table itself: seed 0 alone
+    md = reproduce.save_paper_table(table, "t", directory=tmp_path, band=band)[1].read_text()
+    assert ("The baseline row (S.A.+D.S.+RBM+S.W.) over seeds 0–2, mean (min–max): ACC 70.0 (60.0–80.0), "
+            "AUROC 70.0 (60.0–80.0), H 70.0 (60.0–80.0); the band in the figure.") in md
+    fig = reproduce.plot_variant_bars(table, "ablation", band=band)
+    spans = [p for p in fig.axes[0].patches if p.get_label().startswith("band:") or p.get_alpha() == 0.18]
+    assert len(spans) == 3  # one band per metric, behind our bars
+    assert any(t.get_text() == "band: S.A.+D.S.+RBM+S.W. over seeds 0–2, min–max"
+               for t in fig.axes[0].get_legend().get_texts())
+    plt.close(fig)
+    ratios = plans.plan("08_table6_outlier_ratio")
+    records = {c.spec.key(): _record(c.spec, acc=h_of_seed[c.spec.seed], auroc=h_of_seed[c.spec.seed])
+               for c in (*ratios.cells, *ratios.band_cells)}
+    band = reproduce.baseline_band(ratios, records)
+    assert band.loc[0, "variant"] == "ratio=0.2"
+    fig = reproduce.plot_ratio_lines(reproduce.paper_table(ratios, records, table="6"), "ratios", band=band)
+    assert [p.get_alpha() for p in fig.axes[0].patches] == [0.18]
+    plt.close(fig)
+    assert reproduce.baseline_band(plans.plan("06_table5_ablation", profile="full"), {}).empty
+
+
+def test_tables_over_seeds_show_the_mean_with_min_max_and_ranks_as_intervals(tmp_path):
+    plan = plans.plan("02_table1_cifar_outlier_aware", methods="source,tent,stamp")
+    h = {"source": (50.0, 50.0, 50.0), "tent": (60.0, 66.0, 60.0), "stamp": (70.0, 62.0, 71.0)}
+    records = {c.spec.key(): _record(c.spec, acc=h[c.spec.method][c.spec.seed], auroc=h[c.spec.method][c.spec.seed])
+               for c in plan.cells}
+    table = reproduce.paper_table(plan, records)
+    md = reproduce.save_paper_table(table, "t", directory=tmp_path)[1].read_text()
+    assert "| 67.7 (62.0–71.0) |" in md and "Ours over seeds 0–2: the mean, and in brackets" in md
+    assert ("STAMP ranks 1st–2nd of the paper's 3 methods by H over seeds 0–2 (67.7 (62.0–71.0); best other: Tent "
+            "62.0 (60.0–66.0); beats the best other under every seed: within the seed spread)") in md
+    assert "τ_b = +0.33 / −0.33 / +0.33 (seeds 0–2; range −0.33 to +0.33) over 3 methods" in md
+    csv = pd.read_csv(tmp_path / "t.csv")
+    assert {"H seed 0", "H seed 1", "H seed 2", "H min", "H max"} <= set(csv.columns)
