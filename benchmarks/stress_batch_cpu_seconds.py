@@ -23,9 +23,9 @@ from pathlib import Path
 import torch
 
 from stamplib.evaluation.runner import run
-from stamplib.paths import RunContext
 from stamplib.evaluation.store import ResultsStore
 from stamplib.experiments import plans
+from stamplib.paths import RunContext
 
 REPO = Path(__file__).resolve().parents[1]
 
