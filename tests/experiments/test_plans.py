@@ -91,8 +91,9 @@ def test_full_profile_cell_counts_follow_the_paper():
         "14_course_adapting_at_test_time": 3 + 2 * 2,  # Source, BN Stats, Tent; two on the long stream, ± outliers
         "15_course_outliers_in_the_stream": 8 + 2 + 2 * 2,  # + the five filters; closed set; the long streams
         "16_course_stamp_piece_by_piece": 1 + 5,  # Tent, then five of Table 5's rows
-        "17_course_when_it_breaks": 2 + 4 * 5 - 1,  # STAMP ± self-weights; four methods × (2 batch sizes,
-                                                   # sorted, mixed, the paper's stream); STAMP's shared
+        "17_course_when_it_breaks": 2 + 4 * 4 - 1,  # STAMP ± self-weights; four methods × (batch of 16,
+                                                   # sorted, mixed, the paper's stream, which is also the
+                                                   # batch of 64); STAMP's shared
     }
     full = E.plan("02_table1_cifar_outlier_aware", profile="full").specs[0]
     assert len(full.corruptions) == 15 and full.outlier_ratio == 0.2
