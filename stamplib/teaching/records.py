@@ -17,29 +17,28 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 
 from stamplib import paths
 from stamplib.evaluation.outputs import StreamOutputs, record_outputs
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
+from stamplib.report import palette
 from stamplib.report.paper import method_label
 
 #: The seeds a lesson looks for (the three that issue 41 computes for the built-in benchmark).
 SEEDS = (0, 1, 2)
 #: The committed records of the quick run on the built-in benchmark, beside the run's own store.
 COMMITTED_QUICK_RUN = "results/builtin_benchmark"
-#: STAMP's colour in every lesson's figure (the README figure's red); the others follow seaborn's
-#: colour-blind palette without its red-like colours.
-STAMP_COLOUR = "tab:red"
+#: STAMP's colour in every lesson's figure, as in every other figure (stamplib.report.palette); a
+#: STAMP variant ("STAMP without self-weights") keeps it, the other methods keep their own.
+STAMP_COLOUR = palette.STAMP
 
 
 def method_colours(names: Iterable[str]) -> dict[str, Any]:
     """A colour per method name (or label), STAMP always :data:`STAMP_COLOUR`."""
     names = list(dict.fromkeys(names))
-    palette = [c for i, c in enumerate(sns.color_palette("colorblind", 10)) if i not in (3,)]  # 3: vermilion
-    others = iter(palette * (len(names) // len(palette) + 1))
-    return {n: STAMP_COLOUR if n in ("stamp", "STAMP") or n.startswith("STAMP") else next(others) for n in names}
+    own = palette.method_colours([n for n in names if not n.startswith("STAMP")])
+    return {n: STAMP_COLOUR if n.startswith("STAMP") else own[n] for n in names}
 
 
 def corruptions_of(record: Mapping[str, Any]) -> list[str]:
