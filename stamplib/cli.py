@@ -267,7 +267,8 @@ def cmd_site(args: argparse.Namespace) -> int:
     """The executed notebooks of one profile as a website in build/site."""
     from stamplib.site import build_site
 
-    index = build_site(profile=args.profile, out=Path(args.out) if args.out else None, quiet=not args.verbose)
+    index = build_site(args.profile, _context(args).figures, out=Path(args.out) if args.out else None,
+                       quiet=not args.verbose)
     print(f"site built: open {index}")
     return 0
 
@@ -338,8 +339,12 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     from stamplib.models import source_model_card
 
     cards = [source_model_card(name) for name in ("cifar10_builtin", "cifar10_builtin_8_2")] if args.page else ()
-    for path in builtin_benchmark.render(ResultsStore(context.results), page=Path(args.page) if args.page else None,
-                                         model_cards=cards, readme=Path(args.readme) if args.readme else None):
+    from stamplib.experiments import reference
+
+    for path in builtin_benchmark.render(ResultsStore(context.results), context.figures,
+                                         reference_store=ResultsStore(reference.reference_dir()),
+                                         page=Path(args.page) if args.page else None, model_cards=cards,
+                                         readme=Path(args.readme) if args.readme else None):
         print(f"wrote {path}")
     return 0
 
@@ -383,6 +388,30 @@ def _grid_parser(sub: Any) -> None:
     p.set_defaults(func=cmd_grid)
 
 
+def _computes_itself(name: str) -> str:
+    """The notebook that ``name`` names, if no experiment is registered under it and the notebook
+    declares that it computes what it shows itself (01, 11); "" where an experiment is registered
+    under it or no notebook file matches (the registry decides). A notebook file that neither
+    has an experiment nor declares so is one ValueError naming the entry-point group."""
+    from stamplib.experiments import plans, registry
+    from stamplib.notebook_runner import COMPUTES_ITSELF, computes_itself, discover
+
+    if any(nb == name or nb.startswith(name) for nb in plans.registered()):
+        return ""
+    try:
+        found = discover([name])
+    except ValueError:
+        return ""
+    if all(computes_itself(nb) for nb in found):
+        return ", ".join(nb.stem for nb in found)
+    orphans = [nb.stem for nb in found if not computes_itself(nb)]
+    raise ValueError(f"notebook {', '.join(orphans)} has no registered experiment: register one "
+                     f"(stamplib.experiments.registry.register) in a module that an installed package names "
+                     f"under the entry-point group {registry.ENTRY_POINT_GROUP!r} (docs/architecture.md), or "
+                     f"declare in the notebook's metadata that it computes what it shows itself "
+                     f"(stamplib.{COMPUTES_ITSELF}: true)")
+
+
 def cmd_grid(args: argparse.Namespace) -> int:
     """Every cell of the chosen notebooks: status per notebook, then compute or submit the missing."""
     from stamplib.evaluation.store import ResultsStore
@@ -390,15 +419,12 @@ def cmd_grid(args: argparse.Namespace) -> int:
 
     context = _context(args)
     store = ResultsStore(context.results)
-    chosen: list[plans.Experiment] = list(plans.EXPERIMENTS.values()) if args.all else []
+    chosen: list[plans.Experiment] = list(plans.registered().values()) if args.all else []
     for name in [] if args.all else args.notebook:
-        try:
+        if itself := _computes_itself(name):
+            print(f"{itself}: no grid cells (the notebook computes what it shows itself)")
+        else:
             chosen += [e for e in plans.resolve_notebooks([name]) if e not in chosen]
-        except ValueError:
-            from stamplib.notebook_runner import discover
-
-            discover([name])  # a notebook without cells (01) is fine; anything else is an error
-            print(f"{name}: no grid cells (the notebook computes what it shows itself)")
     if not chosen:
         print("nothing to compute")
         return 0
@@ -538,7 +564,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
 
     context = _context(args, reference.reference_dir(), reference.default_data_root())
     store = ResultsStore(context.results)
-    cells = reference.specs(context.data_root)
+    cells = reference.specs()
     if args.action == "readme":
         from stamplib.report import reference_run
 
@@ -552,15 +578,15 @@ def cmd_reference(args: argparse.Namespace) -> int:
         from stamplib.notebook_runner import run_notebooks
         from stamplib.report import reference_run
 
-        reference_run.write_figure(store)  # the README's headline figure, from the same records
+        reference_run.write_figure(store, context.figures)  # the README's headline figure, from the same records
         print(reference.render_line(store, cells))
         with context.exported():  # the kernels read this store only
             return run_notebooks(profile=reference.PROFILE, only=reference.NOTEBOOKS, data_root=str(context.data_root),
                                  extra={"compute_missing": False})
     if args.action == "status":
-        print("\n".join(reference.status_lines(store, context.data_root)))
+        print("\n".join(reference.status_lines(store)))
         return 0
-    todo = reference.cells_of(args.cells if not args.extras or args.cells != "core" else "all", context.data_root)
+    todo = reference.cells_of(args.cells if not args.extras or args.cells != "core" else "all")
     if args.action == "compute":
         report = reference.compute(todo, context, jobs=args.jobs)
         print(reference.compute_line(report, store))

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import io
 import math
-import os
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -213,6 +212,8 @@ def _running_metrics(predictions: np.ndarray, scores: np.ndarray, labels: np.nda
 
 def explore(
     method: str = "stamp",
+    *,
+    context: paths.RunContext,
     dataset: str = "",
     corruption: str = "gaussian_noise",
     severity: int = 5,
@@ -221,9 +222,7 @@ def explore(
     max_id: int | None = None,
     seed: int = 0,
     setting: str = "",
-    device: str = "cpu",
     profile: str = "quick",
-    data_root: str | os.PathLike | None = None,
     **hyperparameters: Any,
 ) -> StreamExplorer:
     """Run ``method`` once over one corruption's stream and return a :class:`StreamExplorer`
@@ -231,16 +230,17 @@ def explore(
     ``dataset``: the known-class data set (default: the profile's built-in benchmark, the
     CIFAR-10 photographs in the quick profile); ``max_id`` known-class samples (default: as
     many as ``profile`` uses); ``hyperparameters`` override the method's setting (e.g.
-    ``alpha=0.4`` for STAMP); ``data_root``: where the data sets are (None: no data folder, enough
-    for the data sets that ship with the package)."""
+    ``alpha=0.4`` for STAMP); ``context``: the data root the data sets are read from and the
+    device the method runs on (a notebook's, built from its parameters cell)."""
     dataset = dataset or get_profile(profile).builtin
     spec = RunSpec.make(
         method, overrides={**stand_in_overrides(method, dataset, setting), **hyperparameters}, dataset=dataset,
         outliers=outliers, corruptions=(corruption,), severity=severity, outlier_ratio=outlier_ratio, seed=seed,
         profile=profile, setting=setting,
     )
-    tta = build_method(spec, device, data_root=data_root)
-    stream = build_stream(spec, max_id=max_id, data_root=data_root)
+    device = context.device
+    tta = build_method(spec, device, data_root=context.data_root)
+    stream = build_stream(spec, max_id=max_id, data_root=context.data_root)
     tracer = StreamTracer(stream, tta.num_classes, device)
     result = run_stream(tta, stream, device, tracer=tracer)
     trace = tracer.columns

@@ -8,6 +8,7 @@ extra (``pip install 'stamplib[notebooks]'``).
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Sequence
@@ -38,6 +39,19 @@ def discover(only: Sequence[str] = ()) -> list[Path]:
     if missing:
         raise ValueError(f"no notebook matches {missing}; available: {', '.join(nb.stem for nb in found)}")
     return chosen
+
+
+#: The notebook metadata key by which a notebook says it computes what it shows itself (01 loads
+#: the source models, 11 runs the explorer): the grid plans no cells for it, and needs no
+#: registered experiment.
+COMPUTES_ITSELF = "computes_itself"
+
+
+def computes_itself(nb: Path) -> bool:
+    """Whether notebook ``nb`` declares (``metadata.stamplib.computes_itself``) that it computes
+    what it shows itself, so no experiment plans its cells."""
+    return bool(json.loads(nb.read_text(encoding="utf-8")).get("metadata", {}).get("stamplib", {})
+                .get(COMPUTES_ITSELF, False))
 
 
 def _papermill() -> Any:

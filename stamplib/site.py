@@ -194,15 +194,16 @@ def write_sources(pages: list[Page], src: Path, profile: str, figures: Path | No
 
 
 def build_site(
-    profile: str = "quick",
+    profile: str,
+    figures: Path,
     out: Path | None = None,
     executed: Path | None = None,
-    figures: Path | None = None,
     quiet: bool = True,
     docs: Path | None = None,
 ) -> Path:
-    """Build the site from the executed notebooks of ``profile`` into ``out`` (default
-    ``build/site``) and return the path of its ``index.html``. The build happens in a scratch
+    """Build the site from the executed notebooks of ``profile`` and the figures folder of their
+    run (``figures``: the command's context's) into ``out`` (default ``build/site``) and return
+    the path of its ``index.html``. The build happens in a scratch
     folder that replaces ``out`` only when Sphinx succeeded, so an interrupted build leaves the
     previous site whole."""
     # Before anything is written: a missing extra is one line here, not a page of Sphinx's log.
@@ -218,7 +219,7 @@ def build_site(
     scratch = out.with_name(out.name + ".partial")
     shutil.rmtree(scratch, ignore_errors=True)
     src, html = scratch / "src", scratch / "html"
-    write_sources(pages, src, profile, figures if figures is not None else paths.figures_dir(),
+    write_sources(pages, src, profile, figures,
                   docs if docs is not None else root / "docs")
     cmd = [sys.executable, "-m", "sphinx", "-b", "html", "--keep-going", "-E", "-d", str(scratch / "doctrees"), str(src), str(html)]
     if quiet:

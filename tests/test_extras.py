@@ -98,7 +98,7 @@ def test_the_site_without_the_site_extra(tmp_path, monkeypatch, capsys, module) 
     monkeypatch.setitem(sys.modules, module, None)
     monkeypatch.setattr(site, "collect_pages", _boom)
     with pytest.raises(MissingExtra, match=f"building the site needs {module}") as caught:
-        site.build_site("quick", out=tmp_path / "site", executed=tmp_path)
+        site.build_site("quick", tmp_path / "figures", out=tmp_path / "site", executed=tmp_path)
     _assert_one_line(caught.value, "site")
     assert cli.main(["site", "--out", str(tmp_path / "site")]) == 2
     _assert_one_line(capsys.readouterr().err, "site")

@@ -2,7 +2,10 @@
 the evaluation core (:mod:`stamplib.evaluation`: a RunSpec in, a record out).
 
 * :mod:`~stamplib.experiments.parameters` — a notebook's parameters, parsed and checked once;
-* :mod:`~stamplib.experiments.plans` — the experiments (one per notebook), parameters → RunSpecs;
+* :mod:`~stamplib.experiments.registry` — every notebook's experiment by name, the package's and
+  those of installed packages (entry-point group ``stamplib.experiments``);
+* :mod:`~stamplib.experiments.plans` — the paper's experiments (one per notebook) and the planners
+  they share, parameters → RunSpecs;
 * :mod:`~stamplib.experiments.course` — the short course's four notebooks (14–17), planned from
   the paper notebooks' cells;
 * :mod:`~stamplib.experiments.execute` — a plan's records: stored, or computed here;

@@ -35,24 +35,21 @@ class Planned(Protocol):
 
 def compute(
     the_plan: Planned,
-    context: RunContext | None = None,
+    context: RunContext,
     *,
     compute_missing: bool = True,
     progress: bool = True,
     metrics: Sequence[str] = (),
     traces: bool = False,
-    device: str = "cpu",
 ) -> Records:
     """Records of the plan's specs by spec key: read from the context's results store, and the
     missing ones computed here (``compute_missing``) or left out (then the tables show what
     exists). ``context`` (a notebook builds it from its parameters cell) gives the data root,
-    the results store and the device. Without one (notebook 00 until it passes its context)
-    one is built here from the environment and ``device``.
+    the results store and the device.
     A stored record that lacks one of ``metrics`` (a metric newer than the record) is re-scored
     from its per-sample outputs where it has them (no method runs). With ``traces``, a stored
     record of a method that reports traces but made before traces existed is computed again."""
     wanted = check_metrics(metrics) if metrics else ()
-    context = context or RunContext.build(device=device)
     store = ResultsStore(context.results)
     records = _stored_or_run(the_plan, context, compute_missing, store, progress)
     if traces and compute_missing:

@@ -93,6 +93,7 @@ class NotebookParameters:
 
     profile: str
     data_root: str
+    scale: str  # builtin | real | paper (SCALES): the data the cells run on
     methods: tuple[str, ...]  # empty: the notebook's own rows
     datasets: tuple[str, ...]  # empty: the notebook's data sets at this scale
     outlier_sets: tuple[str, ...]  # empty: those of each data set
@@ -106,17 +107,21 @@ class NotebookParameters:
 
     @classmethod
     def parse(
-        cls, profile: str = "quick", data_root: str = "", methods: str | Sequence[str] = "",
+        cls, profile: str = "quick", data_root: str = "", scale: str = "", methods: str | Sequence[str] = "",
         datasets: str | Sequence[str] = "", outlier_sets: str | Sequence[str] = "",
         corruptions: str | Sequence[str] = "", seeds: str | Sequence[int] = "", severity: int | str = 5,
         outlier_ratio: float | str = 0.2, device: str = "cpu", compute_missing: bool = True,
         metrics: str | Sequence[str] = "", **_: Any,
     ) -> NotebookParameters:
-        """The parameters from text or values; other names (a notebook's own) are ignored."""
+        """The parameters from text or values; other names (a notebook's own) are ignored.
+        ``scale`` "" is the profile's with or without a data root (:func:`scale_of`); naming it
+        plans real images without a data root where nothing is read (the reference run's
+        records are compared and reported without their data)."""
         get_profile(profile)
         return cls(
             profile=profile,
             data_root=str(data_root or ""),
+            scale=check_scale(scale, profile) if scale else scale_of(profile, data_root),
             methods=parse_methods(methods),
             datasets=names(datasets, "datasets", data.DATASETS),
             outlier_sets=names(outlier_sets, "outlier_sets", [*data.OUTLIER_SETS, data.HELDOUT, data.CLOSED_SET]),
@@ -137,12 +142,24 @@ class NotebookParameters:
         # A module of a parameter's name (notebook 00 imports evaluation.metrics) is no parameter.
         return cls.parse(**{k: v for k, v in given.items() if not isinstance(v, types.ModuleType)})
 
-    @property
-    def scale(self) -> str:
-        """``paper`` for the full profile, else ``real`` with a data root, else ``builtin``."""
-        if self.profile == "full":
-            return "paper"
-        return "real" if self.data_root else "builtin"
+
+#: The data a plan's cells run on: the profile's built-in benchmark, real images of a data root
+#: at reduced size, or the paper's data sets (the full profile).
+SCALES = ("builtin", "real", "paper")
+
+
+def scale_of(profile: str, data_root: str | None) -> str:
+    """``paper`` for the full profile, else ``real`` with a data root, else ``builtin``."""
+    if profile == "full":
+        return "paper"
+    return "real" if data_root else "builtin"
+
+
+def check_scale(scale: str, profile: str) -> str:
+    """``scale`` where ``profile`` plans it: the full profile plans the paper's data, the others
+    the built-in benchmark or real images."""
+    allowed = ("paper",) if profile == "full" else ("builtin", "real")
+    return validation.check_choice(f"scale (profile {profile})", scale, allowed)
 
 
 #: The parameters that choose cells, as a grid's ``--param`` may give them; the others say

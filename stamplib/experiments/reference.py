@@ -65,28 +65,32 @@ def reference_dir() -> Path:
     return (paths.repo_root() or Path.cwd()) / "results" / "reference"
 
 
-#: What plans the reference cells where no data is read (comparing and reporting stored records):
-#: any data root plans the real-image scale, and a RunSpec's key does not hold it.
-PLANNING_ROOT = "reference"
+#: The reference run's cells run on real images (the JPEG CIFAR-10 and our CIFAR-10-C made from it).
+#: Planning reads no file and a RunSpec's key holds no data root, so the cells are planned at this
+#: scale by name, with or without the data.
+SCALE = "real"
 
 
-def _planning_root(data_root: str | os.PathLike) -> str:
-    """The data root as the plans take it: any data root plans the real-image scale
-    (:data:`PLANNING_ROOT` where no file is read)."""
-    if not data_root:
-        raise ValueError("the reference cells are planned at the real-image scale: give their data root")
-    return str(data_root)
+def plan(experiment: plans.Experiment, **params: Any) -> plans.Plan:
+    """``experiment``'s plan as the reference run has it: the quick profile on real images
+    (``params``: a notebook's other parameters, such as ``methods`` or ``seeds``)."""
+    return experiment.plan(profile=PROFILE, scale=SCALE, **params)
 
 
-def specs(data_root: str | os.PathLike) -> list[RunSpec]:
-    """Every reference cell, in the order they are computed (issue 25): setting (a) for every
-    method, STAMP's extra seeds in (a), then (b) and (c) — so an interrupted run leaves the most
-    telling table complete first."""
-    root = _planning_root(data_root)
+def experiment_cells(experiment: plans.Experiment, **params: Any) -> list[RunSpec]:
+    """The distinct RunSpecs of :func:`plan`."""
+    return plan(experiment, **params).specs
+
+
+def specs() -> list[RunSpec]:
+    """Every reference cell, in the order they are computed: setting (a) for every method,
+    STAMP's extra seeds in (a), then (b) and (c) — so an interrupted run leaves the most telling
+    table complete first."""
     seeds = ",".join(str(s) for s in SPREAD_SEEDS)
-    cells = plans.TABLE1.cells(profile=PROFILE, data_root=root)
-    cells += plans.TABLE1.cells(profile=PROFILE, data_root=root, methods=SPREAD_METHOD, seeds=seeds)
-    cells += plans.cells(list(EXPERIMENTS[1:]), profile=PROFILE, data_root=root)
+    cells = experiment_cells(plans.TABLE1)
+    cells += experiment_cells(plans.TABLE1, methods=SPREAD_METHOD, seeds=seeds)
+    for experiment in EXPERIMENTS[1:]:
+        cells += experiment_cells(experiment)
     return plans.distinct(cells)
 
 
@@ -113,19 +117,19 @@ STRESS_CHEAP_METHODS = "source,bn_stats,tent,eata,sar"
 STRESS_OTHER_METHODS = "rotta,owttt,unient,sotta,stamp,cotta"
 
 
-def stress_specs(data_root: str | os.PathLike) -> list[RunSpec]:
-    """Issue 35's optional cells (``reference compute --cells stress``): Fig. 3's, Table 6's and
-    notebook 13's on real images, in the order they are computed, without reference cells."""
-    root = _planning_root(data_root)
-    ratio_cells = partial(plans.RATIOS.cells, profile=PROFILE, data_root=root)
-    stream_cells = partial(plans.STRESS.cells, profile=PROFILE, data_root=root, **STRESS_STREAMS)
-    cells = plans.WEIGHTS.cells(profile=PROFILE, data_root=root)
+def stress_specs() -> list[RunSpec]:
+    """The optional cells of STAMP's variants and the harder streams (``reference compute --cells
+    stress``): Fig. 3's, Table 6's and notebook 13's on real images, in the order they are
+    computed, without reference cells."""
+    ratio_cells = partial(experiment_cells, plans.RATIOS)
+    stream_cells = partial(experiment_cells, plans.STRESS, **STRESS_STREAMS)
+    cells = experiment_cells(plans.WEIGHTS)
     cells += ratio_cells(methods=RATIO_BASELINES)
     cells += ratio_cells(ratios=STAMP_RATIOS[0])
     cells += stream_cells(methods=STRESS_CHEAP_METHODS)
     cells += ratio_cells(ratios=STAMP_RATIOS[1])
     cells += stream_cells(methods=STRESS_OTHER_METHODS)
-    core = {s.key() for s in specs(root)}
+    core = {s.key() for s in specs()}
     return [s for s in plans.distinct(cells) if s.key() not in core]
 
 
@@ -135,33 +139,29 @@ SEEDED_METHODS = ",".join(methods.PAPER_ORDER)
 EXTRA_SEEDS = ",".join(str(s) for s in SPREAD_SEEDS if s != 0)
 
 
-def seeded_specs(data_root: str | os.PathLike) -> list[RunSpec]:
+def seeded_specs() -> list[RunSpec]:
     """The paper's ten in setting (a) over seeds 1 and 2 (STAMP's are reference cells already)."""
-    root = _planning_root(data_root)
-    cells = plans.TABLE1.cells(profile=PROFILE, data_root=root, methods=SEEDED_METHODS, seeds=EXTRA_SEEDS)
-    core = {s.key() for s in specs(root)}
+    cells = experiment_cells(plans.TABLE1, methods=SEEDED_METHODS, seeds=EXTRA_SEEDS)
+    core = {s.key() for s in specs()}
     return [s for s in plans.distinct(cells) if s.key() not in core]
 
 
-def extra_specs(data_root: str | os.PathLike) -> list[RunSpec]:
+def extra_specs() -> list[RunSpec]:
     """The optional cells, without those that are already reference cells."""
-    root = _planning_root(data_root)
-    cells = plans.TABLE1.cells(profile=PROFILE, data_root=root, methods=EXTRA_METHODS_ALL_CORRUPTIONS,
-                        corruptions="all")
+    cells = experiment_cells(plans.TABLE1, methods=EXTRA_METHODS_ALL_CORRUPTIONS, corruptions="all")
     for experiment in EXTRA_EXPERIMENTS:
-        cells += experiment.cells(profile=PROFILE, data_root=root)
-    cells += stress_specs(root)
-    cells += seeded_specs(root)
-    core = {s.key() for s in specs(root)}
+        cells += experiment_cells(experiment)
+    cells += stress_specs()
+    cells += seeded_specs()
+    core = {s.key() for s in specs()}
     return [s for s in plans.distinct(cells) if s.key() not in core]
 
 
-def seed_spread(store: ResultsStore, data_root: str | os.PathLike) -> float | None:
+def seed_spread(store: ResultsStore) -> float | None:
     """Largest max − min over STAMP's seeds 0, 1, 2 of any corruption's ACC or AUROC in setting
     (a), in points; None until all three seeds are stored."""
-    root = _planning_root(data_root)
     seeds = ",".join(str(s) for s in SPREAD_SEEDS)
-    runs = plans.TABLE1.cells(profile=PROFILE, data_root=root, methods=SPREAD_METHOD, seeds=seeds)
+    runs = experiment_cells(plans.TABLE1, methods=SPREAD_METHOD, seeds=seeds)
     records = [store.get(s) for s in runs]
     if any(r is None for r in records):
         return None
@@ -239,7 +239,7 @@ def compare_stores(
     spread: float | None = None,
 ) -> Comparison:
     """Compare every cell the reference store holds with the recomputed store."""
-    spread = seed_spread(reference, PLANNING_ROOT) if spread is None else spread
+    spread = seed_spread(reference) if spread is None else spread
     compared, unchecked, differences = 0, [], []
     largest: Difference | None = None
     for spec in cells:
@@ -290,8 +290,7 @@ def select_settings(cells: Sequence[RunSpec], settings: str) -> list[RunSpec]:
     if unknown:
         raise ValueError(f"unknown setting {unknown}: name a (Noise outliers), b (8:2 split) or c (closed set)")
     keys = {s.key() for letter in letters
-            for s in SETTING_EXPERIMENTS[letter].cells(profile=PROFILE, data_root=PLANNING_ROOT,
-                                 seeds=",".join(map(str, SPREAD_SEEDS)))}
+            for s in experiment_cells(SETTING_EXPERIMENTS[letter], seeds=",".join(map(str, SPREAD_SEEDS)))}
     return [c for c in cells if c.key() in keys]
 
 
@@ -301,25 +300,26 @@ def select_settings(cells: Sequence[RunSpec], settings: str) -> list[RunSpec]:
 CELL_GROUPS = ("core", "extras", "all", "stress", "seeds")
 
 
-def cells_of(group: str, data_root: str | os.PathLike) -> list[RunSpec]:
+def cells_of(group: str) -> list[RunSpec]:
     """The cells of a ``--cells`` group: the 44 (core), the optional ones (extras), both (all),
-    issue 35's optional ones alone (stress), or the paper's ten over seeds 1 and 2 in (a) (seeds)."""
+    the variants' and harder streams' optional ones alone (stress), or the paper's ten over seeds
+    1 and 2 in (a) (seeds)."""
     if group not in CELL_GROUPS:
         raise ValueError(f"--cells is one of {', '.join(CELL_GROUPS)}, got {group!r}")
-    return ((specs(data_root) if group in ("core", "all") else [])
-            + (extra_specs(data_root) if group in ("extras", "all") else [])
-            + (stress_specs(data_root) if group == "stress" else [])
-            + (seeded_specs(data_root) if group == "seeds" else []))
+    return ((specs() if group in ("core", "all") else [])
+            + (extra_specs() if group in ("extras", "all") else [])
+            + (stress_specs() if group == "stress" else [])
+            + (seeded_specs() if group == "seeds" else []))
 
 
-def status_lines(store: ResultsStore, data_root: str | os.PathLike) -> list[str]:
-    """What ``reference status`` prints: the 44 cells, the optional ones, issue 35's among them,
-    and STAMP's seed spread."""
-    state = store.status(specs(data_root))
-    extra = store.status(extra_specs(data_root))
-    stress = store.status(stress_specs(data_root))
-    seeded = store.status(seeded_specs(data_root))
-    spread = seed_spread(store, data_root)
+def status_lines(store: ResultsStore) -> list[str]:
+    """What ``reference status`` prints: the 44 cells, the optional ones, the variants' and
+    harder streams' among them, and STAMP's seed spread."""
+    state = store.status(specs())
+    extra = store.status(extra_specs())
+    stress = store.status(stress_specs())
+    seeded = store.status(seeded_specs())
+    spread = seed_spread(store)
     return [
         f"reference store {store.root}: {len(state.done)} done, {len(state.missing)} missing, "
         f"{len(state.running)} running, of {len(state.done) + len(state.missing) + len(state.running)} cells",

@@ -24,11 +24,12 @@ import torch
 from stamplib import data
 from stamplib.evaluation.assembly import build_stream
 from stamplib.evaluation.store import ResultsStore
-from stamplib.experiments import plans, reference
+from stamplib.experiments import plans
+from stamplib.methods import PAPER_ORDER, TABLE_ORDER
 from stamplib.report import reference_run, seeds
 from stamplib.report.palette import NEWER_METHODS_BAR, PAPER_METHODS_BAR, STAMP
 from stamplib.report.paper import method_label
-from stamplib.report.reference_run import METHOD_ORDER, PAPER_METHODS, closed_set
+from stamplib.report.reference_run import closed_set
 from stamplib.report.reproduce import paper_table
 from stamplib.report.tables import to_markdown
 from stamplib.report.walkthrough import draw_stream_image
@@ -84,7 +85,7 @@ def corruption_tables(store: ResultsStore, profile: str = "quick") -> dict[str, 
     return out
 
 
-def by_seed(table: pd.DataFrame, metric: str, methods: Sequence[str] = PAPER_METHODS) -> dict[str, dict[int, float]]:
+def by_seed(table: pd.DataFrame, metric: str, methods: Sequence[str] = PAPER_ORDER) -> dict[str, dict[int, float]]:
     """``metric``'s value under each seed of each of ``methods`` that has a row
     (:func:`stamplib.report.seeds.table_values`)."""
     return seeds.table_values(table, metric, methods)
@@ -123,7 +124,7 @@ def standing(ours: Mapping[str, pd.DataFrame], letter: str, method: str = "stamp
     table = ours[letter]
     values = by_seed(table, metric)
     paired = seeds.paired(*values.values())
-    if len(values) < len(PAPER_METHODS) or not paired:
+    if len(values) < len(PAPER_ORDER) or not paired:
         return None
     values = {m: {s: v[s] for s in paired} for m, v in values.items()}
     means = {m: float(np.mean(list(v.values()))) for m, v in values.items() if m != method}
@@ -133,7 +134,7 @@ def standing(ours: Mapping[str, pd.DataFrame], letter: str, method: str = "stamp
 
 
 def _paper_rank(table: pd.DataFrame, metric: str, method: str) -> int | None:
-    rows = table[table["method"].isin(PAPER_METHODS)].set_index("method")[f"{metric} paper"].dropna()
+    rows = table[table["method"].isin(PAPER_ORDER)].set_index("method")[f"{metric} paper"].dropna()
     if method not in rows.index:
         return None
     values = rows.round(1)
@@ -144,7 +145,7 @@ def _tau(ours: pd.DataFrame, other: Mapping[str, float], metric: str) -> tuple[d
     """Kendall's τ_b between ``other``'s order of the paper's ten methods (one number each) and
     ours under each seed, over the methods both have; and how many took part."""
     mine = by_seed(ours, metric)
-    both = {m: float(v) for m, v in other.items() if m in mine and m in PAPER_METHODS and not np.isnan(float(v))}
+    both = {m: float(v) for m, v in other.items() if m in mine and m in PAPER_ORDER and not np.isnan(float(v))}
     if len(both) < 2:
         return {}, len(both)
     return seeds.tau_by_seed(mine, both), len(both)
@@ -188,7 +189,7 @@ def _seeds_of(ours: Mapping[str, pd.DataFrame]) -> list[int]:
     """Every seed any record of the three settings has."""
     found: set[int] = set()
     for letter, (_, metric) in SETTINGS.items():
-        for values in by_seed(ours[letter], metric, METHOD_ORDER).values():
+        for values in by_seed(ours[letter], metric, TABLE_ORDER).values():
             found |= set(values)
     return sorted(found)
 
@@ -197,7 +198,7 @@ def method_table(ours: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     """All methods: ACC, AUROC and H in (a) and (b), ACC in (c), ours on the built-in benchmark,
     each the mean over seeds with the smallest and largest seed's value."""
     out = []
-    for method in [m for m in METHOD_ORDER if any(m in set(t["method"]) for t in ours.values() if not t.empty)]:
+    for method in [m for m in TABLE_ORDER if any(m in set(t["method"]) for t in ours.values() if not t.empty)]:
         row = {"method": method_label(method)}
         for letter, metrics in (("a", ("ACC", "AUROC", "H")), ("b", ("ACC", "AUROC", "H")), ("c", ("ACC",))):
             for metric in metrics:
@@ -214,7 +215,7 @@ def corruption_table(per_corruption: Mapping[str, pd.DataFrame]) -> pd.DataFrame
         table = per_corruption[letter]
         for corruption in dict.fromkeys(table["corruption"]) if not table.empty else ():
             columns[f"({letter}) {metric} {corruption.replace('_', ' ')}"] = (letter, metric, corruption)
-    methods = [m for m in METHOD_ORDER if any(m in set(t["method"]) for t in per_corruption.values() if not t.empty)]
+    methods = [m for m in TABLE_ORDER if any(m in set(t["method"]) for t in per_corruption.values() if not t.empty)]
     out = []
     for method in methods:
         row = {"method": method_label(method)}
@@ -264,15 +265,14 @@ def _models_line(cards: Sequence[Mapping[str, Any]]) -> str:
         f"on 2 CPU cores" for c in cards) + "."
 
 
-def block(store: ResultsStore, reference_store: ResultsStore | None = None,
-          model_cards: Sequence[Mapping[str, Any]] = ()) -> str:
-    """The generated part of ``docs/builtin_benchmark.md`` (``model_cards``: the source networks'
+def block(store: ResultsStore, reference_store: ResultsStore, model_cards: Sequence[Mapping[str, Any]] = ()) -> str:
+    """The generated part of ``docs/builtin_benchmark.md`` from the quick run's ``store`` and the
+    reference run's ``reference_store`` (``model_cards``: the source networks'
     :func:`stamplib.models.source_model_card`, named in its first paragraph)."""
     ours = tables(store)
-    ref_store = reference_store if reference_store is not None else ResultsStore(reference.reference_dir())
-    ref = reference_run.tables(ref_store)
+    ref = reference_run.tables(reference_store)
     found = sum(len(seeds.present(v)) for letter, (_, metric) in SETTINGS.items()
-                for v in by_seed(ours[letter], metric, METHOD_ORDER).values())
+                for v in by_seed(ours[letter], metric, TABLE_ORDER).values())
     seen = _seeds_of(ours)
     if not found:
         return "\n".join([BEGIN, "", "No quick-run records yet: `./run_all.sh` computes them.", "", END])
@@ -397,10 +397,10 @@ def headline_figure(ours: Mapping[str, pd.DataFrame], ref: Mapping[str, pd.DataF
         if table.empty:
             ax.text(0.5, 0.5, "no records yet", ha="center", va="center", transform=ax.transAxes)
             continue
-        order = [m for m in METHOD_ORDER if m in set(table["method"])]
+        order = [m for m in TABLE_ORDER if m in set(table["method"])]
         values = table.set_index("method").reindex(order)
         x = np.arange(len(order))
-        colors = [STAMP if m == "stamp" else (PAPER_METHODS_BAR if m in PAPER_METHODS else NEWER_METHODS_BAR)
+        colors = [STAMP if m == "stamp" else (PAPER_METHODS_BAR if m in PAPER_ORDER else NEWER_METHODS_BAR)
                   for m in order]
         ax.bar(x, values["H ours"], color=colors, alpha=0.85, label=f"built-in benchmark (quick run; {over})",
                yerr=_error_bars(table, order, "H"), error_kw={"ecolor": "0.2", "elinewidth": 1.2, "capsize": 3})
@@ -421,22 +421,22 @@ def headline_figure(ours: Mapping[str, pd.DataFrame], ref: Mapping[str, pd.DataF
     return fig
 
 
-def render(store: ResultsStore, directory: str | Path | None = None, page: Path | None = None,
-           reference_store: ResultsStore | None = None, model_cards: Sequence[Mapping[str, Any]] = (),
-           examples: bool = True, readme: Path | None = None) -> list[Path]:
-    """Write the headline figure (with a strip of the stream's photographs unless ``examples``
-    is off), ``page``'s generated block and ``readme``'s summary sentence (each when given)."""
+def render(store: ResultsStore, directory: str | Path, *, reference_store: ResultsStore, page: Path | None = None,
+           model_cards: Sequence[Mapping[str, Any]] = (), examples: bool = True, readme: Path | None = None
+           ) -> list[Path]:
+    """Write the headline figure into ``directory`` (with a strip of the stream's photographs
+    unless ``examples`` is off), ``page``'s generated block and ``readme``'s summary sentence
+    (each when given), from the quick run's ``store`` and the reference run's ``reference_store``."""
     from stamplib import paths
     from stamplib.report.figures import save_figure, set_theme
 
-    ref_store = reference_store if reference_store is not None else ResultsStore(reference.reference_dir())
     set_theme()
     ours = tables(store)
-    figure = headline_figure(ours, reference_run.tables(ref_store), stream_examples() if examples else ())
+    figure = headline_figure(ours, reference_run.tables(reference_store), stream_examples() if examples else ())
     written = save_figure(figure, FIGURE, directory)
     if page is not None and page.is_file():
         text = page.read_text()
-        updated = replace_block(text, block(store, ref_store, model_cards))
+        updated = replace_block(text, block(store, reference_store, model_cards))
         if updated != text:
             paths.atomic_write_bytes(page, updated.encode())
         written.append(page)

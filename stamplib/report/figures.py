@@ -25,9 +25,9 @@ def set_theme() -> None:
     plt.rcParams["figure.dpi"] = 100
 
 
-def save_figure(fig: plt.Figure, name: str, directory: str | Path | None = None, close: bool = True) -> list[Path]:
-    """Write ``<directory>/<name>.png`` and ``.svg`` (default: the figures folder)."""
-    out = Path(directory) if directory else paths.figures_dir()
+def save_figure(fig: plt.Figure, name: str, directory: str | Path, close: bool = True) -> list[Path]:
+    """Write ``<directory>/<name>.png`` and ``.svg`` (a notebook's ``context.figures``)."""
+    out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     png, svg = out / f"{name}.png", out / f"{name}.svg"
     with plt.rc_context({"svg.hashsalt": name}):

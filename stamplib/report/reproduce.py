@@ -29,7 +29,6 @@ import pandas as pd
 import seaborn as sns
 from scipy.stats import kendalltau
 
-from stamplib import paths
 from stamplib.evaluation.metrics import METRIC_LABELS, PAPER_METRICS, check_metrics
 from stamplib.experiments.plans import Plan
 from stamplib.report import seeds
@@ -43,7 +42,7 @@ from stamplib.report.paper import (
     method_order,
     outlier_label,
 )
-from stamplib.report.tables import to_markdown
+from stamplib.report.tables import to_markdown, write_table_files
 
 #: What the built-in CIFAR-10 benchmark is, for the notebooks' description and the tables' footers.
 _BUILTIN_CIFAR10 = (
@@ -230,7 +229,7 @@ def band_note(band: pd.DataFrame, digits: int = 1) -> str:
     return "\n\n".join(lines)
 
 
-def save_paper_table(df: pd.DataFrame, name: str, directory: str | Path | None = None,
+def save_paper_table(df: pd.DataFrame, name: str, directory: str | Path,
                      digits: int = 1, footer: str = "", band: pd.DataFrame | None = None) -> list[Path]:
     """``<name>.csv`` (numbers), ``.md`` and ``.tex`` (formatted paper | ours | Δ, † = collapsed).
 
@@ -248,10 +247,6 @@ def save_paper_table(df: pd.DataFrame, name: str, directory: str | Path | None =
     footer = "\n\n".join(n for n in (spread_note(df), footer) if n)
     if "ours on" in df.columns and df["ours on"].astype(str).str.startswith("cifar10_builtin").any():
         footer = "\n\n".join(n for n in (BUILTIN_CIFAR10_NOTE, footer) if n)
-    out = Path(directory) if directory else paths.figures_dir()
-    out.mkdir(parents=True, exist_ok=True)
-    files = [out / f"{name}.csv", out / f"{name}.md", out / f"{name}.tex"]
-    paths.atomic_write_bytes(files[0], seed_columns(df).to_csv(index=False, float_format=f"%.{digits + 2}f").encode())
     md = to_markdown(format_paper_vs_ours(df, digits))
     notes = []
     if "collapsed" in df.columns and df["collapsed"].astype(bool).any():
@@ -260,11 +255,10 @@ def save_paper_table(df: pd.DataFrame, name: str, directory: str | Path | None =
     if footer:
         notes.append(footer)
     md += "".join(f"\n{n}\n" for n in notes)
-    paths.atomic_write_bytes(files[1], md.encode())
     tex = format_paper_vs_ours(df, digits, latex=True).to_latex(index=False, escape=False)
-    paths.atomic_write_bytes(files[2], tex.encode())
+    files = write_table_files(directory, name, seed_columns(df), digits + 2, md, tex)
     if ranking is not None:
-        files += _save_ranking(ranking, out / f"{name}_ranking")
+        files += _save_ranking(ranking, directory, f"{name}_ranking")
     return files
 
 
@@ -498,10 +492,8 @@ def _ranking_footer(ranking: pd.DataFrame, name: str) -> str:
             f"−1 = reversed; `{name}_ranking.md` lists both): {panels}.")
 
 
-def _save_ranking(ranking: pd.DataFrame, stem: Path) -> list[Path]:
-    csv, md = stem.with_name(stem.name + ".csv"), stem.with_name(stem.name + ".md")
+def _save_ranking(ranking: pd.DataFrame, directory: str | Path, name: str) -> list[Path]:
     numbers = seed_columns(ranking.rename(columns={"kendall_tau_seeds": "kendall_tau seeds"}))
-    paths.atomic_write_bytes(csv, numbers.to_csv(index=False, float_format="%.4f").encode())
     shown = ranking.assign(dataset=ranking["dataset"].map(dataset_label),
                            outliers=ranking["outliers"].map(outlier_label),
                            kendall_tau=[_taus_text(per, tau) for per, tau in
@@ -509,8 +501,7 @@ def _save_ranking(ranking: pd.DataFrame, stem: Path) -> list[Path]:
                            ).drop(columns="kendall_tau_seeds")
     shown = shown.rename(columns={"kendall_tau": "Kendall's τ_b", "paper_ranking": "paper's ranking",
                                   "ours_ranking": "our ranking", "n_methods": "methods"})
-    paths.atomic_write_bytes(md, to_markdown(shown).encode())
-    return [csv, md]
+    return write_table_files(directory, name, numbers, 4, to_markdown(shown))
 
 
 # ------------------------------------------------------------------------------- figures

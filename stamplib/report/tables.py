@@ -1,4 +1,7 @@
 """Result tables: a frame (:mod:`stamplib.report.frames`) → CSV, Markdown and LaTeX files.
+:func:`write_table_files` is the one writer of a table's files (this module's :func:`save_table`,
+the paper-vs-ours tables of :mod:`stamplib.report.reproduce`, the tuning tables of
+:mod:`stamplib.report.tuning`).
 
 A collapsed run (non-finite outputs, or one predicted class for a whole stream; see
 ``stamplib.evaluation.runner.collapse_reason``) keeps its numbers — hiding them would flatter
@@ -68,15 +71,25 @@ def to_latex(df: pd.DataFrame, digits: int = 1) -> str:
     return text
 
 
-def save_table(df: pd.DataFrame, name: str, directory: str | Path | None = None, digits: int = 1) -> list[Path]:
-    """Write ``<name>.csv`` (with the boolean ``collapsed`` column), ``.md`` and ``.tex`` (with
-    daggers on collapsed rows) — by default into the figures folder. Metric columns are printed
-    with their labels (``acc`` → ``ACC``)."""
-    out = Path(directory) if directory else paths.figures_dir()
+def write_table_files(directory: str | Path, name: str, numbers: pd.DataFrame, csv_digits: int, markdown: str,
+                      latex: str | None = None) -> list[Path]:
+    """Write one table's files into ``directory``: ``<name>.csv`` (``numbers``, floats with
+    ``csv_digits`` decimals), ``<name>.md`` (``markdown``) and, where given, ``<name>.tex``
+    (``latex``), each atomically; returns them in that order."""
+    out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    written = [out / f"{name}.csv", out / f"{name}.md", out / f"{name}.tex"]
-    csv = df.rename(columns=METRIC_LABELS).to_csv(index=False, float_format=f"%.{digits + 2}f")
-    paths.atomic_write_bytes(written[0], csv.encode())
-    paths.atomic_write_bytes(written[1], to_markdown(df, digits).encode())
-    paths.atomic_write_bytes(written[2], to_latex(df, digits).encode())
-    return written
+    contents = {out / f"{name}.csv": numbers.to_csv(index=False, float_format=f"%.{csv_digits}f"),
+                out / f"{name}.md": markdown}
+    if latex is not None:
+        contents[out / f"{name}.tex"] = latex
+    for path, text in contents.items():
+        paths.atomic_write_bytes(path, text.encode())
+    return list(contents)
+
+
+def save_table(df: pd.DataFrame, name: str, directory: str | Path, digits: int = 1) -> list[Path]:
+    """Write ``<name>.csv`` (with the boolean ``collapsed`` column), ``.md`` and ``.tex`` (with
+    daggers on collapsed rows) into ``directory`` (a notebook's ``context.figures``). Metric
+    columns are printed with their labels (``acc`` → ``ACC``)."""
+    return write_table_files(directory, name, df.rename(columns=METRIC_LABELS), digits + 2, to_markdown(df, digits),
+                             to_latex(df, digits))

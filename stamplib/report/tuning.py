@@ -3,7 +3,7 @@ prints it, its CSV and Markdown files, and a heatmap of a two-dimensional grid.
 
 Files are named after the job (:meth:`~stamplib.experiments.tune.TuneJob.file_stem`:
 ``tune__<method>__<dataset>__<outliers>__<setting>__<profile>``), go to ``figures/tune`` unless
-a folder is given, and are each written to a temporary file and renamed."""
+the command line names another folder, and are each written to a temporary file and renamed."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from stamplib import paths
 from stamplib.evaluation.metrics import METRIC_LABELS, higher_is_better
 from stamplib.experiments.tune import TuneResult, format_value
 from stamplib.report.figures import plt, sns
-from stamplib.report.tables import to_markdown
+from stamplib.report.tables import to_markdown, write_table_files
 
 
 def _values(values: Mapping[str, Any]) -> str:
@@ -83,22 +83,18 @@ def heatmap(result: TuneResult) -> plt.Figure:
     return fig
 
 
-def write_outputs(result: TuneResult, out: str | Path | None = None) -> list[Path]:
+def write_outputs(result: TuneResult, out: str | Path) -> list[Path]:
     """``<stem>.csv`` (every column, the record keys included), ``<stem>.md`` (:func:`summary`
     and the table) and, for a two-dimensional grid, ``<stem>.png`` (:func:`heatmap`), in
-    ``out`` (default: ``figures/tune``)."""
-    folder = Path(out) if out is not None else paths.figures_dir() / "tune"
+    ``out`` (the command line's ``--out``, else ``figures/tune`` of its context)."""
+    folder = Path(out)
     stem = result.job.file_stem()
-    csv_path, md_path = folder / f"{stem}.csv", folder / f"{stem}.md"
     table = result.table.copy()
     for name in result.job.names:  # the values exactly (float_format would print 5e-05 as 0.0001)
         table[name] = [str(v) for v in table[name]]
-    csv = table.rename(columns=METRIC_LABELS).to_csv(index=False, float_format="%.4f")
-    paths.atomic_write_bytes(csv_path, csv.encode())
     md = (f"# Tuning {result.job.method}\n\n" + "\n".join(f"{line}  " for line in summary(result)) + "\n\n"
           + to_markdown(display_table(result), digits=1))
-    paths.atomic_write_bytes(md_path, md.encode())
-    written = [csv_path, md_path]
+    written = write_table_files(folder, stem, table.rename(columns=METRIC_LABELS), 4, md)
     if len(result.job.names) == 2:
         fig = heatmap(result)
         try:

@@ -19,7 +19,7 @@ from stamplib.teaching.records import SeedSpread, corruptions_of, default_stores
 def reference_stamp_spread() -> SeedSpread:
     """STAMP's H in setting (a) of the ResNet-18 reference run on real images, over the seeds
     committed in ``results/reference``."""
-    spec = plans.TABLE1.cells(profile=reference.PROFILE, data_root="reference", methods="stamp")[0]
+    spec = reference.experiment_cells(plans.TABLE1, methods="stamp")[0]
     return seed_spread(spec, [("`results/reference`", ResultsStore(reference.reference_dir()))])
 
 

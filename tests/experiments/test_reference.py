@@ -81,12 +81,12 @@ def test_recompute_comparison_uses_point_one_for_deterministic_methods_and_the_s
     tmp_path: Path,
 ) -> None:
     committed, again = ResultsStore(tmp_path / "ref"), ResultsStore(tmp_path / "new")
-    cells = reference.specs("/nowhere")  # planning needs no data
+    cells = reference.specs()  # planning needs no data
     stamp_seeds = [s for s in cells if s.method == "stamp" and s.dataset == "cifar10_jpeg" and s.outliers == "noise"]
     assert sorted(s.seed for s in stamp_seeds) == [0, 1, 2]
     for spec, acc in zip(sorted(stamp_seeds, key=lambda s: s.seed), (80.0, 80.6, 79.9)):
         committed.put(_record(spec, acc, 70.0))
-    assert reference.seed_spread(committed, "/nowhere") == pytest.approx(0.7)
+    assert reference.seed_spread(committed) == pytest.approx(0.7)
 
     tent = next(s for s in cells if s.method == "tent" and s.outliers == "noise")
     cotta = next(s for s in cells if s.method == "cotta" and s.outliers == "noise")
@@ -105,7 +105,7 @@ def test_recompute_comparison_uses_point_one_for_deterministic_methods_and_the_s
 
 def test_without_a_seed_spread_stochastic_methods_stay_unchecked(tmp_path: Path) -> None:
     committed, again = ResultsStore(tmp_path / "ref"), ResultsStore(tmp_path / "new")
-    cells = reference.specs("/nowhere")
+    cells = reference.specs()
     rotta = next(s for s in cells if s.method == "rotta")
     committed.put(_record(rotta, 50.0, 50.0))
     again.put(_record(rotta, 10.0, 10.0))
@@ -151,7 +151,7 @@ def test_the_doctor_names_shared_data_beside_the_checkout(data_root: Path) -> No
 def test_recompute_reports_the_largest_difference_and_can_take_the_deterministic_methods_only(
     tmp_path: Path,
 ) -> None:
-    cells = reference.specs("/nowhere")
+    cells = reference.specs()
     chosen = reference.select_methods(cells, "deterministic")
     assert {s.method for s in chosen} == set(reference.DETERMINISTIC)
     assert len(chosen) == 3 * len(reference.DETERMINISTIC)  # settings (a), (b) and (c)
@@ -178,15 +178,15 @@ def test_owttt_is_held_to_the_seed_spread_because_rounding_moves_it() -> None:
     assert reference.tolerance_for("tent", 17.98) == reference.DETERMINISTIC_TOLERANCE
     assert reference.tolerance_for("owttt", 17.98) == 17.98 and reference.tolerance_for("owttt", None) is None
     assert reference.tolerance_for("stamp", 17.98) == 17.98
-    spec = next(s for s in reference.specs("/nowhere") if s.method == "owttt" and s.outliers == "heldout_classes")
+    spec = next(s for s in reference.specs() if s.method == "owttt" and s.outliers == "heldout_classes")
     committed, again = _record(spec, 58.0, 47.0), _record(spec, 58.15, 47.0)
     assert reference.compare_records(committed, again, reference.tolerance_for("owttt", 17.98)) == []
     assert reference.compare_records(committed, again, reference.DETERMINISTIC_TOLERANCE) != []
 
 
 def test_the_optional_cells_follow_the_issue_and_repeat_no_reference_cell() -> None:
-    core = reference.specs("/nowhere")
-    extra = reference.extra_specs("/nowhere")
+    core = reference.specs()
+    extra = reference.extra_specs()
     assert not {s.key() for s in core} & {s.key() for s in extra}
     assert len(core) == 44
     full = [s for s in extra if len(s.corruptions) == 15]
@@ -196,9 +196,9 @@ def test_the_optional_cells_follow_the_issue_and_repeat_no_reference_cell() -> N
     streams = 11 * 4  # notebook 13: batches of 4 and 16, sorted labels, mixed domains; the ten and UniEnt
     seeded = 9 * 2  # the paper's ten over seeds 1 and 2 in (a), STAMP's being reference cells
     assert len(extra) == 4 + 1 + 6 + 14 + 2 + 16 + 4 + streams + seeded  # Table 5's last row is STAMP's default
-    stress = reference.stress_specs("/nowhere")
+    stress = reference.stress_specs()
     assert stress == extra[25:-seeded]
-    over_seeds = reference.seeded_specs("/nowhere")
+    over_seeds = reference.seeded_specs()
     assert over_seeds == extra[-seeded:]
     assert {(s.method, s.seed) for s in over_seeds} == {(m, seed) for m in methods.PAPER_ORDER if m != "stamp"
                                                         for seed in (1, 2)}
@@ -239,15 +239,15 @@ def test_reference_compute_takes_the_cells_asked_for_on_the_device_asked_for(
     argv = ["reference", "compute", "--results", str(tmp_path), "--data-root", str(tmp_path), "--device", "cuda"]
     assert cli.main(argv + flags) == 0
     [(specs, device)] = calls
-    core, extras = reference.specs(tmp_path), reference.extra_specs(tmp_path)
+    core, extras = reference.specs(), reference.extra_specs()
     assert device == "cuda"
-    stress = reference.stress_specs(tmp_path) if flags == ["--cells", "stress"] else []
-    seeded = reference.seeded_specs(tmp_path) if flags == ["--cells", "seeds"] else []
+    stress = reference.stress_specs() if flags == ["--cells", "stress"] else []
+    seeded = reference.seeded_specs() if flags == ["--cells", "seeds"] else []
     assert specs == (core if want_core else []) + (extras if want_extras else []) + stress + seeded
 
 
 def test_recompute_can_take_one_setting_so_one_source_model_is_enough() -> None:
-    cells = reference.specs("reference")
+    cells = reference.specs()
     a, c = reference.select_settings(cells, "a"), reference.select_settings(cells, "c")
     assert {s.outliers for s in a} == {"noise"} and {s.dataset for s in a} == {"cifar10_jpeg"}
     assert {s.outliers for s in c} == {"none"} and {s.dataset for s in c} == {"cifar10_jpeg"}
@@ -267,7 +267,7 @@ def test_recompute_covers_the_stress_cells_that_are_stored(tmp_path: Path, monke
     from stamplib.experiments import grid
 
     store = ResultsStore(tmp_path / "ref")
-    stored = reference.stress_specs(tmp_path)[:3]
+    stored = reference.stress_specs()[:3]
     for spec in stored:
         store.put(_record(spec, 70.0, 80.0), None)
     asked = []

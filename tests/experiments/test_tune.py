@@ -215,7 +215,7 @@ def test_a_two_dimensional_grid_draws_a_heatmap_and_a_second_call_computes_nothi
     store = ResultsStore(tmp_path / "results")
     job = tune.TuneJob("unient", profile="smoke", grid={"alpha_marginal": (1.0, 0.1), "alpha_ood": ("1",)})
     first = tune.tune(job, context_for(store), grid.ExecutorOptions())  # through run_grid, as `grid` computes cells
-    written = tuning.write_outputs(first)  # default folder: figures/tune (a temporary folder in tests)
+    written = tuning.write_outputs(first, tmp_path / "figures" / "tune")
     assert [p.suffix for p in written] == [".csv", ".md", ".png"]
     assert written[2].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     monkeypatch.setattr(ResultsStore, "put", _boom)

@@ -19,7 +19,7 @@ from stamplib.explorer import show  # noqa: E402
 
 @pytest.fixture(scope="module")
 def stamp_run(digits_model):
-    return stamplib.explore("stamp", max_id=160, num_views=4)
+    return stamplib.explore("stamp", context=stamplib.RunContext.build(), max_id=160, num_views=4)
 
 
 def test_the_explorer_keeps_every_batch_and_its_running_metrics(stamp_run) -> None:
@@ -59,7 +59,7 @@ def test_the_view_the_slider_and_the_headless_summary(stamp_run) -> None:
 
 
 def test_a_method_without_a_filter_has_no_masks(digits_model) -> None:
-    ex = stamplib.explore("tent", max_id=64)
+    ex = stamplib.explore("tent", context=stamplib.RunContext.build(), max_id=64)
     assert ex.masks == [None, None] and ex.memory_counts == [None, None]
     plt.close(ex.draw(0))
 
@@ -76,7 +76,7 @@ def test_hyperparameters_from_a_notebook_parameter() -> None:
 
 @pytest.mark.parametrize("name", methods.available())
 def test_every_method_explores_the_smoke_stream(name: str, digits_model) -> None:
-    ex = stamplib.explore(name, profile="smoke")  # built as the runner builds it: source data for EATA, OWTTT
+    ex = stamplib.explore(name, context=stamplib.RunContext.build(), profile="smoke")  # built as the runner builds it: source data for EATA, OWTTT
     assert ex.num_batches == 2 and len(ex.masks) == len(ex.lrs) == len(ex.memory_counts) == 2
     reports = methods.method_class(name).reports_trace  # the reporting methods give a step size and a filter
     assert np.isfinite(ex.lrs).all() if reports else np.isnan(ex.lrs).all()

@@ -127,4 +127,4 @@ def test_a_failed_build_leaves_the_previous_site_whole(executed: Path, tmp_path:
 
 def test_no_executed_notebooks_says_what_to_run(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="run_all.sh"):
-        site.build_site("quick", out=tmp_path / "site", executed=tmp_path / "empty")
+        site.build_site("quick", tmp_path / "figures", out=tmp_path / "site", executed=tmp_path / "empty")

@@ -10,8 +10,8 @@ import pytest
 from stamplib.data import builtin_cifar10
 from stamplib.evaluation.store import ResultsStore
 from stamplib.experiments import plans
+from stamplib.methods import PAPER_ORDER
 from stamplib.report import builtin_benchmark as B
-from stamplib.report.reference_run import PAPER_METHODS
 
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE = ResultsStore(REPO / "results" / "reference")
@@ -59,7 +59,7 @@ def test_stamps_rank_is_the_range_over_the_seeds_and_its_lead_is_decided_seed_by
     assert place.decision.detail() == "holds under seed 2, fails under seeds 0 and 1"
     agree = B.agreement(ours, {}).set_index("metric")
     a = agree.iloc[0]
-    assert a["methods"] == len(PAPER_METHODS)  # UniEnt, which the paper lacks, takes no part
+    assert a["methods"] == len(PAPER_ORDER)  # UniEnt, which the paper lacks, takes no part
     assert (a["STAMP: ours"], a["STAMP: paper"]) == ("1st–2nd (seeds 0–2)", "1")
     assert a["τ_b vs paper"].count(" / ") == 2 and "(range " in a["τ_b vs paper"]  # one τ_b per seed
     assert a["STAMP: reference run"] == "—"  # no reference tables given

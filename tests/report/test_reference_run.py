@@ -11,6 +11,7 @@ import pytest
 
 from stamplib.evaluation.store import ResultsStore
 from stamplib.experiments import reference
+from stamplib.methods import PAPER_ORDER
 from stamplib.report import reference_run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,7 +45,7 @@ def test_every_committed_record_names_the_checksum_of_its_shared_model() -> None
         checkpoint = record["provenance"]["checkpoint"]
         assert checkpoint["sha256"] == expected[checkpoint["name"]], record["key"]
         assert record["provenance"]["git"]["dirty"] is False, record["key"]
-    keys = {s.key() for s in reference.specs("reference") + reference.extra_specs("reference")}
+    keys = {s.key() for s in reference.specs() + reference.extra_specs()}
     assert {r["key"] for r in records} <= keys  # nothing in the store that is not a reference cell
 
 
@@ -83,7 +84,7 @@ BEST_H = "STAMP has the best H-score of the ten methods with Noise outliers"
 
 
 def test_claims_answer_one_seed_with_its_reading_or_pending_from_a_single_seed() -> None:
-    others = {m: (70.0, 70.0, 70.0) for m in reference_run.PAPER_METHODS if m != "stamp"}
+    others = {m: (70.0, 70.0, 70.0) for m in PAPER_ORDER if m != "stamp"}
     tent_up = "Entropy minimisation raises accuracy: Tent above BN Stats"
     tent_below = "Tent's AUROC falls below the source model's"
     assert _verdicts(_tables({**others, "stamp": (71.0, 80.0, 75.0)}))[BEST_H] == "one seed (seed 0: yes)"
@@ -104,7 +105,7 @@ def test_claims_over_seeds_are_decided_seed_by_seed() -> None:
     """yes only if STAMP beats the best other under every seed, no only if it loses under every
     seed, within the seed spread otherwise; a method without a seed leaves it out of the pairs."""
     others = {m: {0: (70.0, 70.0, 70.0), 1: (70.0, 70.0, 72.0), 2: (70.0, 70.0, 71.0)}
-              for m in reference_run.PAPER_METHODS if m != "stamp"}
+              for m in PAPER_ORDER if m != "stamp"}
     ahead = {0: (71.0, 80.0, 70.5), 1: (71.0, 80.0, 72.1), 2: (71.0, 80.0, 75.0)}  # by 0.5, 0.1 and 4 points
     assert _verdicts(_tables({**others, "stamp": ahead}))[BEST_H] == "yes"
     behind = {0: (71.0, 80.0, 69.0), 1: (71.0, 80.0, 60.0), 2: (71.0, 80.0, 70.9)}
@@ -124,20 +125,20 @@ def test_claims_over_seeds_are_decided_seed_by_seed() -> None:
 
 
 def test_the_closed_set_claim_and_the_both_settings_claim() -> None:
-    others = {m: (70.0, 70.0, 70.0) for m in reference_run.PAPER_METHODS if m != "stamp"}
+    others = {m: (70.0, 70.0, 70.0) for m in PAPER_ORDER if m != "stamp"}
     both = "STAMP improves the H-score of BN Stats (the statistics-only baseline) in both outlier settings"
     closed = "STAMP has the best closed-set accuracy"
-    b = {m: 60.0 for m in reference_run.PAPER_METHODS}
+    b = {m: 60.0 for m in PAPER_ORDER}
     verdicts = _verdicts(_tables({**others, "stamp": (71.0, 80.0, 75.0)}, b={**b, "stamp": 59.0},
-                                 c={**{m: 80.0 for m in reference_run.PAPER_METHODS}, "stamp": 82.0}))
+                                 c={**{m: 80.0 for m in PAPER_ORDER}, "stamp": 82.0}))
     assert verdicts[both] == "one seed (seed 0: no)" and verdicts[closed] == "one seed (seed 0: yes)"
     # (a) over three seeds, (b) over one: a part that fails under each of its three seeds decides no alone
-    seeded = {m: {s: (70.0, 70.0, 70.0) for s in (0, 1, 2)} for m in reference_run.PAPER_METHODS}
+    seeded = {m: {s: (70.0, 70.0, 70.0) for s in (0, 1, 2)} for m in PAPER_ORDER}
     seeded["stamp"] = {s: (70.0, 70.0, 65.0) for s in (0, 1, 2)}
     assert _verdicts(_tables(seeded, b={**b, "stamp": 70.0}))[both] == "no"
     seeded["stamp"] = {s: (70.0, 70.0, 75.0) for s in (0, 1, 2)}
     assert _verdicts(_tables(seeded, b={**b, "stamp": 70.0}))[both] == "one seed (seed 0: yes)"
-    b_seeded = {m: {s: 60.0 for s in (0, 1, 2)} for m in reference_run.PAPER_METHODS}
+    b_seeded = {m: {s: 60.0 for s in (0, 1, 2)} for m in PAPER_ORDER}
     b_seeded["stamp"] = {0: 61.0, 1: 61.0, 2: 59.0}
     assert _verdicts(_tables(seeded, b=b_seeded))[both] == "within the seed spread"
 
@@ -171,7 +172,7 @@ def _fake_record(spec, acc: float, auroc: float) -> dict:
 
 def test_a_complete_store_renders_every_setting_the_seeds_and_the_optional_cells(tmp_path: Path) -> None:
     store = ResultsStore(tmp_path)
-    cells = reference.specs("reference") + reference.extra_specs("reference")
+    cells = reference.specs() + reference.extra_specs()
     for i, spec in enumerate(cells):
         best = spec.method == "stamp" and not spec.overrides
         store.put(_fake_record(spec, 80.0 + spec.seed * 0.2 if best else 70.0 + 0.01 * i, 85.0 if best else 60.0))
