@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from stamplib import data, methods, validation
+from stamplib import data, methods, paths, validation
 from stamplib.data.corruptions import CORRUPTIONS
 from stamplib.evaluation.metrics import PAPER_METRICS, check_metrics
 from stamplib.evaluation.profiles import get_profile
@@ -141,6 +141,13 @@ class NotebookParameters:
         given = {f.name: namespace[f.name] for f in dataclasses.fields(cls) if f.name in namespace}
         # A module of a parameter's name (notebook 00 imports evaluation.metrics) is no parameter.
         return cls.parse(**{k: v for k, v in given.items() if not isinstance(v, types.ModuleType)})
+
+    def run_context(self) -> paths.RunContext:
+        """The notebook's run context (data root, results, figures, device), built at its edge.
+        Its data root and device are checked only where cells may be computed: a notebook that
+        reads stored records alone (``compute_missing`` off, as the reference run renders its
+        committed records on a machine without the data) reads no data."""
+        return paths.RunContext.build(self.data_root, device=self.device, check=self.compute_missing)
 
 
 #: The data a plan's cells run on: the profile's built-in benchmark, real images of a data root

@@ -51,3 +51,14 @@ def test_several_notebooks_parse_their_parameters_once(monkeypatch):
                         classmethod(lambda cls, **kw: calls.append(kw) or parse(cls, **kw)))
     plans.cells(["02", "06", "07", "10"], profile="smoke", severity="4")
     assert len(calls) == 1
+
+
+def test_a_notebook_that_only_reads_records_needs_no_data_root(tmp_path):
+    """The reference run renders its committed records on a fresh clone without shared/data:
+    its notebooks get the default data root, which does not exist there, and compute nothing."""
+    missing = str(tmp_path / "no_data_here")
+    reading = NotebookParameters.parse(profile="quick", data_root=missing, compute_missing=False)
+    assert str(reading.run_context().data_root) == missing
+    computing = NotebookParameters.parse(profile="quick", data_root=missing)
+    with pytest.raises(ValueError, match="is not a folder"):
+        computing.run_context()
