@@ -222,7 +222,7 @@ def test_cells_are_deduplicated_across_notebooks():
     keys = [s.key() for s in both]
     assert len(keys) == len(set(keys)) == len({s.key() for specs in per.values() for s in specs})
     assert len(both) < sum(len(s) for s in per.values())  # STAMP's default row is in both
-    with pytest.raises(ValueError, match="no planned notebook"):
+    with pytest.raises(ValueError, match="no registered experiment matches"):
         E.cells(["99"], profile="smoke")
 
 
