@@ -402,9 +402,9 @@ def _computes_itself(name: str) -> str:
         found = discover([name])
     except ValueError:
         return ""
-    if all(computes_itself(nb) for nb in found):
-        return ", ".join(nb.stem for nb in found)
     orphans = [nb.stem for nb in found if not computes_itself(nb)]
+    if not orphans:
+        return ", ".join(nb.stem for nb in found)
     raise ValueError(f"notebook {', '.join(orphans)} has no registered experiment: register one "
                      f"(stamplib.experiments.registry.register) in a module that an installed package names "
                      f"under the entry-point group {registry.ENTRY_POINT_GROUP!r} (docs/architecture.md), or "

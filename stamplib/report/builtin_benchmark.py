@@ -127,9 +127,8 @@ def standing(ours: Mapping[str, pd.DataFrame], letter: str, method: str = "stamp
     if len(values) < len(PAPER_ORDER) or not paired:
         return None
     values = {m: {s: v[s] for s in paired} for m, v in values.items()}
-    means = {m: float(np.mean(list(v.values()))) for m, v in values.items() if m != method}
-    best_other = max(means, key=lambda m: means[m])  # the first of the paper's order on a tie
-    return Standing(letter, metric, paired, seeds.ranks(values, method), seeds.leads(values, method), best_other,
+    return Standing(letter, metric, paired, seeds.ranks(values, method), seeds.leads(values, method),
+                    seeds.best_by_mean(values, method),
                     seeds.best_other(values, method), _paper_rank(table, metric, method))
 
 

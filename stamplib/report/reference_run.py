@@ -152,8 +152,7 @@ def _stamp_is_best(tables: Mapping[str, pd.DataFrame], letter: str, metric: str,
     if len(values) < len(PAPER_ORDER) or not common:
         return Verdict(claim, where, seeds.PENDING, _paper_best(table, metric), "—")
     decision = seeds.leads(values, "stamp")
-    means = {m: float(np.mean([v[s] for s in common])) for m, v in values.items() if m != "stamp"}
-    best = max(means, key=lambda m: means[m])
+    best = seeds.best_by_mean(values, "stamp")
     ours = (f"STAMP {_text(values['stamp'], common)}, best other {method_label(best)} "
             f"{_text(values[best], common)} ({_over(decision)})")
     return Verdict(claim, where, _answer(decision), _paper_best(table, metric), ours)

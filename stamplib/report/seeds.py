@@ -210,6 +210,14 @@ def best_other(values: Mapping[str, BySeed], method: str) -> dict[int, tuple[str
     return out
 
 
+def best_by_mean(values: Mapping[str, BySeed], method: str) -> str:
+    """The best method other than ``method`` by its mean over the seeds every method has (the
+    first in ``values``' order on a tie): the one a claim names beside ``method``."""
+    common = paired(*values.values())
+    means = {m: float(np.mean([v[s] for s in common])) for m, v in values.items() if m != method}
+    return max(means, key=lambda m: means[m])
+
+
 def leads(values: Mapping[str, BySeed], method: str, digits: int = 1) -> Decision:
     """Whether ``method`` beats the best of the other methods under every seed (paired: the best
     other is found under each seed; only seeds that every method has take part)."""
