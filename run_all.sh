@@ -24,7 +24,7 @@
 # hours): docs/gpu_runbook.md.
 set -euo pipefail
 cd "$(dirname "$0")"
-profile=quick; data_root=""; device=cpu; only=(); executor=""; jobs=""; grid_opts=(); reference=render; recompute_methods=""; site=""
+profile=quick; data_root=""; device=cpu; only=(); executor=""; jobs=""; grid_opts=(); reference=render; recompute_methods=""; site=""; render_jobs=1
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --profile) profile="$2"; shift 2 ;;
@@ -71,16 +71,18 @@ if [[ -n "$executor" || -n "$jobs" || ${#grid_opts[@]} -gt 0 ]]; then
         exit 1
     fi
     echo "run_all.sh: grid finished in $((SECONDS - start)) s; rendering the notebooks from the results store"
+    # The notebooks now only read the store: as many render at once as local workers computed.
+    if [[ "${executor:-local}" == local ]]; then render_jobs="${jobs:-1}"; fi
 fi
 [[ ${#only[@]} -gt 0 ]] && args+=(--only "${only[@]}")
-python -m stamplib notebooks "${args[@]}"
+python -m stamplib notebooks "${args[@]}" --jobs "$render_jobs"
 if [[ "$profile" == quick && ${#only[@]} -eq 0 && -z "$data_root" ]]; then
     # The README's first figure: the quick run on the built-in CIFAR-10 photographs beside the
     # paper and the ResNet-18 reference run (docs/builtin_benchmark.md).
     python -m stamplib benchmark render
 fi
 if [[ "$reference" == render && ${#only[@]} -eq 0 && -z "$data_root" ]]; then
-    python -m stamplib reference render
+    python -m stamplib reference render --jobs "$render_jobs"
 elif [[ "$reference" == recompute ]]; then
     python -m stamplib reference recompute --jobs "${jobs:-1}" ${data_root:+--data-root "$data_root"} \
         ${recompute_methods:+--methods "$recompute_methods"}

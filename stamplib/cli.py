@@ -244,6 +244,9 @@ def _notebooks_parser(sub: Any) -> None:
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--timeout", type=int, default=None, help="per-cell timeout in seconds")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="notebooks executed at once, each in its own process (run_all.sh: as many as the grid's "
+                        "workers, once the grid has computed every cell)")
     p.set_defaults(func=cmd_notebooks)
 
 
@@ -252,7 +255,7 @@ def cmd_notebooks(args: argparse.Namespace) -> int:
 
     with _context(args).exported():  # the kernels build their context from it, naming this command
         return run_notebooks(profile=args.profile, only=args.only, data_root=args.data_root, device=args.device,
-                             extra=_literal_pairs(args.param), timeout=args.timeout)
+                             extra=_literal_pairs(args.param), timeout=args.timeout, jobs=args.jobs)
 
 
 def _site_parser(sub: Any) -> None:
@@ -549,7 +552,7 @@ def _reference_parser(sub: Any) -> None:
     p.add_argument("--data-root", default=None, help="default: shared/data beside the checkout")
     p.add_argument("--results", default=None, help="reference store (default: results/reference)")
     p.add_argument("--scratch", default="results/recompute", help="recompute: where the new records go")
-    p.add_argument("--jobs", type=int, default=1, help="compute/recompute: worker processes")
+    p.add_argument("--jobs", type=int, default=1, help="compute/recompute: worker processes; render: notebooks at once")
     p.add_argument("--methods", default="", help="recompute: only these methods' committed cells (comma-separated; "
                                                  "'deterministic' = those without test-time randomness)")
     p.add_argument("--settings", default="", help="recompute: only these settings (comma-separated: a = Noise "
@@ -582,7 +585,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
         print(reference.render_line(store, cells))
         with context.exported():  # the kernels read this store only
             return run_notebooks(profile=reference.PROFILE, only=reference.NOTEBOOKS, data_root=str(context.data_root),
-                                 extra={"compute_missing": False})
+                                 extra={"compute_missing": False}, jobs=args.jobs)
     if args.action == "status":
         print("\n".join(reference.status_lines(store)))
         return 0

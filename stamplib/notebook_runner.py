@@ -126,8 +126,13 @@ def run_notebooks(
     build_dir: Path | None = None,
     extra: dict[str, Any] | None = None,
     timeout: int | None = None,
+    jobs: int = 1,
 ) -> int:
-    """Run the chosen notebooks in order; print a summary; return a process exit code."""
+    """Run the chosen notebooks, ``jobs`` at a time (each in a process of its own; more than one
+    where the notebooks only read a complete results store, as after ``grid``); print a summary
+    in the notebooks' order; return a process exit code."""
+    if jobs < 1:
+        raise ValueError(f"jobs counts the notebooks executed at once, at least 1; got {jobs}")
     # real-data runs get their own folder: they must not replace the built-in benchmark's copies
     folder = f"{profile}_real" if data_root else profile
     build_dir = build_dir or (paths.repo_root() or Path.cwd()) / "build" / "notebooks" / folder
@@ -139,13 +144,15 @@ def run_notebooks(
     notebooks = discover(only)
     for nb in notebooks:
         check_parameters(nb, extra)
-    runs = []
-    for i, nb in enumerate(notebooks, 1):
-        print(f"[{i}/{len(notebooks)}] {nb.name} (profile {profile})", flush=True)
-        result = execute(nb, build_dir, {**common, **extra}, timeout=timeout)
-        status = "ok" if result.error is None else f"FAILED at {result.error}"
-        print(f"    {status} in {result.seconds:.0f} s -> {result.output}", flush=True)
-        runs.append(result)
+    params = {**common, **extra}
+    if jobs == 1 or len(notebooks) == 1:
+        runs = []
+        for i, nb in enumerate(notebooks, 1):
+            print(f"[{i}/{len(notebooks)}] {nb.name} (profile {profile})", flush=True)
+            runs.append(execute(nb, build_dir, params, timeout=timeout))
+            _print_outcome(runs[-1])
+    else:
+        runs = _execute_in_processes(notebooks, build_dir, params, timeout, jobs)
     print("\nsummary")
     for r in runs:
         print(f"  {'ok    ' if r.error is None else 'FAILED'} {r.notebook:40s} {r.seconds:7.1f} s"
@@ -156,3 +163,31 @@ def run_notebooks(
     for r in failed:
         print(f"  see the executed copy with the failing cell marked: {r.output}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _print_outcome(result: NotebookRun) -> None:
+    status = "ok" if result.error is None else f"FAILED at {result.error}"
+    print(f"    {status} in {result.seconds:.0f} s -> {result.output}", flush=True)
+
+
+def _execute_quietly(nb: Path, output_dir: Path, params: dict[str, Any], timeout: int | None) -> NotebookRun:
+    """:func:`execute` in a worker process, without papermill's bars (several would interleave)."""
+    return execute(nb, output_dir, params, timeout=timeout, progress=False)
+
+
+def _execute_in_processes(notebooks: Sequence[Path], output_dir: Path, params: dict[str, Any],
+                          timeout: int | None, jobs: int) -> list[NotebookRun]:
+    """Each notebook in one of ``jobs`` spawned processes (they inherit this process's
+    environment, the run context's included), printed as each finishes; returned in order."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    runs: dict[Path, NotebookRun] = {}
+    with ProcessPoolExecutor(min(jobs, len(notebooks)), mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(_execute_quietly, nb, output_dir, params, timeout): nb for nb in notebooks}
+        for done, future in enumerate(as_completed(futures), 1):
+            nb = futures[future]
+            runs[nb] = future.result()
+            print(f"[{done}/{len(notebooks)}] {nb.name} (profile {params['profile']})", flush=True)
+            _print_outcome(runs[nb])
+    return [runs[nb] for nb in notebooks]

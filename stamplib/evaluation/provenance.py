@@ -90,15 +90,18 @@ def own_command() -> str:
     return shlex.join([Path(sys.executable).name, *sys.argv])
 
 
-def provenance(dataset: str, data_root: str | os.PathLike | None, command: str = "") -> dict[str, Any]:
+def provenance(dataset: str, data_root: str | os.PathLike | None, command: str, layout: str) -> dict[str, Any]:
     """A record's provenance: ``command`` is the one the run context carries (the command a
-    person typed, handed to grid workers and notebook kernels); "" names this process's own."""
+    person typed, handed to grid workers and notebook kernels); "" names this process's own.
+    ``layout``: the memory layout the network ran in (``assembly.network_layout``; records
+    from before it was recorded ran in the contiguous one)."""
     return {
         "checkpoint": checkpoint_provenance(dataset),
         "data": data_provenance(dataset, data_root),
         "git": git_state(),
         "command": command or own_command(),
         "tf32": tf32_state(),
+        "layout": layout,
     }
 
 

@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 from stamplib import data, methods
 from stamplib.blocks import graphs
 from stamplib.blocks.entropy import logit_entropy
-from stamplib.evaluation.assembly import build_method, build_stream
+from stamplib.evaluation.assembly import build_method, build_stream, layout_name, network_layout
 from stamplib.evaluation.metrics import METRIC_LABELS, aggregate, stream_metrics
 from stamplib.evaluation.outputs import StreamOutputs
 from stamplib.evaluation.precision import apply_tf32_policy
@@ -285,7 +285,8 @@ def run(spec: RunSpec, context: RunContext, *, force: bool = False, progress: bo
     per_corruption: dict[str, dict[str, Any]] = {}
     outputs: dict[str, StreamOutputs] = {}
     traces: dict[str, dict[str, list[Any]]] = {}
-    record_provenance = provenance(spec.dataset, context.data_root, context.command)
+    record_provenance = provenance(spec.dataset, context.data_root, context.command,
+                                   layout_name(network_layout(device)))
     checkpoint_sha = record_provenance["checkpoint"]["sha256"]
     resumable = stream.resets_per_corruption and len(spec.corruptions) > 1
     started, kept_seconds = time.perf_counter(), 0.0

@@ -67,7 +67,7 @@ class StampConfig:
     # speed only (same results up to float rounding); see Stamp._view_logits
     batched_views: bool = True  # False: the plain loop, one forward per view
     view_chunk: int = 0  # views per forward, each with its own BN statistics; 0 = auto
-    channels_last: bool = False  # model and inputs in channels-last memory format
+    channels_last: bool = False  # inputs too in channels-last (a CPU record's network already is)
     bf16_autocast: bool = False  # bfloat16 autocast for every forward, on CUDA only
 
     def __post_init__(self) -> None:
