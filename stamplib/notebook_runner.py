@@ -9,6 +9,7 @@ extra (``pip install 'stamplib[notebooks]'``).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -175,15 +176,27 @@ def _execute_quietly(nb: Path, output_dir: Path, params: dict[str, Any], timeout
     return execute(nb, output_dir, params, timeout=timeout, progress=False)
 
 
+def _share_the_cores(jobs: int) -> None:
+    """A worker's kernels get their share of the cores as torch threads: two kernels computing
+    with all cores each ran 5x slower than one after the other (a walkthrough cell, 2 cores). A
+    thread count the caller set is kept."""
+    threads = str(max(1, (os.cpu_count() or 1) // jobs))
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(name, threads)
+
+
 def _execute_in_processes(notebooks: Sequence[Path], output_dir: Path, params: dict[str, Any],
                           timeout: int | None, jobs: int) -> list[NotebookRun]:
     """Each notebook in one of ``jobs`` spawned processes (they inherit this process's
-    environment, the run context's included), printed as each finishes; returned in order."""
+    environment, the run context's included, and share the cores: :func:`_share_the_cores`),
+    printed as each finishes; returned in order."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     runs: dict[Path, NotebookRun] = {}
-    with ProcessPoolExecutor(min(jobs, len(notebooks)), mp_context=multiprocessing.get_context("spawn")) as pool:
+    workers = min(jobs, len(notebooks))
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_share_the_cores, initargs=(workers,)) as pool:
         futures = {pool.submit(_execute_quietly, nb, output_dir, params, timeout): nb for nb in notebooks}
         for done, future in enumerate(as_completed(futures), 1):
             nb = futures[future]
