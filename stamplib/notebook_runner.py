@@ -171,33 +171,35 @@ def _print_outcome(result: NotebookRun) -> None:
     print(f"    {status} in {result.seconds:.0f} s -> {result.output}", flush=True)
 
 
-def _execute_quietly(nb: Path, output_dir: Path, params: dict[str, Any], timeout: int | None) -> NotebookRun:
-    """:func:`execute` in a worker process, without papermill's bars (several would interleave)."""
-    return execute(nb, output_dir, params, timeout=timeout, progress=False)
+def _cores_each(jobs: int) -> dict[str, str]:
+    """Torch threads for each of ``jobs`` kernels running side by side: their share of the cores.
+    Two kernels computing with all cores each ran 5x slower than one after the other (a
+    walkthrough cell, 2 cores). A thread count the caller set is kept."""
+    share = str(max(1, (os.cpu_count() or 1) // jobs))
+    return {name: paths.environment(name) or share for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
 
 
-def _share_the_cores(jobs: int) -> None:
-    """A worker's kernels get their share of the cores as torch threads: two kernels computing
-    with all cores each ran 5x slower than one after the other (a walkthrough cell, 2 cores). A
-    thread count the caller set is kept."""
-    threads = str(max(1, (os.cpu_count() or 1) // jobs))
-    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(name, threads)
+def _execute_quietly(nb: Path, output_dir: Path, params: dict[str, Any], timeout: int | None,
+                     threads: dict[str, str]) -> NotebookRun:
+    """:func:`execute` in a worker process, without papermill's bars (several would interleave),
+    its kernel with ``threads`` (:func:`_cores_each`)."""
+    with paths.exported(**threads):
+        return execute(nb, output_dir, params, timeout=timeout, progress=False)
 
 
 def _execute_in_processes(notebooks: Sequence[Path], output_dir: Path, params: dict[str, Any],
                           timeout: int | None, jobs: int) -> list[NotebookRun]:
     """Each notebook in one of ``jobs`` spawned processes (they inherit this process's
-    environment, the run context's included, and share the cores: :func:`_share_the_cores`),
+    environment, the run context's included, and share the cores: :func:`_cores_each`),
     printed as each finishes; returned in order."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     runs: dict[Path, NotebookRun] = {}
     workers = min(jobs, len(notebooks))
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_share_the_cores, initargs=(workers,)) as pool:
-        futures = {pool.submit(_execute_quietly, nb, output_dir, params, timeout): nb for nb in notebooks}
+    threads = _cores_each(workers)
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(_execute_quietly, nb, output_dir, params, timeout, threads): nb for nb in notebooks}
         for done, future in enumerate(as_completed(futures), 1):
             nb = futures[future]
             runs[nb] = future.result()

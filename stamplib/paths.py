@@ -53,6 +53,8 @@ ENVIRONMENT = {
     "SUBMITIT_EXECUTOR": "set by submitit inside its jobs",
     "CUBLAS_WORKSPACE_CONFIG": "set for deterministic cuBLAS kernels (--deterministic)",
     "MPLBACKEND": "matplotlib's backend (a Jupyter kernel names its inline one here)",
+    "OMP_NUM_THREADS": "torch's CPU threads; notebooks rendered in parallel give each kernel its share of the cores",
+    "MKL_NUM_THREADS": "MKL's CPU threads, set beside OMP_NUM_THREADS",
 }
 
 
