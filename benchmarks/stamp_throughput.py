@@ -87,7 +87,8 @@ def build_stamp(args: argparse.Namespace, **overrides) -> Stamp:
 
 def floor_step(stamp: Stamp, views: torch.Tensor, memory: torch.Tensor, bf16: bool) -> Callable[[int], None]:
     """(c): the forwards and backwards of one STAMP batch on pre-made tensors, nothing else."""
-    model, chunk = stamp.model, stamp.views_per_forward(views.shape[0], views.device)
+    k, b, _, h, w = views.shape
+    model, chunk = stamp.model, stamp.views_per_forward(k, views.device, b * h * w)
     parts = [p.reshape(-1, *views.shape[2:]) for p in views.split(chunk)]
     if stamp.cfg.channels_last:
         parts = [p.contiguous(memory_format=torch.channels_last) for p in parts]
@@ -146,7 +147,7 @@ def stamp_table(args: argparse.Namespace) -> None:
             probe = build_stamp(args, view_chunk=chunk)
             parts[f"view forwards, {chunk} view(s) per forward"] = timed(lambda i, p=probe: p._view_logits(premade))
 
-    chunk = fast.views_per_forward(VIEWS, device)
+    chunk = fast.views_per_forward(VIEWS, device, premade.shape[1] * premade.shape[3] * premade.shape[4])
     print(
         f"STAMP throughput: {args.model}, {device}, {torch.get_num_threads()} thread(s), batch {BATCH}, "
         f"K={VIEWS}, auto view chunk {chunk}, channels_last={args.channels_last}, bf16={fast.autocast}, "

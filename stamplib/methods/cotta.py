@@ -54,8 +54,9 @@ class CottaConfig:
     clip_normalized_inputs: bool = False  # ImageNet quirk: augment the normalised tensor (§4)
     shared_augmentation: bool = True  # one parameter draw per batch, as torchvision on a batch
     # Speed only (equal up to float rounding), so left out of the repr that records store:
-    # augmented views per teacher forward, each with its own BN statistics; 0 = one on a CPU,
-    # on a GPU all that fit blocks.bn.VIEW_PIXEL_BUDGET (Cotta._augmented_logits). Measured:
+    # augmented views per teacher forward, each with its own BN statistics; 0 = one on a CPU
+    # (several for batches of a few images), on a GPU all that fit blocks.bn.VIEW_PIXEL_BUDGET
+    # (blocks.bn.views_per_forward, Cotta._augmented_logits). Measured:
     # 1.5x on an H200 (docs/gpu_runbook.md §6.1); on one CPU thread the loop was 1.4-2.7x
     # faster (gpu_throughput.py --device cpu --small --batch-size 64 --override cotta:view_chunk=32).
     view_chunk: int = field(default=0, repr=False)

@@ -192,23 +192,25 @@ class Stamp(TTAMethod):
         probs = torch.softmax(self._forward(self.model, x), dim=1)
         return TTAOutput(probs, prob_entropy(probs, self.cfg.score_eps))
 
-    def views_per_forward(self, num_views: int, device: torch.device) -> int:
-        """Views per forward: ``view_chunk``, or (0 = auto) all of them on CUDA and one on CPU.
+    def views_per_forward(self, num_views: int, device: torch.device, pixels_per_view: int) -> int:
+        """Views per forward: ``view_chunk``, or (0 = auto) :func:`blocks.bn.views_per_forward`'s
+        choice for views of ``pixels_per_view`` pixels (batch size × height × width).
 
         Every view keeps its own BN statistics (stamp.md §4.1 step 5, §9 row 16) whatever the
-        chunk, so this is a speed choice only. On one CPU thread, one view per forward was the
-        fastest (benchmarks/stamp_throughput.py --chunks 1,2,4,16: 2 or 4 views per forward
-        cost 1.2–1.6x more, all 16 views 2–3x more; the activations leave the cache); on a GPU
-        the single big launch keeps the device busy.
+        chunk, so this is a speed choice only. On one CPU thread, one view of a batch of 64 per
+        forward was the fastest (benchmarks/stamp_throughput.py --chunks 1,2,4,16: 2 or 4 views
+        per forward cost 1.2–1.6x more, all 16 views 2–3x more; the activations leave the
+        cache), while views of a few images are grouped; on a GPU the single big launch keeps
+        the device busy.
         """
         if not self.cfg.batched_views:
             return 1
-        return views_per_forward(self.cfg.view_chunk, num_views, device)
+        return views_per_forward(self.cfg.view_chunk, num_views, device, pixels_per_view)
 
     def _view_logits(self, views: torch.Tensor) -> torch.Tensor:
         """Logits [K, B, C] of the K views, each view normalised with its own BN statistics."""
-        k, b = views.shape[:2]
-        chunk = self.views_per_forward(k, views.device)
+        k, b, _, h, w = views.shape
+        chunk = self.views_per_forward(k, views.device, b * h * w)
         if chunk == 1:
             return torch.stack([self._forward(self.model, v) for v in views])
         parts = []

@@ -146,10 +146,13 @@ def test_chunked_view_forwards_equal_the_per_view_loop(chunk, channels_last):
     assert torch.allclose(fast.step_on_views(views).probs, loop.step_on_views(views).probs, rtol=0, atol=VIEWS_ATOL)
 
 
-def test_auto_view_chunk_is_one_on_cpu_all_on_cuda_and_bf16_stays_off_on_cpu():
+def test_auto_view_chunk_is_one_on_cpu_but_for_small_batches_all_on_cuda_and_bf16_stays_off_on_cpu():
     stamp = methods.create("stamp", tiny_net(4), 4, setting="cifar10_c", bf16_autocast=True)
-    assert stamp.views_per_forward(16, torch.device("cpu")) == 1
-    assert stamp.views_per_forward(16, torch.device("cuda")) == 16
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert stamp.views_per_forward(16, cpu, 64 * 32 * 32) == 1
+    assert stamp.views_per_forward(16, cpu, 16 * 32 * 32) == 1
+    assert stamp.views_per_forward(16, cpu, 4 * 32 * 32) == 8  # 32 images per forward
+    assert stamp.views_per_forward(16, cuda, 64 * 32 * 32) == 16
     assert not stamp.autocast  # the model lives on the CPU: fp32, whatever the switch says
     fp32 = methods.create("stamp", tiny_net(4), 4, setting="cifar10_c")
     x = torch.rand(8, 3, 32, 32)
