@@ -101,10 +101,10 @@ VIEW_PIXEL_BUDGET = 16 * 64 * 224 * 224
 #: On a CPU, a forward of views smaller than this (16 CIFAR images) pays more in per-layer
 #: overhead than it gains from the caches, so such views are grouped up to
 #: :data:`CPU_VIEW_PIXEL_BUDGET` (32 CIFAR images) per forward. Measured on one thread,
-#: channels-last, 1,280 images of the quick stream in batches of 4 (benchmarks/cpu_view_chunks.py,
-#: results/cpu_view_chunks/): CoTTA 85.6 s with one view per forward against 57.3 s with 8,
-#: STAMP 31.4 s against 24.6 s, the same predictions. At batches of 16 and 64, grouping 2 or 4
-#: views per forward was slower than the loop of single views (stamp.Stamp.views_per_forward).
+#: channels-last, 1,280 images of the quick stream (benchmarks/cpu_view_chunks.py,
+#: results/cpu_view_chunks/): at batches of 4, CoTTA 69.0 s with one view per forward, 49.0 s
+#: with 4 and 45.1 s with 8; STAMP 25.9, 23.7 and 21.7 s. At batches of 16 and 64, 2 or 4 views
+#: per forward were slower than one (0.63-0.98x). The predictions were the same in every case.
 CPU_SMALL_VIEW_PIXELS = 16 * 32 * 32
 CPU_VIEW_PIXEL_BUDGET = 32 * 32 * 32
 
