@@ -18,6 +18,9 @@ import argparse
 import json
 import platform
 import statistics
+from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 import torch
 
@@ -29,6 +32,27 @@ from stamplib.evaluation.spec import RunSpec
 LAYOUTS = (torch.contiguous_format, torch.channels_last)
 
 
+def quick_stream_spec(method: str, **fields: Any) -> RunSpec:
+    """The cell these CPU benchmarks time: the built-in benchmark's first corruption with Noise
+    outliers, quick profile, seed 0 (``fields``: more RunSpec fields, e.g. stream, overrides)."""
+    return RunSpec.make(method, dataset="cifar10_builtin", outliers="noise", corruptions=("gaussian_noise",),
+                        profile="quick", seed=0, **fields)
+
+
+def alternating(runs: dict[str, Callable[[], StreamResult]], repeats: int
+                ) -> tuple[dict[str, list[float]], dict[str, torch.Tensor]]:
+    """Each run ``repeats`` times in alternation (the machine's drift hits all alike): the
+    seconds of every repeat per name, and each name's predictions of its last repeat."""
+    seconds: dict[str, list[float]] = {name: [] for name in runs}
+    probs: dict[str, torch.Tensor] = {}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            result = run()
+            seconds[name].append(result.seconds)
+            probs[name] = result.probs
+    return seconds, probs
+
+
 def one_run(spec: RunSpec, layout: torch.memory_format) -> StreamResult:
     method = build_method(spec, "cpu", layout=layout)
     method.reset()
@@ -36,15 +60,9 @@ def one_run(spec: RunSpec, layout: torch.memory_format) -> StreamResult:
 
 
 def measure(method: str, repeats: int) -> dict[str, object]:
-    spec = RunSpec.make(method, dataset="cifar10_builtin", outliers="noise", corruptions=("gaussian_noise",),
-                        profile="quick", seed=0)
-    seconds: dict[str, list[float]] = {layout_name(layout): [] for layout in LAYOUTS}
-    probs: dict[str, torch.Tensor] = {}
-    for _ in range(repeats):
-        for layout in LAYOUTS:
-            result = one_run(spec, layout)
-            seconds[layout_name(layout)].append(result.seconds)
-            probs[layout_name(layout)] = result.probs
+    spec = quick_stream_spec(method)
+    seconds, probs = alternating(
+        {layout_name(layout): partial(one_run, spec, layout) for layout in LAYOUTS}, repeats)
     median = {name: statistics.median(times) for name, times in seconds.items()}
     return {"method": method, "images": len(probs["contiguous"]), "seconds": seconds, "median_seconds": median,
             "speedup": median["contiguous"] / median["channels_last"],

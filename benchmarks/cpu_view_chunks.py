@@ -19,22 +19,25 @@ import argparse
 import json
 import platform
 import statistics
+import sys
+from functools import partial
+from pathlib import Path
 
 import torch
 
-from stamplib import data
-from stamplib.blocks.bn import views_per_forward
-from stamplib.evaluation.assembly import build_method, build_stream
-from stamplib.evaluation.runner import StreamResult, run_stream
-from stamplib.evaluation.spec import RunSpec
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cpu_layout import alternating, quick_stream_spec  # noqa: E402
+
+from stamplib import data  # noqa: E402
+from stamplib.blocks.bn import views_per_forward  # noqa: E402
+from stamplib.evaluation.assembly import build_method, build_stream  # noqa: E402
+from stamplib.evaluation.runner import StreamResult, run_stream  # noqa: E402
 
 VIEWS = {"stamp": 16, "cotta": 32}
 
 
 def one_run(method: str, batch_size: int, view_chunk: int) -> StreamResult:
-    spec = RunSpec.make(method, dataset="cifar10_builtin", outliers="noise", corruptions=("gaussian_noise",),
-                        profile="quick", seed=0, stream=data.StreamSpec(batch_size=batch_size),
-                        overrides={"view_chunk": view_chunk})
+    spec = quick_stream_spec(method, stream=data.StreamSpec(batch_size=batch_size), overrides={"view_chunk": view_chunk})
     tta = build_method(spec, "cpu")
     tta.reset()
     return run_stream(tta, build_stream(spec), "cpu")
@@ -48,13 +51,8 @@ def chunk_name(chunk: int, method: str, batch_size: int) -> str:
 
 def measure(method: str, batch_size: int, chunks: list[int], repeats: int) -> dict[str, object]:
     names = [chunk_name(c, method, batch_size) for c in chunks]
-    seconds: dict[str, list[float]] = {name: [] for name in names}
-    probs: dict[str, torch.Tensor] = {}
-    for _ in range(repeats):
-        for name, chunk in zip(names, chunks):
-            result = one_run(method, batch_size, chunk)
-            seconds[name].append(result.seconds)
-            probs[name] = result.probs
+    seconds, probs = alternating(
+        {name: partial(one_run, method, batch_size, chunk) for name, chunk in zip(names, chunks)}, repeats)
     median = {name: statistics.median(times) for name, times in seconds.items()}
     first = names[0]
     return {"method": method, "batch_size": batch_size, "images": len(probs[first]), "seconds": seconds,

@@ -147,7 +147,8 @@ def stamp_table(args: argparse.Namespace) -> None:
             probe = build_stamp(args, view_chunk=chunk)
             parts[f"view forwards, {chunk} view(s) per forward"] = timed(lambda i, p=probe: p._view_logits(premade))
 
-    chunk = fast.views_per_forward(VIEWS, device, premade.shape[1] * premade.shape[3] * premade.shape[4])
+    _, batch, _, height, width = premade.shape
+    chunk = fast.views_per_forward(VIEWS, device, batch * height * width)
     print(
         f"STAMP throughput: {args.model}, {device}, {torch.get_num_threads()} thread(s), batch {BATCH}, "
         f"K={VIEWS}, auto view chunk {chunk}, channels_last={args.channels_last}, bf16={fast.autocast}, "
