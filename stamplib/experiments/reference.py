@@ -30,7 +30,7 @@ from typing import Any
 from stamplib import methods, paths
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
-from stamplib.experiments import grid, plans
+from stamplib.experiments import claims, grid, plans
 from stamplib.paths import RunContext
 
 PROFILE = "quick"
@@ -297,15 +297,21 @@ def select_settings(cells: Sequence[RunSpec], settings: str) -> list[RunSpec]:
 # ------------------------------------------------------------------------------- the command's actions
 
 #: ``reference compute/recompute --cells``: which cells.
-CELL_GROUPS = ("core", "extras", "all", "stress", "seeds")
+CELL_GROUPS = ("core", "extras", "all", "stress", "seeds", "claims")
 
 
-def cells_of(group: str) -> list[RunSpec]:
+def cells_of(group: str, store: ResultsStore | None = None, device: str = "cpu") -> list[RunSpec]:
     """The cells of a ``--cells`` group: the 44 (core), the optional ones (extras), both (all),
-    the variants' and harder streams' optional ones alone (stress), or the paper's ten over seeds
-    1 and 2 in (a) (seeds)."""
+    the variants' and harder streams' optional ones alone (stress), the paper's ten over seeds
+    1 and 2 in (a) (seeds), or what every claim of the ledger still needs over seeds 0–2, the
+    claim cheapest to complete on ``device`` first (claims: :func:`stamplib.experiments.claims.cheapest_first`
+    reads the costs of ``store``'s records)."""
     if group not in CELL_GROUPS:
         raise ValueError(f"--cells is one of {', '.join(CELL_GROUPS)}, got {group!r}")
+    if group == "claims":
+        if store is None:
+            raise ValueError("--cells claims orders the cells by the costs of the store's records: give the store")
+        return claims.cheapest_first(claims.REFERENCE, store, device)
     return ((specs() if group in ("core", "all") else [])
             + (extra_specs() if group in ("extras", "all") else [])
             + (stress_specs() if group == "stress" else [])
@@ -319,6 +325,7 @@ def status_lines(store: ResultsStore) -> list[str]:
     extra = store.status(extra_specs())
     stress = store.status(stress_specs())
     seeded = store.status(seeded_specs())
+    ledger = store.status(claims.ledger_cells(claims.REFERENCE))
     spread = seed_spread(store)
     return [
         f"reference store {store.root}: {len(state.done)} done, {len(state.missing)} missing, "
@@ -329,6 +336,8 @@ def status_lines(store: ResultsStore) -> list[str]:
         f"{len(stress.missing)} missing, {len(stress.running)} running",
         f"  of which the paper's ten over seeds 1 and 2 in (a) (compute --cells seeds): {len(seeded.done)} done, "
         f"{len(seeded.missing)} missing, {len(seeded.running)} running",
+        f"the ledger's claims over seeds 0–2 (compute --cells claims): {len(ledger.done)} done, "
+        f"{len(ledger.missing)} missing, {len(ledger.running)} running",
         "STAMP seed spread (setting a): " + ("not yet measured" if spread is None else f"{spread:.2f} pt"),
     ]
 
