@@ -1,0 +1,631 @@
+"""The instructor's side of the course (docs/teaching.md, "Running the lab"): hand out the student
+copies (:func:`release`) and grade what comes back (:func:`grade`).
+
+**Release.** The overview and the lessons, as a student gets them: ``solutions`` off, outputs
+and execution counts cleared, cell tags kept, every ``### BEGIN SOLUTION`` … ``### END SOLUTION``
+block replaced by the stub nbgrader leaves (``# YOUR CODE HERE`` / ``raise NotImplementedError()``),
+the check cells locked (``editable``/``deletable`` false, which JupyterLab honours), the lesson's
+name in the notebook's metadata, and a short README. A copy that would still show solution code
+is refused.
+
+**Grade.** Each submitted lesson runs in a fresh kernel (nbclient) in a temporary folder, under one
+time limit for the student's code and the checks together. The grader runs the student's cells
+(the exercise cells and any cell the student added), never the lesson's own cells (which render
+the results store and would make grading depend on it), never the parameters cell, and never the
+student's check cells: after each exercise cell it runs its own check, which calls
+:func:`stamplib.teaching.exercises.check` with ``solutions=False`` as captured before any student
+code ran, and prints the result as one JSON line after a marker made fresh for each run. It reads
+that line from the output of its own cell only. Separately, each exercise's check cell in the
+submission is compared with the package's notebook: a deleted or edited check cell fails the
+exercise whatever the function does. A syntax error, an endless loop, a dead kernel or an
+unreadable file becomes a row with its reason, never a crash and never a pass.
+
+Student code runs with the grader's rights: grade in a throwaway account or container. The grader
+defends against the plain ways to fake a pass (an edited check cell, a replaced ``check`` or
+exercise entry, the reference solution imported from stamplib), not against code written to
+attack it.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import json
+import math
+import re
+import secrets
+import subprocess
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stamplib.extras import require, require_installed
+
+_PURPOSE = "the course's release and grading"
+#: The notebooks a student gets: the overview, then the lessons (their numbers).
+COURSE_NOTEBOOKS = ("00_walkthrough", "14_", "15_", "16_", "17_")
+EXERCISE_TAG, CHECK_TAG = "exercise", "check"
+STUB = ("# YOUR CODE HERE", "raise NotImplementedError()")
+BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
+#: Cell metadata a student copy must not carry over from an executed notebook.
+EXECUTION_METADATA = ("execution", "papermill", "collapsed", "scrolled", "ExecuteTime")
+#: Seconds the grader's own first cell (imports of torch and stamplib) may take; not the student's time.
+SETUP_SECONDS = 300
+GRADES_COLUMNS = ("file", "lesson", "exercise", "passed", "message")
+
+
+def _nbformat() -> Any:
+    return require("nbformat", "notebooks", _PURPOSE)
+
+
+# --------------------------------------------------------------------------- the package's notebooks
+
+
+def _source(cell: Any) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+def _normalized(source: str) -> str:
+    """A cell's source without trailing spaces and blank lines: editors add and drop them."""
+    return "\n".join(line.rstrip() for line in source.strip().splitlines())
+
+
+def _tags(cell: Any) -> list[str]:
+    return list(cell.get("metadata", {}).get("tags", []))
+
+
+def _defined_function(source: str) -> str | None:
+    """The name of the first top-level ``def`` in ``source`` (found by text, so that a cell with
+    a syntax error still names its exercise)."""
+    found = re.search(r"^def\s+(\w+)\s*\(", source, re.MULTILINE)
+    return found.group(1) if found else None
+
+
+def _check_call(source: str) -> str | None:
+    """The exercise a ``check("name", ...)`` call in ``source`` names."""
+    found = re.search(r"""\bcheck\(\s*["'](\w+)["']""", source)
+    return found.group(1) if found else None
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """One of the package's course notebooks, as the grader needs it."""
+
+    name: str  # the notebook's stem, e.g. 14_course_adapting_at_test_time
+    title: str  # its first heading
+    exercises: tuple[str, ...]  # the functions to complete, in order
+    check_sources: dict[str, str]  # exercise -> its pristine check cell's source
+    check_ids: dict[str, str]  # exercise -> that cell's id
+    own_cell_ids: frozenset[str]  # the lesson's code cells that are not exercises (never run when grading)
+    own_cell_sources: frozenset[str]  # the same cells' normalized sources
+    imports: str  # the import statements of those cells: the namespace the exercise cells see
+
+
+def read_lesson(path: Path) -> Lesson:
+    """The exercises, check cells and own cells of the package's notebook ``path``."""
+    nb = _nbformat().read(path, as_version=4)
+    cells = nb.cells
+    exercises, check_sources, check_ids, own, imports = [], {}, {}, [], []
+    for i, cell in enumerate(cells):
+        if cell.cell_type != "code":
+            continue
+        tags, source = _tags(cell), _source(cell)
+        if EXERCISE_TAG in tags:
+            name = _defined_function(source)
+            following = cells[i + 1] if i + 1 < len(cells) else None
+            if name is None or following is None or CHECK_TAG not in _tags(following):
+                raise ValueError(f"{path.name}: the exercise cell {i} must define a function and be followed by "
+                                 "its check cell (tagged 'check')")
+            exercises.append(name)
+            check_sources[name], check_ids[name] = _source(following), following.get("id", "")
+            continue
+        own.append(cell)
+        if CHECK_TAG not in tags and "parameters" not in tags:
+            imports += _import_statements(source)
+    headings = [_source(c).splitlines()[0] for c in cells if c.cell_type == "markdown" and _source(c).startswith("# ")]
+    return Lesson(path.stem, headings[0].lstrip("# ").strip() if headings else path.stem, tuple(exercises),
+                  check_sources, check_ids, frozenset(c.get("id", "") for c in own) - {""},
+                  frozenset(_normalized(_source(c)) for c in own), "\n".join(imports))
+
+
+def _import_statements(source: str) -> list[str]:
+    """The top-level imports of a cell (``import x``, ``from x import y``)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    return [ast.unparse(node) for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
+
+
+def course_notebooks(source: Path | None = None) -> list[Path]:
+    """The course's notebooks in ``source`` (default: the checkout's notebooks/), overview first."""
+    if source is None:
+        from stamplib.notebook_runner import notebooks_dir
+
+        source = notebooks_dir()
+    found = sorted(nb for nb in Path(source).glob("[0-9][0-9]_*.ipynb") if nb.stem.startswith(COURSE_NOTEBOOKS))
+    if not found:
+        raise FileNotFoundError(f"no course notebooks (00_walkthrough, 14_… to 17_…) in {source}")
+    return found
+
+
+def course_lessons(source: Path | None = None) -> dict[str, Lesson]:
+    """Every course notebook by name (the overview too: a lesson without exercises)."""
+    return {nb.stem: read_lesson(nb) for nb in course_notebooks(source)}
+
+
+# --------------------------------------------------------------------------- release
+
+
+def student_copy(nb: Any, lesson: str) -> Any:
+    """``nb`` (an nbformat notebook, changed in place and returned) as a student gets it."""
+    for i, cell in enumerate(nb.cells):
+        for key in EXECUTION_METADATA:
+            cell.metadata.pop(key, None)
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+            if "parameters" in _tags(cell):
+                cell.source = _solutions_off(_source(cell), lesson)
+        if BEGIN_SOLUTION in _source(cell):
+            cell.source = _without_solutions(_source(cell), cell.cell_type, f"{lesson}, cell {i}")
+        if EXERCISE_TAG in _tags(cell):
+            _refuse_leaked_solution(_source(cell), f"{lesson}, cell {i}")
+        if CHECK_TAG in _tags(cell):
+            cell.metadata["editable"] = cell.metadata["deletable"] = False
+    for key in ("papermill", "widgets"):
+        nb.metadata.pop(key, None)
+    nb.metadata.setdefault("stamplib", {})["lesson"] = lesson
+    return nb
+
+
+def _solutions_off(source: str, lesson: str) -> str:
+    """The parameters cell with ``solutions`` set to False (lessons without exercises have none)."""
+    turned, count = re.subn(r"^(solutions\s*:\s*bool\s*=\s*)(True|False)\b", r"\1False", source, flags=re.MULTILINE)
+    if count > 1:
+        raise ValueError(f"{lesson}: its parameters cell sets 'solutions' {count} times")
+    return turned
+
+
+def _without_solutions(source: str, cell_type: str, where: str) -> str:
+    """``source`` with each BEGIN/END SOLUTION block replaced as nbgrader's generate step does."""
+    out, inside = [], False
+    for line in source.splitlines():
+        marker = line.strip()
+        if marker == BEGIN_SOLUTION:
+            if inside:
+                raise ValueError(f"{where}: '{BEGIN_SOLUTION}' inside another solution block")
+            inside = True
+            indent = line[: len(line) - len(line.lstrip())]
+            out += [indent + s for s in STUB] if cell_type == "code" else ["YOUR ANSWER HERE"]
+        elif marker == END_SOLUTION:
+            if not inside:
+                raise ValueError(f"{where}: '{END_SOLUTION}' without its '{BEGIN_SOLUTION}'")
+            inside = False
+        elif not inside:
+            out.append(line)
+    if inside:
+        raise ValueError(f"{where}: '{BEGIN_SOLUTION}' without its '{END_SOLUTION}'")
+    return "\n".join(out)
+
+
+def _refuse_leaked_solution(source: str, where: str) -> None:
+    """An exercise cell of a student copy holds functions whose bodies are only a docstring and
+    ``raise NotImplementedError()``; anything else would hand out a solution."""
+    tree = ast.parse(source)
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef):
+            raise ValueError(f"{where}: the exercise cell holds code besides its function; put it between "
+                             f"'{BEGIN_SOLUTION}' and '{END_SOLUTION}' or in another cell")
+        body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+        if [ast.unparse(s) for s in body] != ["raise NotImplementedError()"]:
+            raise ValueError(f"{where}: the exercise cell shows code of {node.name}() outside "
+                             f"'{BEGIN_SOLUTION}' … '{END_SOLUTION}': a student copy must not show it")
+
+
+def student_readme(lessons: Sequence[Lesson]) -> str:
+    """The README of a release: what the notebooks are, how to work on them, how to hand them in."""
+    rows = "\n".join(f"| `{lesson.name}.ipynb` | {lesson.title} | {len(lesson.exercises) or '—'} |"
+                     for lesson in lessons)
+    return f"""# A short course on outlier-aware test-time adaptation: your copies
+
+The overview and the four lessons of the course on STAMP (Yu et al., ECCV 2024) and the methods
+it is compared with. Each lesson is one idea, its theory beside the code that computes it, and two
+or three exercises.
+
+| notebook | lesson | exercises |
+| --- | --- | --- |
+{rows}
+
+## How to work
+
+- Open the notebooks in JupyterLab in the course's environment (the instructor says where) and run
+  each from the top; a lesson reads the results the instructor computed, so it opens in seconds.
+- An exercise is a function to complete: replace `# YOUR CODE HERE` and
+  `raise NotImplementedError()` with your code, then run the check cell below it. The check tries
+  your function on fresh random inputs and says in one line what is wrong, or that it is right.
+- Keep `solutions = False` in the parameters cell, and leave the check cells as they are (they
+  are locked). The grader runs every check again itself, in a fresh kernel with a time limit: a
+  deleted or edited check cell fails its exercise, and so does a function that never returns.
+- Write each function in its exercise cell; helper functions may go in cells of their own.
+
+## Handing in
+
+Hand in the lesson notebooks (`14_…` to `17_…`) you worked on, under any name: each notebook
+knows which lesson it is. The overview has no exercises and is not graded.
+"""
+
+
+def release(out: Path, force: bool = False, source: Path | None = None) -> list[Path]:
+    """Write the student copies of the course's notebooks and their README into ``out``; refuses a
+    folder that holds anything unless ``force`` (then it rewrites the same files, byte for byte
+    when the notebooks have not changed). Returns the files written."""
+    nbformat = _nbformat()
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out} is a file; give a folder for the student copies")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise ValueError(f"{out} is not empty; give an empty or new folder, or --force to overwrite the release's "
+                         "files there")
+    notebooks = course_notebooks(source)
+    copies = [(nb, student_copy(nbformat.read(nb, as_version=4), nb.stem)) for nb in notebooks]
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for nb, copy in copies:
+        target = out / nb.name
+        target.write_text(nbformat.writes(copy) + "\n", encoding="utf-8")
+        written.append(target)
+    readme = out / "README.md"
+    readme.write_text(student_readme([read_lesson(nb) for nb in notebooks]), encoding="utf-8")
+    return [*written, readme]
+
+
+# --------------------------------------------------------------------------- grade
+
+
+@dataclass(frozen=True)
+class Grade:
+    """One row of grades.csv; ``outcome`` is its kind, for the summary (not a column)."""
+
+    file: str
+    lesson: str
+    exercise: str
+    passed: bool
+    message: str
+    outcome: str
+
+    def row(self) -> dict[str, str]:
+        return {"file": self.file, "lesson": self.lesson, "exercise": self.exercise, "passed": str(self.passed),
+                "message": self.message}
+
+
+@dataclass
+class _Run:
+    """What executing one grading notebook gave."""
+
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)  # exercise -> the grader's JSON
+    errors: dict[int, str] = field(default_factory=dict)  # student cell index -> "Name: value"
+    stopped: str = ""  # why execution stopped early ("" when it ran to the end)
+    stopped_in: str = ""  # the exercise whose check was running, if that is where it stopped
+    stopped_at: int | None = None  # else the submission's cell that was running
+
+
+def identify(nb: Any, path: Path, lessons: dict[str, Lesson]) -> Lesson | None:
+    """The lesson a submission is: by the release's metadata, else by its file name's number, else
+    by the exercises it defines."""
+    named = nb.get("metadata", {}).get("stamplib", {}).get("lesson")
+    if named in lessons:
+        return lessons[named]
+    number = re.match(r"\d\d(?!\d)", path.stem)
+    by_prefix = [lesson for name, lesson in lessons.items() if name in path.stem or (number and name[:2] == number[0])]
+    if len(by_prefix) == 1:
+        return by_prefix[0]
+    defined = {_defined_function(_source(c)) for c in nb.get("cells", []) if c.get("cell_type") == "code"}
+    matches = [lesson for lesson in lessons.values() if lesson.exercises and set(lesson.exercises) <= defined]
+    return matches[0] if len(matches) == 1 else None
+
+
+def check_cell_state(nb: Any, lesson: Lesson, exercise: str) -> str:
+    """``"kept"``, ``"edited"`` or ``"deleted"``: the submission's check cell of ``exercise`` against
+    the package's. The cell is found by its id, else by its tag or a ``check("exercise"`` call."""
+    pristine = _normalized(lesson.check_sources[exercise])
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    by_id = [c for c in code if lesson.check_ids[exercise] and c.get("id") == lesson.check_ids[exercise]]
+    if by_id:
+        return "kept" if _normalized(_source(by_id[0])) == pristine else "edited"
+    found = [c for c in code if _check_call(_source(c)) == exercise
+             or (CHECK_TAG in _tags(c) and exercise in _source(c))]
+    if not found:
+        return "deleted"
+    return "kept" if any(_normalized(_source(c)) == pristine for c in found) else "edited"
+
+
+def _is_students(cell: Any, lesson: Lesson) -> bool:
+    """Whether the grader runs this submission cell: the exercise cells and the student's own
+    cells, not the lesson's cells, the parameters or anything that calls a check."""
+    if cell.cell_type != "code":
+        return False
+    tags, source = _tags(cell), _source(cell)
+    if {"parameters", "injected-parameters", CHECK_TAG} & set(tags) or _check_call(source):
+        return False
+    if EXERCISE_TAG in tags:
+        return True
+    return cell.get("id") not in lesson.own_cell_ids and _normalized(source) not in lesson.own_cell_sources
+
+
+def _prelude(lesson: Lesson, grader: str, marker: str) -> str:
+    """The grader's first cell: the lesson's imports, and its check function captured before any
+    student code runs (a student's later replacement of ``check`` or of an exercise's entry does
+    not reach it)."""
+    return f'''solutions = False  # the grader checks the student's functions, never the stored solutions
+{lesson.imports}
+
+
+def _make_grader():
+    import json
+    from stamplib.teaching import exercises
+
+    check, pristine, user = exercises.check, dict(exercises.EXERCISES), globals()
+
+    def grade(name):
+        exercises.EXERCISES[name] = pristine[name]
+        answer, solution = user.get(name), pristine[name].solution
+        if answer is None:
+            found = {{"defined": False}}
+        elif answer is solution or getattr(answer, "__code__", None) is getattr(solution, "__code__", 0):
+            found = {{"reference": True}}
+        else:
+            try:
+                result = check(name, answer, solutions=False)
+                found = {{"passed": result.passed, "started": result.started, "problems": list(result.problems),
+                         "seed": result.seed}}
+            except BaseException as err:
+                found = {{"raised": f"{{type(err).__name__}}: {{err}}"}}
+        print("\\n{marker}" + json.dumps(found))
+
+    return grade
+
+
+{grader} = _make_grader()
+del _make_grader
+'''
+
+
+def grading_notebook(nb: Any, lesson: Lesson, marker: str, grader: str) -> tuple[Any, dict[int, int], dict[int, str]]:
+    """The notebook the grader executes for submission ``nb``: its prelude, the student's cells in
+    their order, and after each exercise's cell the grader's check of it (at the end for an
+    exercise no cell defines). Returns it, the map from its cells to the submission's, and the
+    grader cells by index (-> the exercise they check)."""
+    nbformat = _nbformat()
+    students = [(i, c) for i, c in enumerate(nb.cells) if _is_students(c, lesson)]
+    home: dict[str, int] = {}  # exercise -> the submission cell after which it is checked
+    for name in lesson.exercises:
+        defining = [i for i, c in students if _defined_function(_source(c)) == name
+                    or re.search(rf"^def\s+{name}\s*\(", _source(c), re.MULTILINE)]
+        tagged = [i for i in defining if EXERCISE_TAG in _tags(nb.cells[i])]
+        if tagged or defining:
+            home[name] = (tagged or defining)[-1]
+    cells = [nbformat.v4.new_code_cell(_prelude(lesson, grader, marker))]
+    origin: dict[int, int] = {}
+    checks: dict[int, str] = {}
+
+    def add_check(name: str) -> None:
+        checks[len(cells)] = name
+        cells.append(nbformat.v4.new_code_cell(f"{grader}({name!r})"))
+
+    for i, cell in students:
+        origin[len(cells)] = i
+        cells.append(nbformat.v4.new_code_cell(_source(cell)))
+        for name in lesson.exercises:
+            if home.get(name) == i:
+                add_check(name)
+    for name in lesson.exercises:
+        if name not in home:
+            add_check(name)
+    graded = nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "language": "python",
+                                                                             "display_name": "Python 3"}})
+    return graded, origin, checks
+
+
+def _error_of(cell: Any) -> str | None:
+    for output in cell.get("outputs", []):
+        if output.get("output_type") == "error":
+            return f"{output.get('ename')}: {output.get('evalue')}".rstrip(": ")
+    return None
+
+
+def _marked(cell: Any, marker: str) -> dict[str, Any] | None:
+    """The last JSON line after ``marker`` in a grader cell's standard output."""
+    text = "".join(o.get("text", "") for o in cell.get("outputs", [])
+                   if o.get("output_type") == "stream" and o.get("name") == "stdout")
+    found = [line[len(marker):] for line in text.splitlines() if line.startswith(marker)]
+    if not found:
+        return None
+    try:
+        return json.loads(found[-1])
+    except json.JSONDecodeError:
+        return None
+
+
+def _execute(graded: Any, checks: dict[int, str], origin: dict[int, int], marker: str, time_limit: float,
+             workdir: Path) -> _Run:
+    """Run ``graded`` in a fresh kernel: the prelude on its own allowance, then the rest under one
+    deadline of ``time_limit`` seconds."""
+    nbclient = require("nbclient", "notebooks", _PURPOSE)
+    require_installed("ipykernel", "notebooks", _PURPOSE)
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+    client = nbclient.NotebookClient(graded, kernel_name="python3", allow_errors=True, timeout=SETUP_SECONDS,
+                                     startup_timeout=120, shutdown_kernel="immediate", record_timing=False,
+                                     resources={"metadata": {"path": str(workdir)}})
+    run = _Run()
+    # the kernel's own stderr carries only ipykernel's start-up warnings (a student's prints
+    # arrive as outputs): thirty of them would bury the summary
+    with client.setup_kernel(stderr=subprocess.DEVNULL):
+        deadline = None
+        for index, cell in enumerate(graded.cells):
+            if index == 1:
+                deadline = time.monotonic() + time_limit
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    run.stopped = f"the time limit of {time_limit:g} s ran out"
+                    break
+                client.timeout = max(1, math.ceil(left))
+            try:
+                client.execute_cell(cell, index)
+            except CellTimeoutError:
+                run.stopped = (f"the time limit of {time_limit:g} s ran out" if index else
+                               f"the grader's setup took over {SETUP_SECONDS} s")
+                run.stopped_in, run.stopped_at = checks.get(index, ""), origin.get(index)
+                break
+            except DeadKernelError:
+                run.stopped = "the kernel died (the code exited or ran out of memory)"
+                run.stopped_in, run.stopped_at = checks.get(index, ""), origin.get(index)
+                break
+            if index == 0 and (error := _error_of(cell)):
+                run.stopped = f"the grader's setup failed: {error}"
+                break
+            if index in checks:
+                found = _marked(cell, marker)
+                if found is None:
+                    found = {"raised": _error_of(cell) or "the check printed no result"}
+                run.results[checks[index]] = found
+            elif index in origin and (error := _error_of(cell)):
+                run.errors[origin[index]] = error
+    return run
+
+
+def _first_line(source: str) -> str:
+    lines = [line for line in source.strip().splitlines() if line.strip()]
+    return lines[0].strip()[:60] if lines else ""
+
+
+def _verdict(exercise: str, found: dict[str, Any] | None, run: _Run, nb: Any) -> tuple[bool, str, str]:
+    """(passed, message, outcome) of one exercise from what its grader cell printed."""
+    if found is None:
+        if run.stopped_in == exercise:
+            return False, f"its check did not finish: {run.stopped} (an endless loop?)", "time limit"
+        return False, f"not graded: {run.stopped}{_where_it_stopped(run, nb)}", (
+            "time limit" if "time limit" in run.stopped else "error")
+    if found.get("defined") is False:
+        defining = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"
+                    and re.search(rf"^def\s+{exercise}\s*\(", _source(c), re.MULTILINE)]
+        errors = [run.errors[i] for i in defining if i in run.errors]
+        if errors:
+            return False, f"not defined: its cell raised {errors[-1]}", "error"
+        return False, f"not defined: no cell defines {exercise}()", "not defined"
+    if found.get("reference"):
+        return False, f"{exercise} is the reference solution imported from stamplib, not the student's", "wrong"
+    if "raised" in found:
+        return False, f"the check raised {found['raised']}", "error"
+    if found["passed"]:
+        return True, "right", "passed"
+    if not found["started"]:
+        return False, "not written yet", "not written"
+    seed = f" (seed {found['seed']})" if found.get("seed") is not None else ""
+    return False, "wrong: " + "; ".join(found["problems"]) + seed, "wrong"
+
+
+def _where_it_stopped(run: _Run, nb: Any) -> str:
+    """Where execution stopped, for the rows of the exercises it never reached."""
+    if run.stopped_in:
+        return f" while checking {run.stopped_in}()"
+    if run.stopped_at is not None:
+        return f" in cell {run.stopped_at} (`{_first_line(_source(nb.cells[run.stopped_at]))}`)"
+    return ""
+
+
+def grade_notebook(path: Path, root: Path, lessons: dict[str, Lesson], time_limit: float,
+                   executed: Path | None = None) -> list[Grade]:
+    """The rows of one submitted notebook (none for a course notebook without exercises)."""
+    nbformat = _nbformat()
+    file = path.relative_to(root).as_posix()
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except Exception as err:  # a submission may be anything; say what is wrong with it
+        return [Grade(file, "", "", False, f"not a readable notebook: {type(err).__name__}: {err}", "unreadable")]
+    lesson = identify(nb, path, lessons)
+    if lesson is None:
+        return [Grade(file, "", "", False, "not a lesson of the course: neither its metadata, its file name nor its "
+                      "functions name one", "unknown lesson")]
+    if not lesson.exercises:
+        return []
+    marker = f"@@grade-{secrets.token_hex(8)}@@"
+    graded, origin, checks = grading_notebook(nb, lesson, marker, f"_grade_{secrets.token_hex(4)}")
+    with tempfile.TemporaryDirectory(prefix="stamplib-grade-") as workdir:
+        try:
+            run = _execute(graded, checks, origin, marker, time_limit, Path(workdir))
+        except Exception as err:  # the kernel failed to start, or nbclient failed: a row, not a crash
+            run = _Run(stopped=f"the kernel could not run it: {type(err).__name__}: {err}")
+    if executed is not None:
+        target = executed / file
+        target.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(graded, target)
+    rows = []
+    for exercise in lesson.exercises:
+        passed, message, outcome = _verdict(exercise, run.results.get(exercise), run, nb)
+        state = check_cell_state(nb, lesson, exercise)
+        if state != "kept":
+            grader_says = "right" if passed else message
+            passed, message, outcome = (False, f"its check cell was {state} (restore "
+                                        f"`{_normalized(lesson.check_sources[exercise])}`); the grader's own check "
+                                        f"says: {grader_says}", f"check cell {state}")
+        rows.append(Grade(file, lesson.name, exercise, passed, message, outcome))
+    return rows
+
+
+def submissions(folder: Path) -> list[Path]:
+    """The notebooks under ``folder`` (any depth), without Jupyter's checkpoints."""
+    return sorted(p for p in Path(folder).rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+
+
+def grade(folder: Path, out: Path, time_limit: float, jobs: int = 1, executed: Path | None = None,
+          source: Path | None = None) -> list[Grade]:
+    """Grade every notebook under ``folder``, ``jobs`` at once, and write ``out`` (grades.csv)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder} is not a folder of submitted notebooks")
+    if time_limit <= 0 or jobs < 1:
+        raise ValueError(f"the time limit ({time_limit}) and jobs ({jobs}) must be positive")
+    if executed is not None and Path(executed).resolve().is_relative_to(folder.resolve()):
+        raise ValueError(f"keep the executed notebooks outside {folder}: a later grading would take them for "
+                         "submissions")
+    found = submissions(folder)
+    if not found:
+        raise FileNotFoundError(f"no .ipynb files under {folder}")
+    lessons = course_lessons(source)
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        per_file = list(pool.map(lambda p: grade_notebook(p, folder, lessons, time_limit, executed), found))
+    rows = [row for rows in per_file for row in rows]
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=GRADES_COLUMNS)
+        writer.writeheader()
+        writer.writerows(row.row() for row in rows)
+    return rows
+
+
+def summary(rows: Sequence[Grade]) -> list[str]:
+    """Per lesson and exercise: how many passed, and the reasons of the rest."""
+    lines = []
+    for lesson in sorted({r.lesson for r in rows if r.lesson}):
+        lines.append(lesson)
+        ours = [r for r in rows if r.lesson == lesson]
+        width = max(len(r.exercise) for r in ours)
+        for exercise in dict.fromkeys(r.exercise for r in ours):
+            of = [r for r in ours if r.exercise == exercise]
+            rest = Counter(r.outcome for r in of if not r.passed)
+            why = ", ".join(f"{kind} {n}" for kind, n in rest.most_common())
+            lines.append(f"  {exercise:<{width}}  {sum(r.passed for r in of):>3} of {len(of)} passed"
+                         + (f"  ({why})" if why else ""))
+    for r in rows:
+        if not r.lesson:
+            lines.append(f"{r.file}: {r.message}")
+    return lines
