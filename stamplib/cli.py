@@ -601,10 +601,52 @@ def cmd_reference(args: argparse.Namespace) -> int:
     return 1 if result.differences else 0
 
 
+def _course_parser(sub: Any) -> None:
+    p = sub.add_parser("course", help="the course's lab (docs/teaching.md): hand out the student copies (release), "
+                                      "grade the notebooks handed in (grade)")
+    actions = p.add_subparsers(dest="action", required=True)
+    release = actions.add_parser("release", help="write the student copies of notebooks 00 and 14-17 and a README")
+    release.add_argument("out", help="the folder to write them to (new or empty)")
+    release.add_argument("--force", action="store_true", help="write into a folder that is not empty (overwrites "
+                                                              "the release's files there)")
+    grade = actions.add_parser("grade", help="run each submitted lesson in a fresh kernel with the package's checks; "
+                                             "write grades.csv and print a summary per exercise")
+    grade.add_argument("submissions", help="the folder of the handed-in notebooks (searched at any depth)")
+    grade.add_argument("--timeout", type=float, default=120,
+                       help="seconds per notebook for the student's code and the checks together (the kernel's "
+                            "start and imports not counted)")
+    grade.add_argument("--jobs", type=int, default=1, help="notebooks graded at once, each in its own kernel")
+    grade.add_argument("--out", default=None, help="the grades file (default: SUBMISSIONS/grades.csv)")
+    grade.add_argument("--executed", default=None, metavar="FOLDER",
+                       help="also keep the notebooks the grader executed, to see why a row failed")
+    p.set_defaults(func=cmd_course)
+
+
+def cmd_course(args: argparse.Namespace) -> int:
+    """Release the student copies, or grade the submitted notebooks (stamplib.teaching.lab)."""
+    import time
+
+    from stamplib.teaching import lab
+
+    if args.action == "release":
+        written = lab.release(Path(args.out), force=args.force)
+        print(f"wrote {len(written)} files to {args.out}: " + ", ".join(p.name for p in written))
+        return 0
+    out = Path(args.out) if args.out else Path(args.submissions) / "grades.csv"
+    started = time.perf_counter()
+    rows = lab.grade(Path(args.submissions), out, args.timeout, jobs=args.jobs,
+                     executed=Path(args.executed) if args.executed else None)
+    print("\n".join(lab.summary(rows)))
+    print(f"graded {len({r.file for r in rows})} notebooks in {time.perf_counter() - started:.0f} s; {len(rows)} rows "
+          f"in {out}")
+    return 0
+
+
 #: Every command's parser builder, in the order ``--help`` lists them.
 PARSERS: tuple[Callable[[Any], None], ...] = (
     _run_parser, _doctor_parser, _checkpoints_parser, _notebooks_parser, _train_source_parser, _benchmark_parser,
     _grid_parser, _tune_parser, _check_method_parser, _methods_parser, _site_parser, _reference_parser,
+    _course_parser,
 )
 
 
