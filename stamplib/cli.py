@@ -308,14 +308,21 @@ def cmd_train_source(args: argparse.Namespace) -> int:
 
 
 def _benchmark_parser(sub: Any) -> None:
-    p = sub.add_parser("benchmark", help="the built-in CIFAR-10 benchmark: rebuild its package data (build) or "
-                                          "draw the quick run's headline figure and docs page (render)")
-    p.add_argument("action", choices=["build", "render"])
+    p = sub.add_parser("benchmark", help="the built-in CIFAR-10 benchmark: rebuild its package data (build), "
+                                          "draw the quick run's headline figure and docs page (render), or compute "
+                                          "the committed evidence over seeds (compute --seeds 0-4)")
+    p.add_argument("action", choices=["build", "render", "compute"])
+    p.add_argument("--seeds", default="0-4",
+                   help="compute: the seeds of every method's headline tables and of every claim's cells "
+                        "(the ledger, docs/claims.md), e.g. 0-4 or 3,4")
+    p.add_argument("--jobs", type=int, default=1, help="compute: local worker processes (one CPU core each)")
+    p.add_argument("--device", default="cpu", help="compute: cpu, cuda or cuda:N")
     p.add_argument("--data-root", default=None, help="build: folder holding cifar10-jpeg.tar.gz or cifar10-jpeg/")
     p.add_argument("--checkpoints", default=None,
                    help="build: folder of ResNetTiny_{10,8}_jpeg.pt and .json (default: where train-source writes)")
     p.add_argument("--out", default=None, help="build: default the package's data/builtin_cifar10 folder")
-    p.add_argument("--results", default=None, help="render: results folder of the quick run (default: results/)")
+    p.add_argument("--results", default=None, help="render: results folder of the quick run (default: results/); "
+                                                   "compute: default results/builtin_benchmark, the committed store")
     p.add_argument("--page", default=None, help="render: also rewrite this page's generated block "
                                                 "(docs/builtin_benchmark.md)")
     p.add_argument("--readme", default=None, help="render: also rewrite this README's summary sentence (README.md)")
@@ -329,6 +336,16 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     from stamplib.evaluation.store import ResultsStore
     from stamplib.report import builtin_benchmark
 
+    if args.action == "compute":
+        from stamplib.experiments import claims, grid
+
+        context = _context(args, (paths.repo_root() or Path.cwd()) / "results" / "builtin_benchmark")
+        cells = claims.evidence_cells(claims.BUILTIN, ResultsStore(context.results), context.device,
+                                      claims.parse_seeds(args.seeds))
+        report = grid.run_grid(cells, context, grid.ExecutorOptions(jobs=args.jobs), keep_order=True)
+        print(f"built-in benchmark store {context.results}: {len(report.done)} done, {len(report.missing)} missing, "
+              f"{len(report.failed)} failed jobs, of {len(cells)} cells")
+        return 0 if report.ok else 1
     context = _context(args)
     if args.action == "build":
         from stamplib.data.catalog import cifar10_jpeg_folder
@@ -541,12 +558,13 @@ def _reference_parser(sub: Any) -> None:
                    help="compute: after the 44 cells, the optional ones (15 corruptions for Source, BN Stats, "
                         "Tent and STAMP in (a); STAMP with K = 1; the ablation rows; the realistic protocol); "
                         "the same as --cells all")
-    p.add_argument("--cells", choices=["core", "extras", "all", "stress", "seeds"], default="core",
+    p.add_argument("--cells", choices=["core", "extras", "all", "stress", "seeds", "claims"], default="core",
                    help="compute/recompute: the 44 cells (core), the optional ones only (extras), or both in "
                         "that order (all); stress: of the optional ones, only Fig. 3's weights, Table 6's "
                         "outlier proportions and notebook 13's streams (a CPU's share: the realistic "
                         "protocol's cells belong on a GPU); seeds: of the optional ones, the paper's ten "
-                        "over seeds 1 and 2 in setting (a)")
+                        "over seeds 1 and 2 in setting (a); claims: what every claim of the ledger "
+                        "(docs/claims.md) still needs over seeds 0-2, the cheapest claim first")
     p.add_argument("--device", default="cpu",
                    help="compute/recompute: cpu, cuda or cuda:N (each record names the device it ran on)")
     p.add_argument("--data-root", default=None, help="default: shared/data beside the checkout")
@@ -589,7 +607,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
     if args.action == "status":
         print("\n".join(reference.status_lines(store)))
         return 0
-    todo = reference.cells_of(args.cells if not args.extras or args.cells != "core" else "all")
+    todo = reference.cells_of(args.cells if not args.extras or args.cells != "core" else "all", store, context.device)
     if args.action == "compute":
         report = reference.compute(todo, context, jobs=args.jobs)
         print(reference.compute_line(report, store))
@@ -642,11 +660,47 @@ def cmd_course(args: argparse.Namespace) -> int:
     return 0
 
 
+def _claims_parser(sub: Any) -> None:
+    p = sub.add_parser("claims", help="the paper's claims (the ledger) judged over seeds: on the built-in benchmark "
+                                      "and the reference run (render: docs/claims.md and figures/claims.png), or on "
+                                      "a store of your own (judge)")
+    p.add_argument("action", choices=["render", "judge"],
+                   help="render: the page and figure from the committed stores; judge: print every claim's "
+                        "verdict on --results at --profile")
+    p.add_argument("--results", default=None, help="judge: the results store (default: results/)")
+    p.add_argument("--profile", default="full", choices=["quick", "full"],
+                   help="judge: quick (the built-in benchmark's cells) or full (the paper's data)")
+    p.add_argument("--seeds", default="0-2", help="judge: the seeds that decide, e.g. 0-2")
+    p.set_defaults(func=cmd_claims)
+
+
+def cmd_claims(args: argparse.Namespace) -> int:
+    """Render the claims page, or judge a store against the ledger."""
+    from stamplib.evaluation.store import ResultsStore
+    from stamplib.experiments import claims, reference
+    from stamplib.report import claims as judged
+
+    root = paths.repo_root() or Path.cwd()
+    if args.action == "render":
+        for path in judged.render(ResultsStore(root / "results" / "builtin_benchmark"),
+                                  ResultsStore(reference.reference_dir()), root):
+            print(f"wrote {path}")
+        return 0
+    seeds = claims.parse_seeds(args.seeds)
+    benchmark = (claims.full_benchmark(seeds) if args.profile == "full"
+                 else claims.Benchmark("quick", "quick", "builtin", seeds, "quick profile"))
+    context = _context(args)
+    verdicts = judged.judge_all(ResultsStore(context.results), benchmark)
+    for verdict in verdicts:
+        print(f"{verdict.claim.key}: {verdict.answer} — {judged.ours_text(verdict)}")
+    return 0
+
+
 #: Every command's parser builder, in the order ``--help`` lists them.
 PARSERS: tuple[Callable[[Any], None], ...] = (
     _run_parser, _doctor_parser, _checkpoints_parser, _notebooks_parser, _train_source_parser, _benchmark_parser,
     _grid_parser, _tune_parser, _check_method_parser, _methods_parser, _site_parser, _reference_parser,
-    _course_parser,
+    _course_parser, _claims_parser,
 )
 
 

@@ -21,6 +21,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
+from typing import Any
+
+import numpy as np
 
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
@@ -59,8 +62,8 @@ class Lead:
     def arms(self) -> tuple[Arm, ...]:
         return (self.arm, *self.others)
 
-    def margin(self, value: Mapping[Arm, float]) -> float:
-        return value[self.arm] - max(value[o] for o in self.others)
+    def margin(self, value: Mapping[Arm, Any]) -> Any:
+        return value[self.arm] - np.max(np.stack([value[o] for o in self.others]), axis=0)
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,7 @@ class Difference:
     def arms(self) -> tuple[Arm, ...]:
         return (self.higher, self.lower)
 
-    def margin(self, value: Mapping[Arm, float]) -> float:
+    def margin(self, value: Mapping[Arm, Any]) -> Any:
         return value[self.higher] - value[self.lower]
 
 
@@ -86,9 +89,9 @@ class Within:
     arms: tuple[Arm, ...]
     width: float
 
-    def margin(self, value: Mapping[Arm, float]) -> float:
-        numbers = [value[a] for a in self.arms]
-        return self.width - (max(numbers) - min(numbers))
+    def margin(self, value: Mapping[Arm, Any]) -> Any:
+        numbers = np.stack([value[a] for a in self.arms])
+        return self.width - (np.max(numbers, axis=0) - np.min(numbers, axis=0))
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,7 @@ class SmallerDrop:
     def arms(self) -> tuple[Arm, ...]:
         return (self.before, self.after, self.other_before, self.other_after)
 
-    def margin(self, value: Mapping[Arm, float]) -> float:
+    def margin(self, value: Mapping[Arm, Any]) -> Any:
         return (value[self.other_before] - value[self.other_after]) - (value[self.before] - value[self.after])
 
 
@@ -244,15 +247,17 @@ def ledger_cells(benchmark: Benchmark, seeds: Sequence[int] | None = None,
 HEADLINE_TABLES = (plans.TABLE1, plans.CLASS_SPLIT, plans.CLOSED_SET)
 
 
-def evidence_cells(benchmark: Benchmark, seeds: Sequence[int] | None = None) -> list[RunSpec]:
-    """What ``benchmark compute`` computes: the headline tables for every method, then every
-    cell of the ledger's claims, over ``seeds`` (None: the benchmark's)."""
+def evidence_cells(benchmark: Benchmark, store: ResultsStore, device: str,
+                   seeds: Sequence[int] | None = None) -> list[RunSpec]:
+    """What ``benchmark compute`` computes over ``seeds`` (None: the benchmark's): the ledger's
+    missing cells, the claim cheapest to complete first (:func:`cheapest_first`), then the rest of
+    the headline tables' cells for every method."""
     chosen = benchmark.seeds if seeds is None else tuple(seeds)
-    found: list[RunSpec] = []
+    headline: list[RunSpec] = []
     for experiment in HEADLINE_TABLES:
-        found += experiment.plan(profile=benchmark.profile, scale=benchmark.scale,
-                                 seeds=",".join(map(str, chosen))).specs
-    return plans.distinct(found + ledger_cells(benchmark, chosen))
+        headline += experiment.plan(profile=benchmark.profile, scale=benchmark.scale,
+                                    seeds=",".join(map(str, chosen))).specs
+    return plans.distinct(cheapest_first(benchmark, store, device, chosen) + headline)
 
 
 def _estimated_seconds(spec_: RunSpec, known: Mapping[tuple, float], by_method: Mapping[str, float]) -> float:

@@ -24,9 +24,11 @@ import torch
 from stamplib import data
 from stamplib.evaluation.assembly import build_stream
 from stamplib.evaluation.store import ResultsStore
-from stamplib.experiments import plans
+from stamplib.experiments import claims, plans
 from stamplib.methods import PAPER_ORDER, TABLE_ORDER
+from stamplib.report import claims as claims_page
 from stamplib.report import reference_run, seeds
+from stamplib.report.claims import Verdict, judge_all, ours_text
 from stamplib.report.palette import NEWER_METHODS_BAR, PAPER_METHODS_BAR, STAMP
 from stamplib.report.paper import method_label
 from stamplib.report.reference_run import closed_set
@@ -226,31 +228,29 @@ def corruption_table(per_corruption: Mapping[str, pd.DataFrame]) -> pd.DataFrame
     return pd.DataFrame(out)
 
 
-_CLAIMS = {"a": "lead the paper's ten by H with Noise outliers", "b": "lead the paper's ten by H in the class split",
-           "c": "lead the paper's ten by closed-set accuracy"}
+#: The ledger's claims that STAMP leads the paper's ten in (a), (b) and (c) (docs/claims.md).
+LEADS = {"a": "a_best_h", "b": "b_best_h", "c": "c_best_acc"}
 
 
-def verdicts(ours: Mapping[str, pd.DataFrame]) -> list[str]:
-    """Per setting, the claim that STAMP leads the paper's ten methods, decided on paired seeds
-    (:func:`stamplib.report.seeds.leads`), with its rank under the seeds, its numbers and the
-    best other method's under each seed."""
+def lead_verdicts(store: ResultsStore) -> dict[str, Verdict]:
+    """The ledger's verdicts of STAMP's leads per setting on the built-in benchmark's seeds."""
+    chosen = [claims.BY_KEY[key] for key in LEADS.values()]
+    judged = dict(zip(LEADS, judge_all(store, claims.BUILTIN, chosen)))
+    return {letter: v for letter, v in judged.items() if v.decision.answer != seeds.PENDING}
+
+
+def verdicts(ours: Mapping[str, pd.DataFrame], leads: Mapping[str, Verdict]) -> list[str]:
+    """Per setting, the ledger's verdict that STAMP leads the paper's ten methods (decided on
+    paired seeds over the benchmark's seeds), with its numbers, and STAMP's rank under the
+    headline seeds the tables show."""
     lines = []
     for letter, (_, metric) in SETTINGS.items():
-        place = standing(ours, letter)
-        if place is None:
+        verdict = leads.get(letter)
+        if verdict is None:
             continue
-        table = ours[letter]
-        own = spread(table, "stamp", metric, place.seeds)
-        other = spread(table, place.best_other, metric, place.seeds)
-        detail = place.decision.detail()
-        line = (f"- {TITLES[letter]}: does STAMP {_CLAIMS[letter]}? **{place.decision.label()}**"
-                + (f" ({detail})" if detail else "") + f". STAMP ranks {place.rank_text} by {metric} with "
-                f"{own.text()} against {method_label(place.best_other)} {other.text()}")
-        if len(place.seeds) > 1:
-            stamp = by_seed(table, metric, ("stamp",))["stamp"]
-            line += (" (mean, min–max); the best other under each seed: " + ", ".join(
-                f"seed {s} {method_label(m)} {v:.1f} (STAMP {stamp[s]:.1f})" for s, (m, v) in place.best_by_seed.items()))
-        lines.append(line + ".")
+        place = standing(ours, letter)
+        rank = f" STAMP ranks {place.rank_text} by {metric} over {seeds.seeds_text(place.seeds)}." if place else ""
+        lines.append(f"- {TITLES[letter]}: {verdict.claim.words}? **{verdict.answer}**. {ours_text(verdict)}.{rank}")
     return lines
 
 
@@ -293,11 +293,11 @@ def block(store: ResultsStore, reference_store: ResultsStore, model_cards: Seque
                   "seeds that all ten have): on the built-in benchmark, in the paper, and in the ResNet-18 reference "
                   "run on the JPEG CIFAR-10 (`results/reference`, its numbers the mean over its seeds):", "",
                   to_markdown(agree), ""]
-    claims = verdicts(ours)
-    if claims:
-        lines += ["Does STAMP lead the paper's ten? *yes* only if it beats the best other method under every seed "
-                  "(the same stream), *no* only if it loses under every seed, otherwise *within the seed spread*; "
-                  "from a single seed, *one seed*:", ""] + claims
+    leads = verdicts(ours, lead_verdicts(store))
+    if leads:
+        lines += [f"Does STAMP lead the paper's ten? The ledger's verdicts over {seeds.seeds_text(claims.BUILTIN.seeds)} "
+                  f"(`{claims_page.PAGE_COMMAND}`; every other claim of the paper: [`docs/claims.md`](claims.md)), "
+                  + claims_page.RULE + ":", ""] + leads
     lines += ["", END]
     return "\n".join(lines)
 
@@ -305,9 +305,10 @@ def block(store: ResultsStore, reference_store: ResultsStore, model_cards: Seque
 _SUMMARY_WHAT = {"a": "by H with Noise outliers", "b": "by H in the class split", "c": "by closed-set accuracy"}
 
 
-def summary(ours: Mapping[str, pd.DataFrame]) -> str:
+def summary(ours: Mapping[str, pd.DataFrame], leads: Mapping[str, Verdict]) -> str:
     """The README's sentences on STAMP's place among the paper's ten in (a), (b) and (c): its
-    rank over the seeds, its number and the best other's (mean, min–max), and the verdict."""
+    rank over the headline seeds, its number and the best other's (mean, min–max), and the
+    ledger's verdict over the benchmark's seeds."""
     parts, answers = [], []
     for letter, (_, metric) in SETTINGS.items():
         place = standing(ours, letter)
@@ -317,7 +318,8 @@ def summary(ours: Mapping[str, pd.DataFrame]) -> str:
         own, other = spread(table, "stamp", metric, place.seeds), spread(table, place.best_other, metric, place.seeds)
         parts.append(f"{place.rank_text} {_SUMMARY_WHAT[letter]} ({own.text()}; best other "
                      f"{method_label(place.best_other)} {other.text()})")
-        answers.append(f"{_SUMMARY_WHAT[letter].removeprefix('by ')} *{place.decision.label()}*")
+        if letter in leads:
+            answers.append(f"{_SUMMARY_WHAT[letter].removeprefix('by ')} *{leads[letter].answer}*")
     if not parts:
         return SUMMARY_BEGIN + "\nNo quick-run records yet.\n" + SUMMARY_END
     seen = sorted({s for letter in SETTINGS if (p := standing(ours, letter)) is not None for s in p.seeds})
@@ -325,8 +327,10 @@ def summary(ours: Mapping[str, pd.DataFrame]) -> str:
     over = (f" over {seeds.seeds_text(seen)} (mean, with the smallest and largest seed's value)"
             if len(seen) > 1 else f" ({seeds.seeds_text(seen)})")
     text = f"Among the paper's ten methods, STAMP ranks {listed}{over}."
-    text += (" Does it beat the best other method under every seed (the same stream)? By " if len(seen) > 1 else
-             " Whether it leads, by ") + ", by ".join(answers) + "."
+    if answers:
+        text += (f" Does it beat the best other method under every seed (the same stream)? Over "
+                 f"{seeds.seeds_text(claims.BUILTIN.seeds)} (the ledger, [`docs/claims.md`](docs/claims.md)): by "
+                 + ", by ".join(answers) + ".")
     return f"{SUMMARY_BEGIN}\n{text}\n{SUMMARY_END}"
 
 
@@ -441,7 +445,7 @@ def render(store: ResultsStore, directory: str | Path, *, reference_store: Resul
         written.append(page)
     if readme is not None:
         text = readme.read_text()
-        updated = replace_block(text, summary(ours), SUMMARY_BEGIN, SUMMARY_END)
+        updated = replace_block(text, summary(ours, lead_verdicts(store)), SUMMARY_BEGIN, SUMMARY_END)
         if updated != text:
             paths.atomic_write_bytes(readme, updated.encode())
         written.append(readme)

@@ -14,8 +14,7 @@ paper prints every corruption, so its column there is the mean over the same thr
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +25,12 @@ import seaborn as sns
 
 from stamplib import paths
 from stamplib.evaluation.store import ResultsStore
-from stamplib.experiments import plans, reference
+from stamplib.experiments import claims, plans, reference
 from stamplib.methods import PAPER_ORDER, TABLE_ORDER
+from stamplib.report import claims as claims_page
 from stamplib.report import realistic, seeds
-from stamplib.report.paper import dataset_label, method_label, outlier_label, paper_numbers
+from stamplib.report.claims import judge_all
+from stamplib.report.paper import method_label
 from stamplib.report.reproduce import paper_table, short_variant
 from stamplib.report.tables import to_markdown
 
@@ -92,162 +93,12 @@ def closed_set(per_corruption: pd.DataFrame) -> pd.DataFrame:
     return mean.reset_index()
 
 
-# ------------------------------------------------------------------------------- claims
-
-
-#: A single seed's reading counts a difference smaller than this (points) as a tie: 0.5 pt of
-#: 6,000 test images is 30 images. Over several seeds the claims are decided seed by seed
-#: (:mod:`stamplib.report.seeds`), without a margin.
-MARGIN = seeds.ONE_SEED_MARGIN
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """One claim of the paper, checked on the reference records."""
-
-    claim: str
-    where: str  # where the paper makes it
-    answer: str  # yes | no | within the seed spread | one seed (seed 0: yes/no/tie) | pending
-    paper: str  # the paper's numbers behind the claim
-    ours: str  # ours, over the seeds that decided it
-
-
-def _answer(decision: seeds.Decision) -> str:
-    return decision.label()
-
-
-def _over(decision: seeds.Decision) -> str:
-    """``seed 0`` or ``seeds 0–2; holds under seeds 0 and 2, fails under seed 1``."""
-    detail = decision.detail()
-    return seeds.seeds_text(decision.seeds) + (f"; {detail}" if detail else "")
-
-
-def _value(table: pd.DataFrame, method: str, column: str) -> float | None:
-    if table.empty:
-        return None
-    hit = table.loc[table["method"] == method, column]
-    return None if hit.empty or pd.isna(hit.iloc[0]) else float(hit.iloc[0])
-
-
-def _text(values: seeds.BySeed, over: tuple[int, ...]) -> str:
-    return seeds.Spread.of({s: v for s, v in values.items() if s in over}).text()
-
-
-def _paper_best(table: pd.DataFrame, metric: str) -> str:
-    """The paper's STAMP and its best other of the ten methods (its numbers are single runs)."""
-    present = table[table["method"].isin(PAPER_ORDER)] if not table.empty else table
-    if table.empty or set(present["method"]) != set(PAPER_ORDER):
-        return "—"
-    column = f"{metric} paper"
-    others = present[present["method"] != "stamp"].sort_values(column, ascending=False, kind="stable")
-    return (f"STAMP {_value(present, 'stamp', column):.1f}, best other {method_label(str(others['method'].iloc[0]))} "
-            f"{float(others[column].iloc[0]):.1f}")
-
-
-def _stamp_is_best(tables: Mapping[str, pd.DataFrame], letter: str, metric: str, claim: str, where: str) -> Verdict:
-    """STAMP beats the best other of the ten under every seed that all ten have (paired)."""
-    table = tables[letter]
-    values = seeds.table_values(table, metric, PAPER_ORDER)
-    common = seeds.paired(*values.values())
-    if len(values) < len(PAPER_ORDER) or not common:
-        return Verdict(claim, where, seeds.PENDING, _paper_best(table, metric), "—")
-    decision = seeds.leads(values, "stamp")
-    best = seeds.best_by_mean(values, "stamp")
-    ours = (f"STAMP {_text(values['stamp'], common)}, best other {method_label(best)} "
-            f"{_text(values[best], common)} ({_over(decision)})")
-    return Verdict(claim, where, _answer(decision), _paper_best(table, metric), ours)
-
-
-def _margins(table: pd.DataFrame, metric: str, lower: str, higher: str) -> tuple[dict[int, float], str]:
-    """Under each seed both methods have: ``higher``'s ``metric`` minus ``lower``'s (positive
-    where ``higher`` is above), and the two as text over those seeds."""
-    values = seeds.table_values(table, metric, (lower, higher))
-    if len(values) < 2:
-        return {}, "—"
-    common = seeds.paired(*values.values())
-    margins = {s: values[higher][s] - values[lower][s] for s in common}
-    return margins, f"{method_label(lower)} {_text(values[lower], common)} → {method_label(higher)} {_text(values[higher], common)}"
-
-
-def _paper_pair(table: pd.DataFrame, metric: str, first: str, second: str) -> str:
-    a, b = _value(table, first, f"{metric} paper"), _value(table, second, f"{metric} paper")
-    return "—" if a is None or b is None else f"{metric} {method_label(first)} {a:.1f} → {method_label(second)} {b:.1f}"
-
-
-def _moves(letter: str, metric: str, before: str, after: str, up: bool, claim: str, where: str
-           ) -> Callable[[Mapping[str, pd.DataFrame]], Verdict]:
-    """A claim that ``metric`` rises (``up``) or falls from method ``before`` to ``after``, under
-    every seed both have."""
-
-    def check(tables: Mapping[str, pd.DataFrame]) -> Verdict:
-        table = tables[letter]
-        margins, _ = _margins(table, metric, before, after)
-        values = seeds.table_values(table, metric, (before, after))
-        decision = seeds.decide(margins if up else {s: -m for s, m in margins.items()})
-        if decision.answer == seeds.PENDING:
-            return Verdict(claim, where, seeds.PENDING, _paper_pair(table, metric, before, after), "—")
-        ours = (f"{metric} {method_label(before)} {_text(values[before], decision.seeds)} → {method_label(after)} "
-                f"{_text(values[after], decision.seeds)} ({_over(decision)})")
-        return Verdict(claim, where, _answer(decision), _paper_pair(table, metric, before, after), ours)
-
-    return check
-
-
-def _stamp_beats_bn_stats(tables: Mapping[str, pd.DataFrame]) -> Verdict:
-    paper = [(_value(tables[k], "bn_stats", "H paper"), _value(tables[k], "stamp", "H paper")) for k in ("a", "b")]
-    paper_text = ("—" if any(None in pair for pair in paper) else
-                  f"H (a) {paper[0][0]:.1f} → {paper[0][1]:.1f}, (b) {paper[1][0]:.1f} → {paper[1][1]:.1f}")
-    parts, texts = [], []
-    for letter in ("a", "b"):
-        values = seeds.table_values(tables[letter], "H", ("bn_stats", "stamp"))
-        margins = ({s: values["stamp"][s] - values["bn_stats"][s] for s in seeds.paired(*values.values())}
-                   if len(values) == 2 else {})
-        parts.append(margins)
-        if margins:
-            decided = seeds.decide(margins)
-            texts.append(f"({letter}) {_text(values['bn_stats'], decided.seeds)} → "
-                         f"{_text(values['stamp'], decided.seeds)} ({_over(decided)})")
-    claim = "STAMP improves the H-score of BN Stats (the statistics-only baseline) in both outlier settings"
-    if not all(parts):
-        return Verdict(claim, "Tables 1a, 3", seeds.PENDING, paper_text, "—")
-    return Verdict(claim, "Tables 1a, 3", _answer(seeds.decide_all(parts)), paper_text, "H " + ", ".join(texts))
-
-
-#: The claims, in the order the README lists them.
-CLAIMS: tuple[Callable[[Mapping[str, pd.DataFrame]], Verdict], ...] = (
-    lambda t: _stamp_is_best(t, "a", "H", "STAMP has the best H-score of the ten methods with Noise outliers",
-                             "Table 1a"),
-    lambda t: _stamp_is_best(t, "a", "AUROC", "STAMP rejects outliers best: the highest AUROC of the ten methods",
-                             "Table 1a, §4.2"),
-    lambda t: _stamp_is_best(t, "a", "ACC", "STAMP has the best known-class accuracy of the ten methods with "
-                             "Noise outliers", "Table 1a"),
-    _stamp_beats_bn_stats,
-    _moves("a", "ACC", "bn_stats", "tent", True, "Entropy minimisation raises accuracy: Tent above BN Stats",
-           "Table 1a, §4.2"),
-    _moves("a", "AUROC", "bn_stats", "tent", False, "… but makes outliers confident too: Tent's AUROC below BN "
-           "Stats'", "Table 1a, §4.2"),
-    _moves("a", "AUROC", "source", "tent", False, "Tent's AUROC falls below the source model's", "§4.2"),
-    lambda t: _stamp_is_best(t, "b", "H", "STAMP has the best H-score in the class-split setting", "Table 3"),
-    lambda t: _stamp_is_best(t, "c", "ACC", "STAMP has the best closed-set accuracy", "Table 4a, §4.2"),
-)
-
-
-def claims(tables: Mapping[str, pd.DataFrame]) -> list[Verdict]:
-    return [check(tables) for check in CLAIMS]
-
-
-# Claims on single records: STAMP's variants in (a), which the tables above do not hold.
+# ------------------------------------------------------------------------------- STAMP's variants in (a)
 
 
 def _stamp_h(records: Mapping[str, Mapping[str, Any]], spec: Any) -> float | None:
     record = records.get(spec.key())
     return None if record is None else float(record["mean"]["h"])
-
-
-def _h_by_seed(records: Mapping[str, Mapping[str, Any]], spec: Any) -> dict[int, float]:
-    """A cell's H under each of the reference seeds that has a record."""
-    found = {seed: _stamp_h(records, spec.with_(seed=seed)) for seed in reference.SPREAD_SEEDS}
-    return {seed: h for seed, h in found.items() if h is not None}
 
 
 def _weight_specs() -> dict[str, Any]:
@@ -264,108 +115,8 @@ def _ratio_specs(methods: str) -> dict[str, dict[float, Any]]:
     return out
 
 
-def _adaptive_weight_is_best(records: Mapping[str, Mapping[str, Any]]) -> Verdict:
-    """The adaptive weight above the static one and EATA's under every seed all three have."""
-    h = {name: _h_by_seed(records, spec) for name, spec in _weight_specs().items()}
-    claim, where, paper = ("STAMP's adaptive self-weight beats the static weight and EATA's weight", "Fig. 3",
-                           "adaptive best (bar values not printed)")
-    if any(not v for v in h.values()):
-        return Verdict(claim, where, seeds.PENDING, paper, "—")
-    decision = seeds.decide_all([{s: h["adaptive"][s] - h[k][s] for s in seeds.paired(h["adaptive"], h[k])}
-                                 for k in ("static", "eata")])
-    ours = ", ".join(f"H {k} {_text(v, decision.seeds)}" for k, v in h.items()) + f" ({_over(decision)})"
-    return Verdict(claim, where, _answer(decision), paper, ours)
-
-
 def _share(ratio: float) -> str:
     return f"{100 * ratio:.0f} %"
-
-
-def _paper_shares() -> dict[str, dict[float, float]]:
-    """Table 6 as ``paper_numbers.csv`` holds it: STAMP's H per outlier set and outlier share."""
-    numbers = paper_numbers()
-    rows = numbers[(numbers["table"] == "6") & (numbers["method"] == "stamp") & (numbers["metric"] == "h")]
-    found: dict[str, dict[float, float]] = {}
-    for row in rows.itertuples():
-        found.setdefault(row.outliers, {})[float(row.variant.removeprefix("ratio="))] = float(row.value)
-    return found
-
-
-def _paper_steady_text() -> str:
-    """The paper's side of the steadiness claim: Table 6's widest range of one outlier set and
-    the range over all three."""
-    shares = _paper_shares()
-    dataset = paper_numbers().query("table == '6'")["dataset"].iloc[0]
-    widest = max(max(h.values()) - min(h.values()) for h in shares.values())
-    every = [v for h in shares.values() for v in h.values()]
-    sets = {2: "two", 3: "three"}.get(len(shares), str(len(shares)))
-    return (f"{dataset_label(dataset)}: range ≤ {widest:.1f} per outlier set ({min(every):.1f}–{max(every):.1f} "
-            f"over the {sets})")
-
-
-def _paper_drop_text() -> str:
-    """The paper's side of the degradation claim: STAMP's H at the largest and the smallest
-    outlier share of Table 6 (it prints STAMP alone), on the outlier set our cells stand in for."""
-    outliers = reference.plan(plans.RATIOS).cells[0].paper_outliers
-    h = _paper_shares()[outliers]
-    low, high = min(h), max(h)
-    return f"STAMP only ({h[high]:.1f} at {_share(high)} vs {h[low]:.1f} at {_share(low)}, {outlier_label(outliers)})"
-
-
-def _stamp_steady_over_shares(records: Mapping[str, Mapping[str, Any]]) -> Verdict:
-    """§4.3: STAMP's H fluctuates within 3 points over outlier shares of 5 % to 50 %: decided on
-    each seed that has every share (or whose shares already span more than 3 points, which more
-    shares cannot narrow)."""
-    h = {r: _h_by_seed(records, spec) for r, spec in sorted(_ratio_specs("stamp")["stamp"].items())}
-    claim, where = ("STAMP's H-score stays within 3 points as the outlier share goes from 5 % to 50 %",
-                    "Table 6, §4.3")
-    paper = _paper_steady_text()
-    margins = {}
-    for seed in reference.SPREAD_SEEDS:
-        have = [v[seed] for v in h.values() if seed in v]
-        width = max(have) - min(have) if have else 0.0
-        if len(have) == len(h) or width > 3.0:
-            margins[seed] = 3.0 - width
-    decision = seeds.decide(margins)
-    if decision.answer == seeds.PENDING:
-        have = {r: v[0] for r, v in h.items() if 0 in v}
-        shown = ", ".join(f"{_share(r)} {v:.1f}" for r, v in have.items()) or "—"
-        return Verdict(claim, where, seeds.PENDING, paper, shown + (f" ({len(have)} of {len(h)} shares)" if have else ""))
-    shares = ", ".join(f"{_share(r)} {_text(v, decision.seeds)}" for r, v in h.items() if v)
-    widths = seeds.Spread.of({s: 3.0 - m for s, m in margins.items() if s in decision.seeds})
-    ours = f"{shares}; range {widths.text()} ({_over(decision)})"
-    return Verdict(claim, where, _answer(decision), paper, ours)
-
-
-def _stamp_degrades_least(records: Mapping[str, Mapping[str, Any]]) -> Verdict:
-    """STAMP loses less H than each baseline between the smallest and the largest outlier share,
-    under every seed that STAMP and every baseline with both shares have."""
-    cells = _ratio_specs(reference.RATIO_BASELINES + ",stamp")
-    low, high = min(cells["stamp"]), max(cells["stamp"])
-    drops: dict[str, dict[int, float]] = {}
-    for method, by_ratio in cells.items():
-        a, b = _h_by_seed(records, by_ratio[low]), _h_by_seed(records, by_ratio[high])
-        found = {s: a[s] - b[s] for s in seeds.paired(a, b)}
-        if found:
-            drops[method] = found
-    claim, where = "STAMP's H-score drops least as the outlier share grows from 5 % to 50 %", "Table 6"
-    paper = _paper_drop_text()
-    if "stamp" not in drops or len(drops) < 2:
-        return Verdict(claim, where, seeds.PENDING, paper,
-                       ", ".join(f"{method_label(m)} {d[min(d)]:+.1f}" for m, d in drops.items()) or "—")
-    decision = seeds.decide_all([{s: d[s] - drops["stamp"][s] for s in seeds.paired(d, drops["stamp"])}
-                                 for m, d in drops.items() if m != "stamp"])
-    ours = "H drop 5 % → 50 %: " + ", ".join(f"{method_label(m)} {_text(d, decision.seeds)}" for m, d in drops.items())
-    return Verdict(claim, where, _answer(decision), paper, ours + f" ({_over(decision)})")
-
-
-#: Claims on STAMP's variants, in the order the README lists them after the others.
-RECORD_CLAIMS: tuple[Callable[[Mapping[str, Mapping[str, Any]]], Verdict], ...] = (
-    _adaptive_weight_is_best, _stamp_steady_over_shares, _stamp_degrades_least)
-
-
-def record_claims(records: Mapping[str, Mapping[str, Any]]) -> list[Verdict]:
-    return [check(records) for check in RECORD_CLAIMS]
 
 
 # ------------------------------------------------------------------------------- the README block
@@ -475,7 +226,7 @@ def _seeds_line(found: Mapping[str, pd.DataFrame]) -> list[str]:
             + (f"; {', '.join(missing)} seed 0 only so far" if missing else "")
             + ". Ours is the mean over the seeds stored, with the smallest and largest seed's value in brackets "
             "(min–max). A seed fixes the stream and every random draw, so the claims below compare methods seed by "
-            "seed, on the seeds that every method compared has.", ""]
+            "seed, on the seeds that every cell compared has.", ""]
 
 
 def _seed_line(store: ResultsStore) -> list[str]:
@@ -519,14 +270,14 @@ def readme_block(store: ResultsStore) -> str:
     lines += [to_markdown(_format(_headline(found))), ""]
     lines += _seeds_line(found)
     lines += _rank_line(found)
-    lines += ["**The paper's claims, checked on real images** (among the paper's ten methods; decided seed by "
-              "seed: *yes* only if the claim holds under every seed that the methods compared share, *no* only if "
-              "it fails under every one, otherwise *within the seed spread*; *one seed* where they share a single "
-              f"seed, with that seed's reading, *tie* within {MARGIN} pt):", ""]
-    verdicts = claims(found) + record_claims(_records(store))
-    rows = pd.DataFrame([{"claim": v.claim, "paper": v.where, "holds here": f"**{v.answer}**",
-                          "paper's numbers": v.paper, "ours": v.ours} for v in verdicts])
-    lines += [to_markdown(rows), ""]
+    verdicts = judge_all(store, claims.REFERENCE)
+    lines += [f"**The paper's claims, checked on real images** (the ledger's claims that CIFAR-10 can test, over "
+              f"{seeds.seeds_text(claims.REFERENCE.seeds)}; both benchmarks side by side and the claims that need "
+              "other data: [`docs/claims.md`](docs/claims.md)). Verdicts are " + claims_page.RULE
+              + f"; a single seed's reading calls a margin under {seeds.ONE_SEED_MARGIN} pt a tie. The missing "
+              "cells: `python -m stamplib reference compute --cells claims`, the claim cheapest to complete first:",
+              ""]
+    lines += [claims_page.readme_table(verdicts), ""]
     lines += _seed_line(store)
     lines += [END]
     return "\n".join(lines)
