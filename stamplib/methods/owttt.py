@@ -25,6 +25,15 @@ OOD score (§0.2): the authors return max cos_src (ID-positive) from the forward
 update; here ``ood_score = −max cos_src`` (= os − 1, higher = outlier, same ranking as os).
 ``score_after_update=False`` takes prediction and score from step 1 instead (before the step).
 
+Under TF32 (``--tf32``) the covariances, their Cholesky factors, the KL terms, their gradients
+and the cosines run at full float32 (``blocks.precision.full_precision_matmul``): rounded to TF32,
+the EMA covariance — a difference of products — turns indefinite within a few batches and has no
+Cholesky factor (issue 51). The network's own forward and backward keep the TF32 switch.
+
+A step waits for the device once: one copy of the batch's scores and cosines, from which the
+host takes the decisions the algorithm branches on (Otsu thresholds, seen/unseen, the
+sequential prototype expansion, the confident halves; see ``step``).
+
 The encoder is ``blocks.features.feature_encoder``: the CIFAR ResNet's ``features`` method, or
 for other networks whose last layer is an ``fc`` attribute (torchvision ResNets, possibly
 inside ``InputNormalization``) the forward with that fc swapped for an identity.
@@ -36,12 +45,14 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.distributions import MultivariateNormal, kl_divergence
 
 from stamplib.blocks.features import feature_encoder
 from stamplib.blocks.otsu import otsu_threshold
+from stamplib.blocks.precision import full_precision_matmul
 from stamplib.blocks.source_stats import iter_batches, model_fingerprint
 from stamplib.methods.base import TTAMethod, TTAOutput, register
 
@@ -123,7 +134,8 @@ class OWTTT(TTAMethod):
         )
         self.template = template
         mean = stats.prototype_mean if cfg.source_mean == "prototypes" else stats.feature_mean
-        self.source_gaussian = MultivariateNormal(mean, stats.cov + template, validate_args=False)
+        with full_precision_matmul():
+            self.source_gaussian = MultivariateNormal(mean, stats.cov + template, validate_args=False)
         self.model.requires_grad_(True)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
 
@@ -145,9 +157,9 @@ class OWTTT(TTAMethod):
             assert mask.any(), f"OWTTT: class {c} has no source image, so no prototype"
             means.append(feats[mask].mean(dim=0))
         prototypes = F.normalize(torch.stack(means), dim=1)
-        return OWTTTSourceStats(
-            prototypes, prototypes.mean(dim=0), feats.mean(dim=0), torch.cov(feats.T)
-        )
+        with full_precision_matmul():
+            cov = torch.cov(feats.T)
+        return OWTTTSourceStats(prototypes, prototypes.mean(dim=0), feats.mean(dim=0), cov)
 
     def reset_buffers(self) -> None:
         d = self.feature_dim
@@ -161,59 +173,60 @@ class OWTTT(TTAMethod):
     # -- pieces, exposed for tests --------------------------------------------------------------
     def push_prototype(self, z: torch.Tensor) -> None:
         """Append one normalised feature [D]; beyond capacity the oldest one leaves."""
-        if self.pool.shape[0] >= self.config.max_prototypes:
-            self.pool = self.pool[1:]
-        self.pool = torch.cat([self.pool, z.detach().view(1, -1)], dim=0)
+        self.pool = torch.cat([self.pool, z.detach().view(1, -1)], dim=0)[-self.config.max_prototypes:]
 
     def expand_pool(
         self, feat: torch.Tensor, cos_src: torch.Tensor, tau1: float, tau2: float
     ) -> None:
-        """§9 step 3: visit samples by increasing max cos_src while 1 − max cos_src > τ₁; each
-        visited one joins the pool if 1 − max cos over [source, current pool] > τ₂."""
+        """§9 step 3 for one batch (see :func:`expansion_order`): the pool grows by the visited
+        samples that are far from the source prototypes and from the pool as it stands."""
         z = F.normalize(feat.detach(), dim=1)
-        cos_src = cos_src.detach()
-        r = cos_src.max(dim=1).values.clone()
-        while True:
-            r_min, i = r.min(dim=0)
-            if not bool(1 - r_min > tau1):
-                return
-            r_all = cos_src[i].max()
-            if self.pool.shape[0] > 0:
-                r_all = torch.maximum(r_all, (self.pool @ z[i]).max())
-            r[i] = 1.0  # visited; as in the authors' loop, never picked again
-            if bool(1 - r_all > tau2):
-                self.push_prototype(z[i])
+        with full_precision_matmul():
+            sims = z @ torch.cat([self.pool, z]).T
+        r = cos_src.detach().max(dim=1).values
+        host = torch.cat([r[:, None], sims], dim=1).cpu().numpy()
+        columns = grow_pool(host[:, 0], host[:, 1:], self.pool.shape[0], tau1, tau2, self.config.max_prototypes)
+        self._set_pool(z, columns)
+
+    def _set_pool(self, z: torch.Tensor, columns: list[int]) -> None:
+        """The pool becomes the rows ``columns`` of [pool; z] (unchanged if they are the pool)."""
+        if columns != list(range(self.pool.shape[0])):
+            rows = torch.as_tensor(columns, dtype=torch.long).to(self.device, non_blocking=True)
+            self.pool = torch.cat([self.pool, z.detach()])[rows]
 
     def alignment_loss(self, feats: torch.Tensor) -> torch.Tensor:
         """§9 step 5: fold the batch into the EMA Gaussian and return the symmetric KL to the
         source Gaussian (both with the template covariance added); the gradient flows through
-        this batch's contribution only, the stored EMA is detached."""
+        this batch's contribution only, the stored EMA is detached. At full float32 whatever the
+        TF32 switch says: the covariance is a difference of products whose rounding to TF32
+        makes it indefinite, and then it has no Cholesky factor (issue 51)."""
         b = feats.shape[0]
         self.ema_count += b
         alpha = 1.0 / min(self.ema_count, self.config.ema_length)
-        diff = feats - self.ema_mean
-        shift = alpha * diff.sum(dim=0)
-        mean = self.ema_mean + shift
-        cov = self.ema_cov + alpha * (diff.T @ diff - b * self.ema_cov) - torch.outer(shift, shift)
-        self.ema_mean, self.ema_cov = mean.detach(), cov.detach()
-        target = MultivariateNormal(mean, cov + self.template, validate_args=False)
-        return kl_divergence(self.source_gaussian, target) + kl_divergence(
-            target, self.source_gaussian
-        )
+        with full_precision_matmul():
+            diff = feats - self.ema_mean
+            shift = alpha * diff.sum(dim=0)
+            mean = self.ema_mean + shift
+            cov = self.ema_cov + alpha * (diff.T @ diff - b * self.ema_cov) - torch.outer(shift, shift)
+            self.ema_mean, self.ema_cov = mean.detach(), cov.detach()
+            target = MultivariateNormal(mean, cov + self.template, validate_args=False)
+            return kl_divergence(self.source_gaussian, target) + kl_divergence(
+                target, self.source_gaussian
+            )
 
     @staticmethod
-    def confident_split(
-        os: torch.Tensor, seen: torch.Tensor, unseen: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """§9 step 6, the authors' exact index arithmetic (Python's a[-0] is a[0])."""
-        down = torch.sort(os[seen], descending=True).values
-        up = torch.sort(os[unseen], descending=True).values
-        filter_down = down[-int(down.numel() / 2)]
-        filter_up = up[int(up.numel() / 2)]
+    def confident_split(os: np.ndarray, seen: np.ndarray, unseen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """§9 step 6 on the host copy of the scores, the authors' exact index arithmetic
+        (Python's a[-0] is a[0])."""
+        down = np.sort(os[seen])[::-1]
+        up = np.sort(os[unseen])[::-1]
+        filter_down = down[-int(down.size / 2)]
+        filter_up = up[int(up.size / 2)]
         return seen & (os < filter_down), unseen & (os > filter_up)
 
     def _cosines(self, feat: torch.Tensor) -> torch.Tensor:
-        return F.normalize(feat, dim=1) @ self.prototypes.T
+        with full_precision_matmul():
+            return F.normalize(feat, dim=1) @ self.prototypes.T
 
     # -- per batch ------------------------------------------------------------------------------
     def step(self, x: torch.Tensor) -> TTAOutput:
@@ -226,21 +239,31 @@ class OWTTT(TTAMethod):
             cos_src = self._cosines(feat)
             had_pool = self.pool.shape[0] > 0
             cos = cos_src
-            if had_pool:
-                cos_pool = (F.normalize(feat, dim=1) @ self.pool.T).max(dim=1, keepdim=True).values
-                cos = torch.cat([cos_src, cos_pool], dim=1)
+            with full_precision_matmul():
+                if had_pool:  # normalised apart from cos_src: the authors' graph, summed as theirs
+                    cos_pool = (F.normalize(feat, dim=1) @ self.pool.T).max(dim=1, keepdim=True).values
+                    cos = torch.cat([cos_src, cos_pool], dim=1)
+                # Every cosine the prototype expansion may compare: to the pool and to the batch.
+                z = F.normalize(feat.detach(), dim=1)
+                sims = z @ torch.cat([self.pool, z]).T
             logits = cos / cfg.delta
             before = cos_src.detach()
+            r = before.max(dim=1).values
+            os_all = 1 - cos.detach().max(dim=1).values
+            # The step's one device-to-host copy: the algorithm branches on these values (the
+            # Otsu thresholds, seen/unseen, which samples join the pool, whether to adapt).
+            host = torch.cat([r[:, None], os_all[:, None], sims], dim=1).cpu().numpy()
+            r_host, os_all_host, sims_host = host[:, 0], host[:, 1], host[:, 2:]
+            os_src = np.asarray(1, dtype=r_host.dtype) - r_host  # = 1 − max cos_src, as on the device
 
-            os_src = 1 - before.max(dim=1).values
             self.os_queue.extend(os_src.tolist())
             tau1 = otsu_threshold(list(self.os_queue))
-            seen = os_src < tau1
+            seen = os_src < np.asarray(tau1, dtype=os_src.dtype)  # compared in the tensors' dtype
             unseen = ~seen
             if unseen.any():
-                os_all = 1 - cos.detach().max(dim=1).values
-                tau2 = otsu_threshold(os_all[unseen])
-                self.expand_pool(feat, before, tau1, tau2)
+                tau2 = otsu_threshold(os_all_host[unseen])
+                columns = grow_pool(r_host, sims_host, self.pool.shape[0], tau1, tau2, cfg.max_prototypes)
+                self._set_pool(z, columns)
             labels = before.argmax(dim=1)
 
             terms: list[torch.Tensor] = []
@@ -252,17 +275,23 @@ class OWTTT(TTAMethod):
                 if seen.any() and unseen.any():
                     seen, unseen = self.confident_split(os_src, seen, unseen)
                 # An empty group gives a NaN mean with zero gradient in the authors' code;
-                # dropping it leaves the same gradient (the ½ stays).
+                # dropping it leaves the same gradient (the ½ stays). Index tensors in batch
+                # order pick the rows a boolean mask would, without a host wait.
+                n_seen, n_unseen = int(seen.sum()), int(unseen.sum())
+                picked = torch.as_tensor(np.concatenate([np.flatnonzero(seen), np.flatnonzero(unseen)]))
+                picked = picked.to(x.device, non_blocking=True)
+                seen_rows, unseen_rows = picked[:n_seen], picked[n_seen:]
                 ce = []
-                if seen.any():
-                    ce.append(F.cross_entropy(logits[seen, :c], labels[seen]))
-                if unseen.any():
-                    outlier = torch.full((int(unseen.sum()),), c, dtype=torch.long, device=x.device)
-                    ce.append(F.cross_entropy(logits[unseen], outlier))
+                if n_seen:
+                    ce.append(F.cross_entropy(logits[seen_rows, :c], labels[seen_rows]))
+                if n_unseen:
+                    outlier = torch.full((n_unseen,), c, dtype=torch.long, device=x.device)
+                    ce.append(F.cross_entropy(logits[unseen_rows], outlier))
                 if ce:
                     terms.append(cfg.ce_scale * 0.5 * torch.stack(ce).sum())
             if terms:
-                torch.stack(terms).sum().backward()
+                with full_precision_matmul():  # the covariance's and the Cholesky factor's gradients
+                    torch.stack(terms).sum().backward()
                 self.optimizer.step()
                 self.num_updates += 1
             self.optimizer.zero_grad(set_to_none=True)
@@ -281,3 +310,26 @@ class OWTTT(TTAMethod):
         self.model.eval()
         cos = self._cosines(self.encode(x))
         return TTAOutput(torch.softmax(cos / self.config.delta, dim=1), -cos.max(dim=1).values)
+
+
+def grow_pool(
+    max_cos_src: np.ndarray, sims: np.ndarray, pool_size: int, tau1: float, tau2: float, capacity: int
+) -> list[int]:
+    """§9 step 3 on the host: the authors' loop visits the batch's samples by increasing max
+    cos_src (ties: the first in the batch, as ``min`` picks) while 1 − max cos_src > τ₁; a visited
+    sample joins the FIFO pool (at most ``capacity``) if 1 − its max cosine over the source
+    prototypes and the pool *as the earlier samples left it* is > τ₂. That dependence makes the
+    loop sequential; it runs here on B numbers and a B×(P+B) matrix of cosines ``sims`` (to the
+    ``pool_size`` prototypes, then to the batch), comparing in the tensors' dtype as the
+    authors' tensor comparisons do. Returns the new pool as columns of ``sims``."""
+    dtype = max_cos_src.dtype
+    one, tau1_, tau2_ = (np.asarray(v, dtype=dtype) for v in (1, tau1, tau2))
+    columns = list(range(pool_size))
+    visit = np.flatnonzero(one - max_cos_src > tau1_)
+    for i in visit[np.argsort(max_cos_src[visit], kind="stable")]:
+        nearest = max_cos_src[i]
+        if columns:
+            nearest = np.maximum(nearest, sims[i, columns].max())
+        if one - nearest > tau2_:
+            columns = (columns + [pool_size + int(i)])[-capacity:]
+    return columns
