@@ -103,14 +103,18 @@ def plan_when_it_breaks(experiment: plans.Experiment, params: NotebookParameters
     (:data:`STRESS_AXES`: batch size, a class-sorted order, mixed domains)."""
     stamp = plans.plan_rows(experiment, params, plans.STAMP_ONLY,
                             [("", {}, None), *plans.ablation_variants([plans.ABLATION_ROWS[5]])]).cells
-    stress = stress_plan(experiment, params)
+    if not params.seeds:  # Experiment.plan fills them: with none, notebook 13's axes would plan no cell
+        raise ValueError("plan lesson 17 through its Experiment.plan (plans.plan), which fills the default seeds")
+    stress = plans.plan_stress_streams(experiment, dataclasses.replace(params, methods=STRESS_METHODS), **STRESS_AXES)
     return plans.Plan(experiment, params.scale, (*stamp, *stress.cells), stress.notes)
 
 
-def stress_plan(experiment: plans.Experiment, params: NotebookParameters) -> plans.Plan:
-    """Notebook 13's cells of :data:`STRESS_METHODS` along :data:`STRESS_AXES` (its own plan, so
-    that :func:`stamplib.report.stress.stress_table` reads it as notebook 13's)."""
-    return plans.plan_stress_streams(experiment, dataclasses.replace(params, methods=STRESS_METHODS), **STRESS_AXES)
+def harder_streams(plan: plans.Plan) -> plans.Plan:
+    """Lesson 17's plan cut to notebook 13's cells (variants ``axis=value`` on its stress axes),
+    for :func:`stamplib.report.stress.stress_table`: the cells the lesson planned, with the seeds
+    its ``Experiment.plan`` filled in, never planned a second time from the raw parameters."""
+    cells = tuple(c for c in plan.cells if c.variant.partition("=")[0] in plans.PAPER_STREAM)
+    return dataclasses.replace(plan, cells=cells, band_cells=())
 
 
 _READS = ("profile", "data_root")

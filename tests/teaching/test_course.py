@@ -133,3 +133,17 @@ def test_lesson_17_compares_the_committed_stamp_record_with_the_authors_code() -
     assert breaking.worst_corruption(found["STAMP"]) == "contrast"
     with pytest.raises(ValueError, match="corruption: 'fog'"):
         breaking.worst_corruption(found["STAMP"], "fog")
+
+
+def test_lesson_17s_harder_streams_are_the_cells_its_plan_filled_with_seeds() -> None:
+    """Issue 52: the notebook planned notebook 13's cells again from its raw parameters (no seeds,
+    so no cell); the section now cuts them from the lesson's plan."""
+    plan = plans.plan(LESSONS[3], profile="quick")
+    harder = course.harder_streams(plan)
+    stress = {c.spec.key() for c in plans.plan("13_stress_streams", profile="quick").cells}
+    assert harder.cells and {c.spec.key() for c in harder.cells} <= stress
+    assert {c.variant.partition("=")[0] for c in harder.cells} == set(plans.PAPER_STREAM)
+    assert {c.spec.method for c in harder.cells} == set(course.STRESS_METHODS)
+    assert len(harder.cells) == len(plan.cells) - 2  # all but STAMP and STAMP without self-weights
+    with pytest.raises(ValueError, match="fills the default seeds"):
+        course.plan_when_it_breaks(plan.experiment, NotebookParameters.parse(profile="quick"))
