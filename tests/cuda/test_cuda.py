@@ -155,3 +155,32 @@ def test_replayed_graphs_give_the_eager_outputs(name: str, record_property) -> N
     record_property("largest_probability_difference", largest)
     print(f"{name}: largest |p_graphs - p_eager| = {largest:.2e} (tolerance {GRAPH_TOLERANCE:.0e})")
     assert largest <= GRAPH_TOLERANCE
+
+
+# -- issue 51: OWTTT under TF32 -------------------------------------------------------------------------
+def test_owttt_steps_with_tf32_on() -> None:
+    """``--tf32`` used to stop OWTTT within a few batches (``linalg.cholesky``: not positive-definite):
+    its covariances, Cholesky factors and cosines now run at full float32 whatever the switch says."""
+    precision.set_tf32(True)
+    method = build_method(_spec("owttt"), "cuda")
+    stream = build_stream(_spec("owttt"), max_id=64 * 8)
+    for batch in stream.batches("cuda"):
+        out = method.step(batch.x)
+        assert torch.isfinite(out.probs).all() and torch.isfinite(out.ood_score).all()
+    assert method.num_updates > 0 and torch.isfinite(method.ema_cov).all()
+    assert precision.tf32_state() == {"matmul": True, "cudnn": True}, "the switch is the caller's again"
+
+
+def test_owttt_alignment_under_tf32_is_the_float32_result() -> None:
+    """A near-singular batch covariance (a large mean, a tiny spread): with TF32 on, the KL terms are
+    bit for bit those computed with it off, because the method pins full float32 for them."""
+    method = build_method(_spec("owttt"), "cuda")
+    method.template = method.template.new_tensor(1e-5) * torch.eye(method.feature_dim, device="cuda")
+    g = torch.Generator(device="cuda").manual_seed(3)
+    feats = 1.0 + 1e-3 * torch.randn(64, method.feature_dim, device="cuda", generator=g)
+    losses = []
+    for tf32 in (False, True):
+        precision.set_tf32(tf32)
+        method.reset_buffers()
+        losses.append(method.alignment_loss(feats))
+    assert torch.isfinite(losses[1]) and torch.equal(losses[0], losses[1])
