@@ -458,11 +458,19 @@ def _execute(graded: Any, checks: dict[int, str], origin: dict[int, int], marker
     deadline of ``time_limit`` seconds."""
     nbclient = require("nbclient", "notebooks", _PURPOSE)
     require_installed("ipykernel", "notebooks", _PURPOSE)
-    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+    from nbclient.exceptions import DeadKernelError
 
+    # Past its time a cell is interrupted and answered with this error (nbclient's
+    # interrupt_on_timeout), so that its polling ends cleanly; the shutdown then kills a kernel
+    # that ignored the interrupt.
+    timed_out = {"ename": "GraderTimeLimit", "evalue": f"over the time limit of {time_limit:g} s", "traceback": []}
+    replies: dict[int, str] = {}
     client = nbclient.NotebookClient(graded, kernel_name="python3", allow_errors=True, timeout=SETUP_SECONDS,
-                                     startup_timeout=120, shutdown_kernel="immediate", record_timing=False,
-                                     resources={"metadata": {"path": str(workdir)}})
+                                     interrupt_on_timeout=True, error_on_timeout=timed_out, startup_timeout=120,
+                                     shutdown_kernel="immediate", record_timing=False,
+                                     resources={"metadata": {"path": str(workdir)}},
+                                     on_cell_executed=lambda cell, cell_index, execute_reply: replies.__setitem__(
+                                         cell_index, execute_reply.get("content", {}).get("ename", "")))
     run = _Run()
     # the kernel's own stderr carries only ipykernel's start-up warnings (a student's prints
     # arrive as outputs): thirty of them would bury the summary
@@ -479,13 +487,13 @@ def _execute(graded: Any, checks: dict[int, str], origin: dict[int, int], marker
                 client.timeout = max(1, math.ceil(left))
             try:
                 client.execute_cell(cell, index)
-            except CellTimeoutError:
-                run.stopped = (f"the time limit of {time_limit:g} s ran out" if index else
-                               f"the grader's setup took over {SETUP_SECONDS} s")
-                run.stopped_in, run.stopped_at = checks.get(index, ""), origin.get(index)
-                break
             except DeadKernelError:
                 run.stopped = "the kernel died (the code exited or ran out of memory)"
+                run.stopped_in, run.stopped_at = checks.get(index, ""), origin.get(index)
+                break
+            if replies.get(index) == timed_out["ename"]:
+                run.stopped = (f"the time limit of {time_limit:g} s ran out" if index else
+                               f"the grader's setup took over {SETUP_SECONDS} s")
                 run.stopped_in, run.stopped_at = checks.get(index, ""), origin.get(index)
                 break
             if index == 0 and (error := _error_of(cell)):
@@ -512,18 +520,18 @@ def _verdict(exercise: str, found: dict[str, Any] | None, run: _Run, nb: Any) ->
         if run.stopped_in == exercise:
             return False, f"its check did not finish: {run.stopped} (an endless loop?)", "time limit"
         return False, f"not graded: {run.stopped}{_where_it_stopped(run, nb)}", (
-            "time limit" if "time limit" in run.stopped else "error")
+            "time limit" if "time limit" in run.stopped else "not graded")
     if found.get("defined") is False:
         defining = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"
                     and re.search(rf"^def\s+{exercise}\s*\(", _source(c), re.MULTILINE)]
         errors = [run.errors[i] for i in defining if i in run.errors]
         if errors:
-            return False, f"not defined: its cell raised {errors[-1]}", "error"
+            return False, f"not defined: its cell raised {errors[-1]}", "its cell raised"
         return False, f"not defined: no cell defines {exercise}()", "not defined"
     if found.get("reference"):
         return False, f"{exercise} is the reference solution imported from stamplib, not the student's", "wrong"
     if "raised" in found:
-        return False, f"the check raised {found['raised']}", "error"
+        return False, f"the check raised {found['raised']}", "the check raised"
     if found["passed"]:
         return True, "right", "passed"
     if not found["started"]:
@@ -580,6 +588,32 @@ def grade_notebook(path: Path, root: Path, lessons: dict[str, Lesson], time_limi
     return rows
 
 
+def _lessons_of(found: Sequence[Path], lessons: dict[str, Lesson]) -> list[Lesson]:
+    """The lessons the readable notebooks among ``found`` are."""
+    nbformat, seen = _nbformat(), {}
+    for path in found:
+        try:
+            lesson = identify(nbformat.read(path, as_version=4), path, lessons)
+        except Exception:  # an unreadable submission is reported when it is graded
+            continue
+        if lesson is not None:
+            seen[lesson.name] = lesson
+    return list(seen.values())
+
+
+def _checks_pass_their_solutions(exercises: Sequence[str]) -> None:
+    """Each check passes its own reference solution here, before any student is graded: a broken
+    check would fail every student's right answer."""
+    from stamplib.teaching import check
+
+    for name in exercises:
+        try:
+            check(name, solutions=True, seed=0)
+        except (AssertionError, KeyError) as err:
+            raise ValueError(f"the package's check of {name!r} is broken, so grading would fail right answers: "
+                             f"{err}. Fix stamplib/teaching first (tests/teaching/test_exercises.py)") from None
+
+
 def submissions(folder: Path) -> list[Path]:
     """The notebooks under ``folder`` (any depth), without Jupyter's checkpoints."""
     return sorted(p for p in Path(folder).rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
@@ -600,6 +634,7 @@ def grade(folder: Path, out: Path, time_limit: float, jobs: int = 1, executed: P
     if not found:
         raise FileNotFoundError(f"no .ipynb files under {folder}")
     lessons = course_lessons(source)
+    _checks_pass_their_solutions([e for lesson in _lessons_of(found, lessons) for e in lesson.exercises])
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         per_file = list(pool.map(lambda p: grade_notebook(p, folder, lessons, time_limit, executed), found))
     rows = [row for rows in per_file for row in rows]

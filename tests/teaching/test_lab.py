@@ -200,3 +200,35 @@ def test_release_then_grade_made_up_submissions(tmp_path: Path, capsys) -> None:
             assert got[0] is passed and re.search(pattern, got[1]), (file, exercise, got)
     assert re.search(rf"{BN}\s+5 of 7 passed", printed) and re.search(rf"{ENTROPY}\s+2 of 7 passed", printed), printed
     assert "student_7/notes.ipynb: not a readable notebook" in printed
+
+
+def test_a_check_that_fails_its_own_solution_stops_grading_before_any_student(monkeypatch) -> None:
+    import dataclasses
+
+    from stamplib.teaching import EXERCISES
+
+    broken = dataclasses.replace(EXERCISES[ENTROPY], find_problems=lambda answer, generator: ["always"])
+    monkeypatch.setitem(EXERCISES, ENTROPY, broken)
+    with pytest.raises(ValueError, match="check of 'softmax_entropy' is broken"):
+        lab._checks_pass_their_solutions([BN, ENTROPY])
+
+
+@pytest.mark.slow
+def test_a_dead_kernel_and_a_loop_outside_the_exercises_stop_the_grading_of_what_follows(tmp_path: Path) -> None:
+    release, folder = tmp_path / "release", tmp_path / "submissions"
+    lab.release(release)
+    folder.mkdir()
+    solved = _solved(_read(release / f"{LESSON}.ipynb"))
+    after_bn = solved["cells"].index(_cell_of(solved, "check", BN)) + 1
+    for name, source in {"exits": "import os\nos._exit(3)", "loops": "while True:\n    pass"}.items():
+        nb = copy.deepcopy(solved)
+        nb["cells"].insert(after_bn, {"cell_type": "code", "id": "added", "metadata": {}, "execution_count": None,
+                                      "outputs": [], "source": source})
+        (folder / f"{name}.ipynb").write_text(json.dumps(nb))
+    rows = lab.grade(folder, tmp_path / "grades.csv", TIME_LIMIT)
+    got = {(r.file, r.exercise): (r.passed, r.message) for r in rows}
+    for file, why in (("exits.ipynb", "the kernel died"), ("loops.ipynb", "the time limit")):
+        assert got[(file, BN)] == (True, "right")
+        for exercise in (ENTROPY, LOGITS):
+            passed, message = got[(file, exercise)]
+            assert not passed and message.startswith(f"not graded: {why}") and f"in cell {after_bn}" in message, message
