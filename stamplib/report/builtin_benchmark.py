@@ -250,7 +250,7 @@ def verdicts(ours: Mapping[str, pd.DataFrame], leads: Mapping[str, Verdict]) -> 
             continue
         place = standing(ours, letter)
         rank = f" STAMP ranks {place.rank_text} by {metric} over {seeds.seeds_text(place.seeds)}." if place else ""
-        lines.append(f"- {TITLES[letter]}: {verdict.claim.words}? **{verdict.answer}**. {ours_text(verdict)}.{rank}")
+        lines.append(f"- {TITLES[letter]}, *{verdict.claim.words}*: **{verdict.answer}**. {ours_text(verdict)}.{rank}")
     return lines
 
 

@@ -63,15 +63,20 @@ def test_stamps_rank_is_the_range_over_the_seeds_and_its_lead_is_decided_seed_by
     assert (a["STAMP: ours"], a["STAMP: paper"]) == ("1st–2nd (seeds 0–2)", "1")
     assert a["τ_b vs paper"].count(" / ") == 2 and "(range " in a["τ_b vs paper"]  # one τ_b per seed
     assert a["STAMP: reference run"] == "—"  # no reference tables given
-    lines = B.verdicts(ours)
-    assert lines[0].startswith("- (a) + Noise outliers: does STAMP lead the paper's ten by H with Noise outliers? "
-                               "**within the seed spread** (holds under seed 2, fails under seeds 0 and 1). STAMP "
-                               "ranks 1st–2nd by H with 71.0 (68.0–75.0) against CoTTA 71.3 (70.0–72.0)")
-    assert "seed 2 CoTTA 72.0 (STAMP 75.0)" in lines[0]
-    summary = B.summary(ours)
+    store = _store(tmp_path)
+    leads = B.lead_verdicts(store)  # the ledger's, over the benchmark's seeds 0–4: three of them stored
+    lines = B.verdicts(ours, leads)
+    assert lines[0].startswith("- (a) + Noise outliers, *STAMP has the best H-score of the ten methods with Noise "
+                               "outliers*: **3 of 5 seeds (seeds 0–2: within the seed spread)**. H STAMP (a) 71.0 "
+                               "(68.0–75.0), best other CoTTA (a) 71.3 (70.0–72.0) (seeds 0–2); paired Δ -0.3 "
+                               "(-2.0 to +3.0)")
+    assert "missing: all 10 rows compared, seeds 3 and 4 (20 cells)" in lines[0]
+    assert lines[0].endswith("STAMP ranks 1st–2nd by H over seeds 0–2.")
+    summary = B.summary(ours, leads)
     assert "STAMP ranks 1st–2nd by H with Noise outliers (71.0 (68.0–75.0); best other CoTTA 71.3 (70.0–72.0))" in summary
-    assert "Does it beat the best other method under every seed (the same stream)? By H with Noise outliers " \
-           "*within the seed spread*" in summary
+    assert "Does it beat the best other method under every seed (the same stream)? Over seeds 0–4 (the ledger, " \
+           "[`docs/claims.md`](docs/claims.md)): by H with Noise outliers *3 of 5 seeds (seeds 0–2: within the seed " \
+           "spread)*" in summary
 
 
 def test_yes_and_no_need_every_seed_and_one_seed_says_so(tmp_path: Path) -> None:
@@ -82,7 +87,7 @@ def test_yes_and_no_need_every_seed_and_one_seed_says_so(tmp_path: Path) -> None
     one_seed = _store(tmp_path / "one", {m: v[:1] for m, v in H.items()})
     single = B.tables(one_seed)
     assert B.standing(single, "a").decision.label() == "one seed (seed 0: no)"
-    assert "(seed 0). Whether it leads, by H with Noise outliers *one seed (seed 0: no)*" in B.summary(single)
+    assert "by H with Noise outliers *1 of 5 seeds (seed 0: no)*" in B.summary(single, B.lead_verdicts(one_seed))
     assert "min–max" not in B.block(one_seed, REFERENCE)  # one seed's numbers have no spread
     # CoTTA without seed 2: the ten share seeds 0 and 1, under both of which STAMP loses
     partial = B.standing(B.tables(_store(tmp_path / "partial", {**H, "cotta": (72.0, 70.0)})), "a")
@@ -128,36 +133,29 @@ def test_the_page_shows_exactly_what_the_committed_quick_records_give() -> None:
 
 
 def test_the_committed_quick_records_are_every_cell_and_current() -> None:
+    """The headline's 126 cells over seeds 0–2 (issue 41), and what `benchmark compute --seeds 0-4`
+    adds for the ledger (issue 49): every record one of those cells, made by the shipped networks
+    under today's hyperparameters, from a clean checkout where it was computed after issue 41."""
     from stamplib.evaluation.spec import RunSpec
     from stamplib.evaluation.store import current_config
+    from stamplib.experiments import claims
 
-    wanted = {s.key() for nb in ("02_table1_cifar_outlier_aware", "04_table3_class_split", "05_table4_closed_set")
-              for s in plans.plan(nb, profile="quick").specs}
+    headline = {s.key() for nb in ("02_table1_cifar_outlier_aware", "04_table3_class_split", "05_table4_closed_set")
+                for s in plans.plan(nb, profile="quick").specs}
+    evidence = {s.key() for s in claims.evidence_cells(claims.BUILTIN, ResultsStore(Path("/nonexistent")), "cpu")}
     records = COMMITTED.records()
-    assert {r["key"] for r in records} == wanted
-    assert {r["spec"]["seed"] for r in records} == {0, 1, 2} and len(records) == 14 * 3 * 3  # issue 41
+    keys = {r["key"] for r in records}
+    assert headline <= keys and len(headline) == 14 * 3 * 3  # issue 41
+    assert keys <= evidence | headline, sorted(keys - evidence - headline)
     for record in records:  # each names the command and the code that made it
         made = record["provenance"]
-        assert made["command"].startswith("python -m stamplib grid --profile quick") and made["git"]["commit"]
-        if record["spec"]["seed"] > 0:  # computed for issue 41 from a clean checkout
+        assert made["command"].startswith(("python -m stamplib grid --profile quick",
+                                           "python -m stamplib benchmark compute --seeds 0-4")), made["command"]
+        assert made["git"]["commit"]
+        if record["spec"]["seed"] > 0:  # computed for issues 41 and 49 from a clean checkout
             assert made["git"]["dirty"] is False, record["key"]
     stale = [r["key"] for r in records if r.get("config") != current_config(RunSpec.from_dict(r["spec"]))]
-    assert not stale, f"stale records (recompute them with ./run_all.sh and copy them over): {stale}"
+    assert not stale, f"stale records (recompute them with `python -m stamplib benchmark compute`): {stale}"
     shipped = {r["provenance"]["checkpoint"]["sha256"] for r in records}
     sums = builtin_cifar10.recorded_sums()
     assert shipped == {sums["ResNetTiny_10_jpeg.pt"], sums["ResNetTiny_8_jpeg.pt"]}  # made with the shipped networks
-
-
-def test_the_readme_says_where_stamp_stands_as_the_committed_records_give() -> None:
-    expected = B.summary(B.tables(COMMITTED))
-    assert expected in (REPO / "README.md").read_text(), (
-        "README's summary is stale: run `python -m stamplib benchmark render --results results/builtin_benchmark "
-        "--page docs/builtin_benchmark.md --readme README.md`")
-    assert "Among the paper's ten methods, STAMP ranks" in expected
-
-
-def test_the_readme_figure_is_drawn_from_the_committed_records(tmp_path: Path) -> None:
-    png, _ = B.render(COMMITTED, directory=tmp_path, reference_store=REFERENCE)
-    assert png.read_bytes() == (REPO / "figures" / f"{B.FIGURE}.png").read_bytes(), (
-        "figures/builtin_benchmark.png is stale: run `python -m stamplib benchmark render --results "
-        "results/builtin_benchmark --page docs/builtin_benchmark.md --readme README.md`")
