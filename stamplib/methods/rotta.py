@@ -8,7 +8,7 @@ A teacher (deep copy, detached parameters, own robust-BN buffers) labels the str
    uncertainty u = −Σ p·log(p + 1e-6);
 2. each sample in batch order goes into the CSTU memory; a global sample counter grows by
    one per sample and every ``update_every``-th sample triggers ``_update_model`` (possibly
-   mid-batch);
+   mid-batch: the batch goes to the memory in pieces that end at the updates);
 3. return t: prediction softmax(t), OOD score H(softmax(t)) (§0.2, computed before the
    batch's updates).
 
@@ -96,20 +96,23 @@ class Rotta(TTAMethod):
         with torch.no_grad():
             teacher_logits = self.teacher(x)
             probs = teacher_logits.softmax(dim=1)
-            labels = probs.argmax(dim=1).tolist()
-            uncertainty = prob_entropy(probs, UNCERTAINTY_EPS).tolist()
+            uncertainty = prob_entropy(probs, UNCERTAINTY_EPS)
+            # The step's one device-to-host copy: the memory's insertions branch on every label
+            # and uncertainty (float32 holds the labels exactly).
+            labels, uncertainty = torch.stack([probs.argmax(dim=1).to(uncertainty.dtype), uncertainty]).tolist()
+        labels = [int(label) for label in labels]
         stored, loss = [], None
         tags = self.sample_tags(x.shape[0]).tolist()
-        for i in range(x.shape[0]):
-            stored.append(self.memory.add(x[i].detach().clone(), labels[i], uncertainty[i], tags[i]))
-            self.samples_seen += 1
-            if self.samples_seen % self.config.update_every == 0:
+        start, every = 0, self.config.update_every
+        while start < x.shape[0]:  # the batch in pieces that end where an update falls
+            end = min(x.shape[0], start + every - self.samples_seen % every)
+            stored += self.memory.add(x[start:end], labels[start:end], uncertainty[start:end], tags[start:end])
+            self.samples_seen += end - start
+            if self.samples_seen % every == 0:
                 loss = self._update_model()
-        items = self.memory.items()
-        self.report(passed=torch.tensor(stored, dtype=torch.bool), loss=loss,
-                    memory_tags=torch.tensor([it.tag for it in items], dtype=torch.long),
-                    memory_labels=torch.tensor([it.label for it in items], dtype=torch.long),
-                    step_size=self.config.lr)
+            start = end
+        self.report(passed=torch.tensor(stored, dtype=torch.bool), loss=loss, memory_tags=self.memory.tags(),
+                    memory_labels=self.memory.labels(), step_size=self.config.lr)
         return TTAOutput(probs, logit_entropy(teacher_logits))
 
     @torch.no_grad()

@@ -94,7 +94,7 @@ class SoTTA(TTAMethod):
         with torch.no_grad():
             probs = torch.softmax(self.model(x), dim=1)
             conf, label = probs.max(dim=1)
-            self.memory.add(x, label.cpu(), conf.cpu(), self.sample_tags(x.shape[0]))
+            self.memory.add(x, label, conf, self.sample_tags(x.shape[0]))  # one host copy of both
         loss = self._adapt(self.memory.samples()) if len(self.memory) > 0 else None
         self.report(passed=conf >= self.memory.threshold, loss=loss, memory_tags=self.memory.tags(),
                     memory_labels=self.memory.labels(), step_size=self.config.lr)

@@ -64,18 +64,28 @@ def tag(v: float) -> torch.Tensor:
     return torch.tensor([v])
 
 
+class OneByOne(CSTUMemory):
+    """The memory with the one-sample ``add`` of the rule's statement, for the tests below."""
+
+    def add(self, data, label, uncertainty, tag=-1):  # noqa: ANN001, ANN201
+        if isinstance(label, int):
+            return super().add(data[None], [label], [uncertainty], [tag])[0]
+        return super().add(data, label, uncertainty, tag)
+
+
 def contents(mem: CSTUMemory) -> list[list[float]]:
-    return [[float(item.data) for item in items] for items in mem.data]
+    items = mem.items()
+    return [[float(item.data) for item in items if item.label == k] for k in range(mem.num_classes)]
 
 
 def test_cstu_score_formula() -> None:
-    mem = CSTUMemory(num_classes=4, capacity=8)
+    mem = OneByOne(num_classes=4, capacity=8)
     assert mem.score(0, 0.3) == pytest.approx(0.5 + 0.3 / math.log(4))
     assert mem.score(8, 0.0) == pytest.approx(1 / (1 + math.exp(-1)))
 
 
 def test_cstu_fills_then_replaces_within_full_class_by_score_and_age() -> None:
-    mem = CSTUMemory(num_classes=2, capacity=4)  # quota 2 per class
+    mem = OneByOne(num_classes=2, capacity=4)  # quota 2 per class
     assert mem.add(tag(1), 0, 0.1) and mem.add(tag(2), 0, 0.2)
     assert [i.age for i in mem.items()] == [2, 1], "every stored item ages after each attempt"
     # Class 0 is at its quota: the new item competes within class 0 only. Scores (N = 4):
@@ -90,7 +100,7 @@ def test_cstu_fills_then_replaces_within_full_class_by_score_and_age() -> None:
 
 
 def test_cstu_age_decides_between_equal_uncertainties() -> None:
-    mem = CSTUMemory(num_classes=2, capacity=4)
+    mem = OneByOne(num_classes=2, capacity=4)
     mem.add(tag(1), 0, 0.3)  # older
     mem.add(tag(2), 0, 0.3)
     mem.add(tag(3), 0, 0.0)
@@ -101,7 +111,7 @@ def test_cstu_age_decides_between_equal_uncertainties() -> None:
 
 
 def test_cstu_full_memory_evicts_from_the_largest_classes() -> None:
-    mem = CSTUMemory(num_classes=3, capacity=4)  # quota 4/3
+    mem = OneByOne(num_classes=3, capacity=4)  # quota 4/3
     mem.add(tag(1), 0, 0.9)
     mem.add(tag(2), 0, 0.1)  # class 0 holds 2 > quota: allowed while the memory is not full
     mem.add(tag(3), 1, 1.0)
@@ -117,7 +127,7 @@ def test_cstu_full_memory_evicts_from_the_largest_classes() -> None:
 
 
 def test_cstu_ties_go_to_the_later_item() -> None:
-    mem = CSTUMemory(num_classes=3, capacity=4, lambda_t=0.0)  # score = u / ln C: ties possible
+    mem = OneByOne(num_classes=3, capacity=4, lambda_t=0.0)  # score = u / ln C: ties possible
     for v, k in ((1, 0), (2, 0), (3, 1), (4, 1)):
         mem.add(tag(v), k, 0.5)
     assert mem.occupancy() == [2, 2, 0]
@@ -126,7 +136,7 @@ def test_cstu_ties_go_to_the_later_item() -> None:
 
 
 def test_cstu_get_memory_order_and_ages() -> None:
-    mem = CSTUMemory(num_classes=2, capacity=4)
+    mem = OneByOne(num_classes=2, capacity=4)
     mem.add(tag(1), 1, 0.1)
     mem.add(tag(2), 0, 0.1)
     mem.add(tag(3), 1, 0.1)
@@ -164,7 +174,7 @@ def test_eviction_targets_a_largest_class_unless_the_newcomer_is_in_one():
     assert mem.class_counts() == [2, 1, 1, 0]
     mem.add(tagged([5]), torch.tensor([0]), conf[:1])  # class 0 is the largest → its own item goes
     assert mem.class_counts() == [2, 1, 1, 0]
-    assert 5.0 in mem.items[0][-1].tolist()  # the newcomer is appended at the end of its class
+    assert mem.samples()[mem.labels() == 0][-1].tolist() == [5.0]  # appended at the end of its class
     mem.add(tagged([6]), torch.tensor([1]), conf[:1])  # class 1 not largest → class 0 loses one
     assert mem.class_counts() == [1, 2, 1, 0]
     # Now class 1 holds the maximum alone; a class-3 newcomer evicts from class 1.
@@ -182,7 +192,7 @@ def test_eviction_among_tied_largest_classes_and_within_a_class_is_random():
         counts = mem.class_counts()
         assert counts[2] == 1 and sorted(counts[:2]) == [1, 2]
         victims_class.add(counts.index(1))
-        left = {float(s) for cls in mem.items[:2] for s in cls}
+        left = {float(s) for s, label in zip(mem.samples(), mem.labels()) if label < 2}
         victims_item.update({0.0, 1.0, 2.0, 3.0} - left)
     assert victims_class == {0, 1}  # either tied class can lose an item
     assert victims_item == {0.0, 1.0, 2.0, 3.0}  # any item of it, not only the oldest
@@ -194,3 +204,168 @@ def test_memory_order_is_class_major():
     assert mem.samples().view(-1).tolist() == [1.0, 3.0, 0.0, 2.0]
     assert mem.labels().tolist() == [0, 1, 2, 2]
 
+
+
+# -- the vectorised memories against the per-sample loops they replaced (issue 51) ------------------
+class ReferenceCSTU:
+    """RoTTA's memory as it was before issue 51: a list of items per class, one insertion per call,
+    scores by ``math`` (the official code's structure). The reference of :class:`CSTUMemory`."""
+
+    def __init__(self, num_classes: int, capacity: int = 64, lambda_t: float = 1.0, lambda_u: float = 1.0) -> None:
+        self.num_classes, self.capacity, self.per_class = num_classes, capacity, capacity / num_classes
+        self.lambda_t, self.lambda_u = lambda_t, lambda_u
+        self.data: list[list[list]] = [[] for _ in range(num_classes)]  # [data, label, u, age, tag]
+
+    def __len__(self) -> int:
+        return sum(len(items) for items in self.data)
+
+    def items(self) -> list[list]:
+        return [item for items in self.data for item in items]
+
+    def score(self, age: int, uncertainty: float) -> float:
+        timeliness = 1.0 / (1.0 + math.exp(-age / self.capacity))
+        return self.lambda_t * timeliness + self.lambda_u * uncertainty / math.log(self.num_classes)
+
+    def get_memory(self) -> tuple[torch.Tensor, torch.Tensor]:
+        items = self.items()
+        data = torch.stack([item[0] for item in items])
+        return data, torch.tensor([item[3] / self.capacity for item in items], dtype=torch.float32)
+
+    def clear(self) -> None:
+        self.data = [[] for _ in range(self.num_classes)]
+
+    def add(self, data: torch.Tensor, label: int, uncertainty: float, tag: int = -1) -> bool:
+        stored = self._make_room(label, self.score(0, uncertainty))
+        if stored:
+            self.data[label].append([data, label, float(uncertainty), 0, tag])
+        for items in self.data:
+            for item in items:
+                item[3] += 1
+        return stored
+
+    def _make_room(self, label: int, new_score: float) -> bool:
+        if len(self.data[label]) < self.per_class:
+            if len(self) < self.capacity:
+                return True
+            occupancy = [len(items) for items in self.data]
+            return self._evict([k for k, n in enumerate(occupancy) if n == max(occupancy)], new_score)
+        return self._evict([label], new_score)
+
+    def _evict(self, classes: list[int], new_score: float) -> bool:
+        best, best_score = None, -math.inf
+        for k in classes:
+            for idx, item in enumerate(self.data[k]):
+                s = self.score(item[3], item[2])
+                if best is None or s >= best_score:
+                    best, best_score = (k, idx), s
+        if best is None:
+            return True
+        if best_score > new_score:
+            self.data[best[0]].pop(best[1])
+            return True
+        return False
+
+
+def _cstu_state(mem: CSTUMemory | ReferenceCSTU) -> tuple:
+    if isinstance(mem, ReferenceCSTU):
+        items = mem.items()
+        return ([it[1] for it in items], [it[2] for it in items], [it[3] for it in items], [it[4] for it in items])
+    items = mem.items()
+    return ([it.label for it in items], [it.uncertainty for it in items], [it.age for it in items],
+            [it.tag for it in items])
+
+
+@pytest.mark.parametrize("lambda_t,classes,capacity", [(1.0, 10, 64), (0.0, 3, 8), (1.0, 4, 3), (0.5, 100, 64)])
+def test_cstu_equals_the_per_sample_loop(lambda_t: float, classes: int, capacity: int) -> None:
+    """Seeded batches of images, labels and uncertainties (with repeated values, so ties occur):
+    the same decisions, contents, ages, tags and ``get_memory`` as the loop, batch by batch."""
+    g = torch.Generator().manual_seed(classes)
+    ours, loop = CSTUMemory(classes, capacity, lambda_t), ReferenceCSTU(classes, capacity, lambda_t)
+    tag = 0
+    for b in range(12):
+        n = int(torch.randint(1, 40, (1,), generator=g))
+        x = torch.rand(n, 3, 4, 4, generator=g)
+        labels = torch.randint(0, min(classes, 6 + b), (n,), generator=g).tolist()
+        # float32 values, as RoTTA's entropies are; a coarse grid makes equal scores frequent
+        u = (torch.randint(0, 5, (n,), generator=g).float() * 0.25 * math.log(classes)).tolist()
+        tags = list(range(tag, tag + n))
+        tag += n
+        stored = ours.add(x, labels, u, tags)
+        assert stored == [loop.add(x[i].clone(), labels[i], u[i], tags[i]) for i in range(n)]
+        assert _cstu_state(ours) == _cstu_state(loop)
+        assert ours.occupancy() == [len(items) for items in loop.data]
+        data, ages = ours.get_memory()
+        ref_data, ref_ages = loop.get_memory()
+        assert torch.equal(data, ref_data) and torch.equal(ages, ref_ages)
+        assert ours.labels().tolist() == _cstu_state(loop)[0] and ours.tags().tolist() == _cstu_state(loop)[3]
+    assert any(not s for s in stored) or lambda_t == 0.5  # discards took place
+
+
+class ReferenceHUS:
+    """SoTTA's memory as it was before issue 51: a copy per stored sample, lists per class."""
+
+    def __init__(self, num_classes: int, capacity: int, threshold: float, generator: torch.Generator) -> None:
+        self.capacity, self.threshold, self.generator = capacity, threshold, generator
+        self.items: list[list[torch.Tensor]] = [[] for _ in range(num_classes)]
+        self.item_tags: list[list[int]] = [[] for _ in range(num_classes)]
+
+    def __len__(self) -> int:
+        return sum(len(c) for c in self.items)
+
+    def _randint(self, high: int) -> int:
+        return int(torch.randint(high, (1,), generator=self.generator))
+
+    def add(self, samples: torch.Tensor, labels: torch.Tensor, confidences: torch.Tensor, tags: torch.Tensor) -> int:
+        stored = 0
+        for sample, label, conf, tag in zip(samples, labels.tolist(), confidences.tolist(), tags.tolist()):
+            if conf < self.threshold:
+                continue
+            if len(self) >= self.capacity:
+                counts = [len(c) for c in self.items]
+                largest = [c for c, k in enumerate(counts) if k == max(counts)]
+                victim = label if label in largest else largest[self._randint(len(largest))]
+                index = self._randint(len(self.items[victim]))
+                self.items[victim].pop(index)
+                self.item_tags[victim].pop(index)
+            self.items[label].append(sample.detach().clone())
+            self.item_tags[label].append(tag)
+            stored += 1
+        return stored
+
+    def clear(self) -> None:
+        self.items = [[] for _ in self.items]
+        self.item_tags = [[] for _ in self.item_tags]
+
+    def samples(self) -> torch.Tensor:
+        return torch.stack([s for cls in self.items for s in cls])
+
+    def labels(self) -> torch.Tensor:
+        return torch.tensor([c for c, cls in enumerate(self.items) for _ in cls], dtype=torch.long)
+
+    def tags(self) -> torch.Tensor:
+        return torch.tensor([t for cls in self.item_tags for t in cls], dtype=torch.long)
+
+
+@pytest.mark.parametrize("classes,capacity,threshold", [(10, 64, 0.9), (3, 5, 0.5), (100, 64, 0.0)])
+def test_hus_equals_the_per_sample_loop(classes: int, capacity: int, threshold: float) -> None:
+    """Seeded batches: the same stored counts, contents in class-major order, labels, tags and
+    generator state (the same random draws) as the loop, batch by batch."""
+    g = torch.Generator().manual_seed(capacity)
+    ours = HUSMemory(classes, capacity, threshold, generator=torch.Generator().manual_seed(7))
+    loop = ReferenceHUS(classes, capacity, threshold, generator=torch.Generator().manual_seed(7))
+    evictions = 0
+    for b in range(12):
+        n = int(torch.randint(1, 40, (1,), generator=g))
+        x = torch.rand(n, 3, 4, 4, generator=g)
+        labels = torch.randint(0, min(classes, 4 + b), (n,), generator=g)
+        conf = torch.rand(n, generator=g) * 0.2 + 0.8  # float32, a part of them under the threshold
+        conf[:3] = threshold  # the threshold itself enters (≥)
+        tags = torch.arange(100 * b, 100 * b + n)
+        before = len(loop)
+        assert ours.add(x, labels, conf, tags) == (stored := loop.add(x, labels, conf, tags))
+        evictions += max(0, before + stored - capacity)
+        assert torch.equal(ours.samples(), torch.stack([s for cls in loop.items for s in cls]))
+        assert ours.labels().tolist() == [c for c, cls in enumerate(loop.items) for _ in cls]
+        assert ours.tags().tolist() == [t for cls in loop.item_tags for t in cls]
+        assert torch.equal(ours.generator.get_state(), loop.generator.get_state())
+    assert evictions > 0

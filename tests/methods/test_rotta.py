@@ -9,9 +9,12 @@ import torch
 from torch import nn
 
 from stamplib import methods
+from stamplib.blocks.entropy import logit_entropy, prob_entropy
 from stamplib.blocks.robust_bn import RobustBN2d
 from stamplib.blocks.views import cotta_augment_batch
-from stamplib.methods.rotta import Rotta
+from stamplib.methods.base import TTAOutput
+from stamplib.methods.rotta import UNCERTAINTY_EPS, Rotta
+from tests.blocks.test_memories import ReferenceCSTU
 from tests.support import assert_same, method_state
 from tests.support import image_batch as batch
 from tests.support import two_bn_net as tiny_net
@@ -150,4 +153,59 @@ def test_imagenet_quirk_needs_input_normalization() -> None:
         make("imagenet_c")
     assert make("imagenet_c", clip_normalized_inputs=False).normalization is None
 
+
+# -- the batched memory against the per-sample loop it replaced (issue 51) --------------------------
+class LoopRotta(Rotta):
+    """RoTTA as it was before issue 51: one memory insertion per sample, a copy each."""
+
+    def setup(self) -> None:
+        super().setup()
+        cfg = self.config
+        self.memory = ReferenceCSTU(self.num_classes, cfg.capacity, cfg.lambda_t, cfg.lambda_u)
+
+    def step(self, x: torch.Tensor) -> TTAOutput:
+        self.model.eval()
+        self.teacher.eval()
+        with torch.no_grad():
+            teacher_logits = self.teacher(x)
+            probs = teacher_logits.softmax(dim=1)
+            labels = probs.argmax(dim=1).tolist()
+            uncertainty = prob_entropy(probs, UNCERTAINTY_EPS).tolist()
+        stored, loss = [], None
+        tags = self.sample_tags(x.shape[0]).tolist()
+        for i in range(x.shape[0]):
+            stored.append(self.memory.add(x[i].detach().clone(), labels[i], uncertainty[i], tags[i]))
+            self.samples_seen += 1
+            if self.samples_seen % self.config.update_every == 0:
+                loss = self._update_model()
+        items = self.memory.items()
+        self.report(passed=torch.tensor(stored, dtype=torch.bool), loss=loss,
+                    memory_tags=torch.tensor([it[4] for it in items], dtype=torch.long),
+                    memory_labels=torch.tensor([it[1] for it in items], dtype=torch.long), step_size=self.config.lr)
+        return TTAOutput(probs, logit_entropy(teacher_logits))
+
+
+def test_batched_memory_equals_the_per_sample_loop() -> None:
+    """Predictions, scores, reports, memory contents and ages, weights and teacher: identical to the
+    loop's, batch by batch, with updates in the middle of batches and across a reset."""
+    options = dict(capacity=12, update_every=10, lambda_t=0.0)  # by uncertainty alone: newcomers get discarded
+    ours = make(**options)
+    loop = LoopRotta(tiny_net(), C, methods.resolve_config("rotta", "cifar10_c", **options), seed=5)
+    discarded = False
+    for s in range(7):
+        if s == 4:
+            ours.reset()
+            loop.reset()
+        g = torch.Generator().manual_seed(s)  # a contrast and a shift per image: two classes predicted
+        x = (batch(14, seed=s) - 0.5) * 10 * torch.rand(14, 3, 1, 1, generator=g) + torch.randn(14, 3, 1, 1, generator=g)
+        with torch.no_grad():
+            a, b = ours.step(x), loop.step(x)
+        assert_same((a.probs, a.ood_score), (b.probs, b.ood_score))
+        ra, rb = ours.take_report(), loop.take_report()
+        assert_same((ra.passed, ra.memory_tags, ra.memory_labels, ra.loss),
+                    (rb.passed, rb.memory_tags, rb.memory_labels, rb.loss))
+        assert_same(ours.memory.get_memory(), loop.memory.get_memory())
+        discarded = discarded or not all(ra.passed.tolist())
+    assert sum(n > 0 for n in ours.memory.occupancy()) >= 2 and ours.updates == loop.updates >= 2 and discarded
+    assert_same((ours.model.state_dict(), ours.teacher.state_dict()), (loop.model.state_dict(), loop.teacher.state_dict()))
 

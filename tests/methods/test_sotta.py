@@ -3,12 +3,16 @@ memory, the SAM/BN configuration, the score quirk, reset semantics, end-to-end r
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
 from stamplib import methods
 from stamplib.blocks.bn import norm_affine_parameters
 from stamplib.blocks.entropy import logit_entropy
+from stamplib.methods.sotta import SoTTA
+from tests.blocks.test_memories import ReferenceHUS
 from tests.support import assert_same, batch, method_state
 
 C = 4
@@ -130,3 +134,40 @@ def test_reset_base_optimizer_state_switch_clears_adam(base_model):
     assert _adam_state(m)
     m.reset()
     assert _adam_state(m) == []
+
+
+# -- the batched memory against the per-sample loop it replaced (issue 51) --------------------------
+class LoopSoTTA(SoTTA):
+    """SoTTA with the memory as it was before issue 51 (a copy per stored sample, then a stack)."""
+
+    def setup(self) -> None:
+        super().setup()
+        cfg = self.config
+        self.memory = ReferenceHUS(self.num_classes, cfg.capacity, cfg.threshold, generator=self.cpu_generator)
+
+
+def test_batched_memory_equals_the_per_sample_loop(base_model):
+    """Predictions, scores, reports, memory contents and weights: identical to the loop's, batch by
+    batch, across evictions and a reset."""
+    options = dict(threshold=0.27, capacity=20, lr=1e-2)
+    ours = methods.create("sotta", base_model, C, **options)
+    loop = LoopSoTTA(copy.deepcopy(base_model), C, methods.resolve_config("sotta", "cifar10_c", **options))
+    dropped = full = False
+    for s in range(6):
+        if s == 3:
+            ours.reset()
+            loop.reset()
+        x = batch(s, n=24)
+        a, b = ours.step(x), loop.step(x)
+        assert_same((a.probs, a.ood_score), (b.probs, b.ood_score))
+        ra, rb = ours.take_report(), loop.take_report()
+        assert_same((ra.passed, ra.memory_tags, ra.memory_labels, ra.loss), (rb.passed, rb.memory_tags,
+                                                                             rb.memory_labels, rb.loss))
+        assert len(ours.memory) == len(loop.memory)
+        if len(loop.memory):
+            assert_same(ours.memory.samples(), loop.memory.samples())
+        dropped = dropped or not all(ra.passed.tolist())
+        full = full or len(ours.memory) == 20  # later insertions evict
+    assert full and ours.num_updates == loop.num_updates > 0 and dropped
+    assert_same(ours.model.state_dict(), loop.model.state_dict())
+
