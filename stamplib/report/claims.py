@@ -281,6 +281,33 @@ def _margin_text(verdict: Verdict, margin: Any, over: Sequence[int]) -> str:
             f"{method_label(margin.before.method)} {_text(drop, over)}")
 
 
+# ------------------------------------------------------------------------------- a notebook's claims
+
+
+def notebook_verdicts(plan: plans.Plan, records: Records) -> list[Verdict]:
+    """The ledger's claims that read ``plan``'s experiment, judged on its records at its profile,
+    scale and seeds (a notebook's own cells: the quick profile's variants have seed 0 alone, so
+    their verdicts are one seed's; ``docs/claims.md`` has the committed evidence over seeds)."""
+    if not plan.cells:
+        return []
+    first = plan.cells[0].spec
+    chosen = tuple(sorted({c.spec.seed for c in plan.cells}))
+    benchmark = Benchmark(plan.notebook, first.profile, plan.scale, chosen, plan.notebook)
+    mine = [c for c in ledger.LEDGER if any(a.experiment == plan.notebook for a in c.arms)]
+    return [v for v in (judge(c, benchmark, records) for c in mine) if not v.needs_data]
+
+
+def notebook_text(plan: plans.Plan, records: Records) -> str:
+    """What a notebook prints under its table: each of the paper's claims it tests, the verdict
+    on its own records and our numbers behind it (the ledger: docs/claims.md)."""
+    found = notebook_verdicts(plan, records)
+    if not found:
+        return "The ledger has no claim on this notebook's cells (docs/claims.md lists every claim)."
+    lines = [f"The paper's claims on these cells (the ledger, docs/claims.md; over {seeds.seeds_text(found[0].benchmark.seeds)}):"]
+    lines += [f"- {v.claim.words} ({v.claim.where}): {v.answer}. {ours_text(v)}" for v in found]
+    return "\n".join(lines)
+
+
 # ------------------------------------------------------------------------------- tables and pages
 
 

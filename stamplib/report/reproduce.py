@@ -425,14 +425,13 @@ def standing_text(places: pd.DataFrame, method: str = "stamp") -> str:
     name = method_label(method)
     sentences = []
     for r in places.itertuples():
-        over = lead = ""
-        if r.ours_ranks:  # several seeds: the range of the ranks, the mean (min–max), the paired verdict
-            over = f" over {seeds.seeds_text(r.ours_ranks)}"
-            lead = f"; beats the best other under every seed: {r.ours_leads.label()}"
+        over = ""
+        if r.ours_ranks:  # several seeds: the range of the ranks and the mean (min–max); whether STAMP
+            over = f" over {seeds.seeds_text(r.ours_ranks)}"  # leads is the ledger's verdict (report.claims)
         sentences.append(
             f"{dataset_label(r.dataset)} + {outlier_label(r.outliers)}: {name} ranks {r.ours_rank_text} of the "
             f"paper's {r.n_methods} methods by {r.metric}{over} ({r.ours_value_text}; best other: "
-            f"{r.ours_best_other}{lead}); in the paper it ranks {ordinal(r.paper_rank)} ({r.paper_value:.1f}; "
+            f"{r.ours_best_other}); in the paper it ranks {ordinal(r.paper_rank)} ({r.paper_value:.1f}; "
             f"best other: {r.paper_best_other}).")
     return " ".join(sentences)
 

@@ -239,7 +239,7 @@ def test_tables_over_seeds_show_the_mean_with_min_max_and_ranks_as_intervals(tmp
     md = reproduce.save_paper_table(table, "t", directory=tmp_path)[1].read_text()
     assert "| 67.7 (62.0–71.0) |" in md and "Ours over seeds 0–2: the mean, and in brackets" in md
     assert ("STAMP ranks 1st–2nd of the paper's 3 methods by H over seeds 0–2 (67.7 (62.0–71.0); best other: Tent "
-            "62.0 (60.0–66.0); beats the best other under every seed: within the seed spread)") in md
+            "62.0 (60.0–66.0))") in md  # whether it leads under every seed: the ledger's verdict (test_claims.py)
     assert "τ_b = +0.33 / −0.33 / +0.33 (seeds 0–2; range −0.33 to +0.33) over 3 methods" in md
     csv = pd.read_csv(tmp_path / "t.csv")
     assert {"H seed 0", "H seed 1", "H seed 2", "H min", "H max"} <= set(csv.columns)
