@@ -7,9 +7,11 @@
 #   graphs       the benchmark with --replay-graphs (the network's kernels as CUDA graphs) for
 #                GRAPH_METHODS (tracing costs seconds per network: the launch-bound ones)
 #   graph_check  tests/cuda's comparison of those methods with and without the graphs
-#   cells        the reference run's missing optional cells (DATA_ROOT: a data root holding the
-#                JPEG CIFAR-10; the checkpoints on $STAMPLIB_CHECKPOINT_PATH) in the time left
-#                before DEADLINE seconds
+#   cells        the reference run's missing cells of CELLS (default claims: what the ledger's
+#                claims still need over seeds 0-2, the claim cheapest to complete first; extras:
+#                the optional cells), with DATA_ROOT a data root holding the JPEG CIFAR-10 and the
+#                checkpoints on $STAMPLIB_CHECKPOINT_PATH, in the time left before DEADLINE
+#                seconds, into OUT/reference (copy its records into results/reference)
 # Each step has its own time limit, so one that runs long cannot starve the others; the JSON
 # reports are written after every method. Everything goes to OUT: session.log, before.json,
 # after.json, graphs.json; benchmarks/gpu_report.py turns them into the runbook's tables.
@@ -52,6 +54,7 @@ for name in ${graph_methods//,/ }; do checks+=("tests/cuda/test_cuda.py::test_re
 step graph_check "${CHECK_LIMIT:-90}" python3 -m pytest -p no:cacheprovider -m cuda -q -rsx -s "${checks[@]}"
 left=$(( ${DEADLINE:-100000} - SECONDS - 20 ))
 if [[ -n ${DATA_ROOT:-} && $left -gt 30 ]]; then
-    step cells "$left" python3 -m stamplib reference compute --cells extras --device cuda \
-        --jobs "${JOBS:-10}" --data-root "$DATA_ROOT"
+    mkdir -p "$out/reference" && cp results/reference/*.json "$out/reference/"  # the costs and what is done
+    step cells "$left" python3 -m stamplib reference compute --cells "${CELLS:-claims}" --device cuda \
+        --jobs "${JOBS:-10}" --data-root "$DATA_ROOT" --results "$out/reference"
 fi
