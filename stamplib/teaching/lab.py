@@ -217,7 +217,10 @@ def _without_solutions(source: str, cell_type: str, where: str) -> str:
 def _refuse_leaked_solution(source: str, where: str) -> None:
     """An exercise cell of a student copy holds functions whose bodies are only a docstring and
     ``raise NotImplementedError()``; anything else would hand out a solution."""
-    tree = ast.parse(source)
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as err:
+        raise ValueError(f"{where}: the exercise cell does not parse ({err.msg}, line {err.lineno})") from None
     for node in tree.body:
         if not isinstance(node, ast.FunctionDef):
             raise ValueError(f"{where}: the exercise cell holds code besides its function; put it between "
@@ -346,16 +349,24 @@ def check_cell_state(nb: Any, lesson: Lesson, exercise: str) -> str:
 
 
 def _is_students(cell: Any, lesson: Lesson) -> bool:
-    """Whether the grader runs this submission cell: the exercise cells and the student's own
-    cells, not the lesson's cells, the parameters or anything that calls a check."""
+    """Whether the grader runs this submission cell: a cell that holds an exercise (even merged
+    with its check) and the cells the student added; not the parameters, the lesson's own cells
+    or a cell that only calls a check."""
     if cell.cell_type != "code":
         return False
     tags, source = _tags(cell), _source(cell)
-    if {"parameters", "injected-parameters", CHECK_TAG} & set(tags) or _check_call(source):
+    if {"parameters", "injected-parameters"} & set(tags):
         return False
-    if EXERCISE_TAG in tags:
+    if EXERCISE_TAG in tags or any(_defines(source, name) for name in lesson.exercises):
         return True
+    if CHECK_TAG in tags or _check_call(source):
+        return False
     return cell.get("id") not in lesson.own_cell_ids and _normalized(source) not in lesson.own_cell_sources
+
+
+def _defines(source: str, name: str) -> bool:
+    """Whether ``source`` has a top-level ``def name(`` (by text: a cell with a syntax error counts)."""
+    return re.search(rf"^def\s+{re.escape(name)}\s*\(", source, re.MULTILINE) is not None
 
 
 def _prelude(lesson: Lesson, grader: str, marker: str) -> str:
@@ -405,8 +416,7 @@ def grading_notebook(nb: Any, lesson: Lesson, marker: str, grader: str) -> tuple
     students = [(i, c) for i, c in enumerate(nb.cells) if _is_students(c, lesson)]
     home: dict[str, int] = {}  # exercise -> the submission cell after which it is checked
     for name in lesson.exercises:
-        defining = [i for i, c in students if _defined_function(_source(c)) == name
-                    or re.search(rf"^def\s+{name}\s*\(", _source(c), re.MULTILINE)]
+        defining = [i for i, c in students if _defines(_source(c), name)]
         tagged = [i for i in defining if EXERCISE_TAG in _tags(nb.cells[i])]
         if tagged or defining:
             home[name] = (tagged or defining)[-1]
@@ -522,8 +532,7 @@ def _verdict(exercise: str, found: dict[str, Any] | None, run: _Run, nb: Any) ->
         return False, f"not graded: {run.stopped}{_where_it_stopped(run, nb)}", (
             "time limit" if "time limit" in run.stopped else "not graded")
     if found.get("defined") is False:
-        defining = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"
-                    and re.search(rf"^def\s+{exercise}\s*\(", _source(c), re.MULTILINE)]
+        defining = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and _defines(_source(c), exercise)]
         errors = [run.errors[i] for i in defining if i in run.errors]
         if errors:
             return False, f"not defined: its cell raised {errors[-1]}", "its cell raised"
@@ -614,6 +623,16 @@ def _checks_pass_their_solutions(exercises: Sequence[str]) -> None:
                              f"{err}. Fix stamplib/teaching first (tests/teaching/test_exercises.py)") from None
 
 
+def _grade_safely(path: Path, root: Path, lessons: dict[str, Lesson], time_limit: float,
+                  executed: Path | None) -> list[Grade]:
+    """:func:`grade_notebook`, with a failure of the grader on an odd file as that file's row."""
+    try:
+        return grade_notebook(path, root, lessons, time_limit, executed)
+    except Exception as err:  # one strange submission must not stop the grading of thirty
+        return [Grade(path.relative_to(root).as_posix(), "", "", False,
+                      f"the grader failed on it: {type(err).__name__}: {err}", "grader failed")]
+
+
 def submissions(folder: Path) -> list[Path]:
     """The notebooks under ``folder`` (any depth), without Jupyter's checkpoints."""
     return sorted(p for p in Path(folder).rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
@@ -636,7 +655,7 @@ def grade(folder: Path, out: Path, time_limit: float, jobs: int = 1, executed: P
     lessons = course_lessons(source)
     _checks_pass_their_solutions([e for lesson in _lessons_of(found, lessons) for e in lesson.exercises])
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        per_file = list(pool.map(lambda p: grade_notebook(p, folder, lessons, time_limit, executed), found))
+        per_file = list(pool.map(lambda p: _grade_safely(p, folder, lessons, time_limit, executed), found))
     rows = [row for rows in per_file for row in rows]
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -214,7 +214,8 @@ def test_a_check_that_fails_its_own_solution_stops_grading_before_any_student(mo
 
 
 @pytest.mark.slow
-def test_a_dead_kernel_and_a_loop_outside_the_exercises_stop_the_grading_of_what_follows(tmp_path: Path) -> None:
+def test_a_dead_kernel_and_a_loop_outside_the_exercises_stop_the_grading_of_what_follows_and_a_merged_check_fails(
+        tmp_path: Path) -> None:
     release, folder = tmp_path / "release", tmp_path / "submissions"
     lab.release(release)
     folder.mkdir()
@@ -225,8 +226,15 @@ def test_a_dead_kernel_and_a_loop_outside_the_exercises_stop_the_grading_of_what
         nb["cells"].insert(after_bn, {"cell_type": "code", "id": "added", "metadata": {}, "execution_count": None,
                                       "outputs": [], "source": source})
         (folder / f"{name}.ipynb").write_text(json.dumps(nb))
+    merged = copy.deepcopy(solved)  # the exercise cell and its check cell merged into one
+    check = _cell_of(merged, "check", ENTROPY)
+    _cell_of(merged, "exercise", ENTROPY)["source"] += "\n\n" + _source(check)
+    merged["cells"].remove(check)
+    (folder / "merged.ipynb").write_text(json.dumps(merged))
     rows = lab.grade(folder, tmp_path / "grades.csv", TIME_LIMIT)
     got = {(r.file, r.exercise): (r.passed, r.message) for r in rows}
+    assert got[("merged.ipynb", BN)] == got[("merged.ipynb", LOGITS)] == (True, "right")
+    assert re.search("^its check cell was edited .*the grader's own check says: right$", got[("merged.ipynb", ENTROPY)][1])
     for file, why in (("exits.ipynb", "the kernel died"), ("loops.ipynb", "the time limit")):
         assert got[(file, BN)] == (True, "right")
         for exercise in (ENTROPY, LOGITS):
