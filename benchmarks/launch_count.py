@@ -6,6 +6,12 @@ the launch queue. Both are properties of the code, not of the device, so they ca
 a CPU: a ``TorchDispatchMode`` sees every ATen operator a step dispatches (about one kernel
 launch each on CUDA) and the ones whose output size or value the host must wait for.
 
+Of the syncs, "optimiser" counts the reads of the optimisers' ``step`` counters, which PyTorch
+keeps on the CPU (not capturable, not fused): host scalars on any device, so no GPU wait;
+"device" is the rest. A ``.cpu()``/``.tolist()`` copy of a device tensor is a wait too, but on a
+CPU run it dispatches nothing and is not counted here: the methods say in a comment where they
+copy (issue 51: one copy per step in OWTTT, RoTTA and SoTTA).
+
 Same worlds as ``gpu_throughput.py`` (synthetic stream, stand-in network at the paper's shapes,
 batch 64); one warm-up step, then ``--steps`` counted steps.
 
@@ -23,6 +29,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -41,20 +48,39 @@ NO_KERNEL = {"view", "_unsafe_view", "reshape", "t", "transpose", "permute", "ex
 
 
 class Counting(TorchDispatchMode):
-    def __init__(self) -> None:
+    """Counts every operator; ``host_scalars`` (data pointers) names tensors that live on the host
+    on any device, whose reads are counted apart in ``host_reads`` rather than as syncs."""
+
+    def __init__(self, host_scalars: frozenset[int] = frozenset()) -> None:
         super().__init__()
         self.ops: Counter[str] = Counter()
+        self.host_scalars = host_scalars
+        self.host_reads = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
-        self.ops[func.overloadpacket.__name__] += 1
+        name = func.overloadpacket.__name__
+        if name == "_local_scalar_dense" and args[0].data_ptr() in self.host_scalars:
+            self.host_reads += 1
+        self.ops[name] += 1
         return func(*args, **(kwargs or {}))
+
+
+def optimizer_step_counters(method: Any) -> frozenset[int]:
+    """The data pointers of the method's optimisers' ``step`` counters. PyTorch keeps them on the
+    CPU unless an optimiser is capturable or fused, so reading one (``_get_value(step)``: Adam's
+    bias corrections, once per parameter per-tensor, twice with foreach) never waits for a GPU."""
+    optimizers = [v for v in vars(method).values() if isinstance(v, torch.optim.Optimizer)]
+    optimizers += [o.base_optimizer for o in optimizers if isinstance(getattr(o, "base_optimizer", None),
+                                                                       torch.optim.Optimizer)]
+    return frozenset(state["step"].data_ptr() for o in optimizers for state in o.state.values()
+                     if isinstance(state.get("step"), torch.Tensor) and state["step"].device.type == "cpu")
 
 
 def count_method(world: Synthetic, name: str, steps: int, device: str, overrides: dict[str, Any]) -> dict[str, Any]:
     method = world.method(name, device, overrides)
     batches = iter(world.stream.batches(device))
     method.step(next(batches).x)  # warm-up: lazy state, caches
-    mode = Counting()
+    mode = Counting(optimizer_step_counters(method))
     with mode:
         for _ in range(steps):
             method.step(next(batches).x)
@@ -62,7 +88,8 @@ def count_method(world: Synthetic, name: str, steps: int, device: str, overrides
     syncs = sum(n for op, n in mode.ops.items() if op in SYNCING)
     top = [f"{op} {n / steps:.0f}" for op, n in mode.ops.most_common(8)]
     return {"method": name, "options": overrides, "ops_per_step": round(kernels / steps, 1),
-            "syncs_per_step": round(syncs / steps, 1), "top_ops": top}
+            "syncs_per_step": round(syncs / steps, 1), "optimizer_reads_per_step": round(mode.host_reads / steps, 1),
+            "device_syncs_per_step": round((syncs - mode.host_reads) / steps, 1), "top_ops": top}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -82,9 +109,10 @@ def main(argv: list[str] | None = None) -> None:
     shape = (SMALL if args.small else PAPER)["cifar10_c"]
     world = Synthetic(dataclasses.replace(shape, size=args.size) if args.size else shape, args)
     rows = [count_method(world, name, args.steps, args.device, overrides.get(name, {})) for name in names]
-    print(f"{'method':<12} {'ops/step':>9} {'syncs/step':>11}  most frequent")
+    print(f"{'method':<12} {'ops/step':>9} {'syncs/step':>11} {'optimiser':>10} {'device':>7}  most frequent")
     for r in rows:
-        print(f"{r['method']:<12} {r['ops_per_step']:9.0f} {r['syncs_per_step']:11.0f}  {', '.join(r['top_ops'])}")
+        print(f"{r['method']:<12} {r['ops_per_step']:9.0f} {r['syncs_per_step']:11.0f} "
+              f"{r['optimizer_reads_per_step']:10.0f} {r['device_syncs_per_step']:7.0f}  {', '.join(r['top_ops'])}")
     if args.out:
         Path(args.out).write_text(json.dumps({"device": args.device, "steps": args.steps, "rows": rows}, indent=1))
 

@@ -137,7 +137,9 @@ class OWTTT(TTAMethod):
         with full_precision_matmul():
             self.source_gaussian = MultivariateNormal(mean, stats.cov + template, validate_args=False)
         self.model.requires_grad_(True)
-        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+        # foreach: one operator per parameter list, not per tensor; a GPU's default already, and the
+        # same numbers as the per-tensor loop on a CPU (issue 51).
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=cfg.lr, momentum=cfg.momentum, foreach=True)
 
     @torch.no_grad()
     def _compute_source_stats(self) -> OWTTTSourceStats:

@@ -78,7 +78,9 @@ class Rotta(TTAMethod):
         self.model.requires_grad_(False)
         params = use_robust_bn(self.model, cfg.bn_momentum)
         assert params, "RoTTA needs BatchNorm2d layers to adapt"
-        self.optimizer = torch.optim.Adam(params, lr=cfg.lr, betas=(0.9, 0.999), weight_decay=0.0)
+        # foreach: one operator per parameter list, not per tensor; a GPU's default already, and the
+        # same numbers as the per-tensor loop on a CPU (issue 51).
+        self.optimizer = torch.optim.Adam(params, lr=cfg.lr, betas=(0.9, 0.999), weight_decay=0.0, foreach=True)
         self.memory = CSTUMemory(self.num_classes, cfg.capacity, cfg.lambda_t, cfg.lambda_u)
         self.normalization = input_normalization(self.model) if cfg.clip_normalized_inputs else None
         self.samples_seen = 0  # global counter; survives reset() unless reset_counter

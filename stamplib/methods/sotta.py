@@ -75,6 +75,7 @@ class SoTTA(TTAMethod):
         self.model.eval()
         self.optimizer = SAM(
             params, torch.optim.Adam, rho=cfg.rho, lr=cfg.lr, betas=(0.9, 0.999), weight_decay=0.0,
+            foreach=True,  # one operator per list: a GPU's default, the same numbers on a CPU (issue 51)
             reset_base_optimizer_state=cfg.reset_base_optimizer_state,
         )
         self.memory = HUSMemory(
