@@ -7,7 +7,7 @@ the results store shares it (a RunSpec's key is the hash of its fields) and unde
 the filtering methods notebook 10's i.i.d. cells, the closed set notebook 05's, STAMP's
 components Table 5's rows (06), the harder streams notebook 13's. The one stream no paper
 notebook has is the long one of lesson 14 (all fifteen corruptions in turn, no reset), where
-entropy minimisation shows how it collapses.
+entropy minimisation shows whether it drifts.
 
 The course's parameters are the profile and the data root; every lesson runs on the profile's
 built-in benchmark (the CIFAR-10 photographs in the quick profile, the digits in smoke).

@@ -12,6 +12,9 @@ from stamplib.report.paper import METHOD_LABELS
 
 #: STAMP's colour in every figure (matplotlib's tab:red).
 STAMP = "#d62728"
+#: A variant of STAMP shown beside it (lesson 17's STAMP without self-weights): STAMP's light red
+#: (tab20's), so that it reads as STAMP's and still tells apart from it.
+STAMP_VARIANT = "#ff9896"
 #: The README's first figure colours its bars by group: STAMP, the paper's other methods, newer ones.
 PAPER_METHODS_BAR = "#1f77b4"
 NEWER_METHODS_BAR = "#7f7f7f"

@@ -11,6 +11,8 @@ import seaborn as sns
 import torch
 
 from stamplib.data.streams import Stream
+from stamplib.report.palette import method_colours
+from stamplib.report.paper import method_label
 
 
 def draw_stream_image(ax: plt.Axes, image: torch.Tensor, label: int | torch.Tensor,
@@ -76,10 +78,16 @@ def plot_entropy_before_after(before: torch.Tensor, after: torch.Tensor, is_outl
 
 
 def plot_h_per_corruption(frame: pd.DataFrame, title: str) -> plt.Figure:
-    """H-score per corruption and method, from a per-corruption frame (its mean rows left out)."""
-    per_corruption = frame[frame["corruption"] != "mean"]
+    """H-score per corruption and method, from a per-corruption frame (its mean rows left out):
+    each method in its colour of :mod:`stamplib.report.palette` under its paper name, the legend
+    beside the axis, where it hides no bar."""
+    per_corruption = frame[frame["corruption"] != "mean"].assign(
+        Method=lambda f: f["method"].map(method_label), corruption=lambda f: f["corruption"].str.replace("_", " "))
+    order = list(dict.fromkeys(per_corruption["Method"]))
     fig, ax = plt.subplots(figsize=(10, 3.4))
-    sns.barplot(per_corruption, x="corruption", y="h", hue="method", ax=ax)
-    ax.set(title=title, ylabel="H-score (%)")
-    ax.tick_params(axis="x", rotation=20)
+    sns.barplot(per_corruption, x="corruption", y="h", hue="Method", hue_order=order, palette=method_colours(order),
+                saturation=1.0, ax=ax)  # the palette's colours as they are, not greyed
+    ax.set(title=title, xlabel="", ylabel="H-score (%)", ylim=(0, 100))
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, title="method")
+    fig.tight_layout()
     return fig

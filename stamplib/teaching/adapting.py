@@ -1,5 +1,5 @@
 """Lesson 14, *Adapting at test time*: Source, BN Stats and Tent on one stream, why re-estimated
-BatchNorm statistics help, entropy minimisation, and how it collapses on a long stream.
+BatchNorm statistics help, entropy minimisation, and what it does on a long stream.
 
 Exercises: the entropy of a softmax, the entropy from logits (Tent's loss, stably), and BatchNorm
 with the batch's own statistics. Figures and sentences are computed from the lesson's records
@@ -289,15 +289,31 @@ def plot_batch_norm_shift(frame: pd.DataFrame) -> plt.Figure:
 
 
 def batch_norm_shift_text(frame: pd.DataFrame) -> str:
-    """Per stream, the largest mean shift and the variance ratio farthest from 1, in words."""
-    parts = []
+    """Per stream, the largest mean shift and the variance ratio farthest from 1, in words, each
+    corruption against the clean images (the direction of each change read from the numbers)."""
+    parts, peaks = [], {}
     for stream, rows in frame.groupby("stream", sort=False):
         shift = rows.loc[rows["mean_shift"].idxmax()]
         ratio = rows.loc[(rows["variance_ratio"].apply(math.log)).abs().idxmax()]
+        side = "above" if ratio["variance_ratio"] > 1 else "below"
+        peaks[stream] = (shift["mean_shift"], ratio["variance_ratio"])
         parts.append(f"{stream.replace('_', ' ')}: mean shifted by up to {shift['mean_shift']:.2f} σ (layer "
-                     f"{int(shift['layer'])}), variance × {ratio['variance_ratio']:.2f} (layer {int(ratio['layer'])})")
-    return ("Against the training statistics, per stream — " + "; ".join(parts) + ". BN Stats normalises every layer "
-            "with the batch's own mean and variance, so the next layer gets standardised features again.")
+                     f"{int(shift['layer'])}), variance × {ratio['variance_ratio']:.2f} (layer {int(ratio['layer'])}, "
+                     f"{side} training)")
+    text = "Against the training statistics, per stream — " + "; ".join(parts) + "."
+    if "clean" in peaks and len(peaks) > 1:
+        clean_shift, clean_ratio = peaks["clean"]
+        against = []
+        for stream, (shift, ratio) in peaks.items():
+            if stream == "clean":
+                continue
+            farther = "farther from" if abs(math.log(ratio)) > abs(math.log(clean_ratio)) else "nearer to"
+            against.append(f"{stream.replace('_', ' ')} shifts the mean {'more' if shift > clean_shift else 'less'} "
+                           f"({shift:.2f} σ against {clean_shift:.2f} σ) and leaves the variance {farther} training's")
+        text += (" Clean test images already differ from the running statistics (256 images are not the training "
+                 "set); what a corruption changes is the difference from the clean line: " + "; ".join(against) + ".")
+    return text + (" BN Stats normalises every layer with the batch's own mean and variance, so the next layer gets "
+                   "standardised features again, whichever way they moved.")
 
 
 def wide(frame: pd.DataFrame, metric: str = "acc") -> pd.DataFrame:
@@ -352,10 +368,28 @@ def long_stream_text(frame: pd.DataFrame) -> str:
     if tent.empty or bn.empty:
         return "The long-stream records are missing: compute the cells first."
     first, last = tent.iloc[0], tent.iloc[-1]
-    return (f"Along the {len(tent)} corruptions Tent's most predicted class goes from "
+    return (f"{drift_verdict(last['top_class_share'], bn['top_class_share'].max())} "
+            f"Along the {len(tent)} corruptions Tent's most predicted class goes from "
             f"{100 * first['top_class_share']:.0f} % of the known-class predictions on {first['corruption'].replace('_', ' ')} "
             f"to {100 * last['top_class_share']:.0f} % on {last['corruption'].replace('_', ' ')} (BN Stats, which "
             f"does not learn: {100 * bn['top_class_share'].min():.0f}–{100 * bn['top_class_share'].max():.0f} %), "
             f"and its accuracy ends {last['acc'] - bn.iloc[-1]['acc']:+.1f} points from BN Stats' "
             f"({last['acc']:.1f} % against {bn.iloc[-1]['acc']:.1f} %; mean over the stream "
             f"{tent['acc'].mean():.1f} % against {bn['acc'].mean():.1f} %).")
+
+
+#: The most predicted class's share above which the lesson calls entropy minimisation collapsed.
+COLLAPSED_SHARE = 0.5
+
+
+def drift_verdict(share: float, reference_share: float) -> str:
+    """What the most predicted class's share (``share`` at the end, against BN Stats' largest,
+    ``reference_share``) says, in one sentence: collapsed (one class takes half the predictions
+    or more), drifting (5 points or more above BN Stats), or as spread as BN Stats."""
+    if share >= COLLAPSED_SHARE:
+        return f"**Tent collapses here**: at the end one class takes {100 * share:.0f} % of its predictions."
+    if share >= reference_share + 0.05:
+        return (f"**Tent drifts towards one class here, without collapsing**: its most predicted class ends at "
+                f"{100 * share:.0f} %, above BN Stats' {100 * reference_share:.0f} % but far from all of them.")
+    return (f"**Tent does not drift here**: its most predicted class ends at {100 * share:.0f} %, no more than BN "
+            f"Stats' {100 * reference_share:.0f} % (+5 points).")

@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
+from matplotlib.ticker import MaxNLocator
 
 from stamplib import data
 from stamplib.blocks.entropy import SCORE_EPS, prob_entropy
@@ -93,8 +94,7 @@ def plot_per_corruption(frame: pd.DataFrame, metric: str = "ACC") -> plt.Figure:
     rows = frame[frame["corruption"] != "mean"]
     runs = list(dict.fromkeys(rows["run"]))
     corruptions = list(dict.fromkeys(rows["corruption"]))
-    colours = method_colours(runs)
-    colours.update({r: "tab:pink" for r in runs if r.startswith("STAMP,")})
+    colours = method_colours(runs)  # STAMP's variants in the palette's light red
     fig, ax = plt.subplots(figsize=(8, 3.4))
     width = 0.8 / max(1, len(runs))
     for i, run in enumerate(runs):
@@ -135,6 +135,9 @@ def plot_collapse(record: Mapping[str, Any], corruption: str, class_names: Seque
     axes[1].set(xlabel="batch", ylabel="samples in memory",
                 title=f"STAMP's memory by predicted class, {corruption.replace('_', ' ')}")
     axes[1].legend(ncol=2, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, title="class")
+    for ax in axes:  # batches and samples are counted: whole ticks only
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     fig.tight_layout()
     return fig
 

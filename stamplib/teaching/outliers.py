@@ -198,13 +198,14 @@ def plot_scores(plan: Plan, records: Mapping[str, Any], results: str | Path,
             ax.hist(out.ood_score[outlier], bins=bins, density=True, alpha=0.6, label="outliers")
             auc = record["per_corruption"][corruption]["auroc"]
             ax.set_title(f"{method_label(method)}, {corruption.replace('_', ' ')}: AUROC {auc:.1f}", fontsize=9)
-            ax.set_yticks([])
+            ax.tick_params(axis="y", labelsize=7)
+        row[0].set_ylabel("density")
         first = outputs[corruptions[0]]
         fpr, tpr, _ = roc_curve(first.label < 0, first.ood_score)
         row[-1].plot(100 * fpr, 100 * tpr, color=colours[method_label(method)])
         row[-1].plot([0, 100], [0, 100], color="grey", linewidth=0.8, linestyle="--")
-        row[-1].set(title=f"ROC, {corruptions[0].replace('_', ' ')}", xlabel="known-class samples flagged (%)",
-                    ylabel="outliers flagged (%)")
+        row[-1].set(title=f"ROC, {corruptions[0].replace('_', ' ')}",
+                    xlabel="FPR: known-class samples flagged (%)", ylabel="TPR: outliers flagged (%)")
         row[-1].title.set_fontsize(9)
     for ax in axes[-1][:-1]:
         ax.set_xlabel("OOD score (entropy, nats)")
@@ -217,21 +218,51 @@ def plot_h_plane(frame: pd.DataFrame) -> plt.Figure:
     """Every method of the paper's stream as a point (mean ACC, mean AUROC) over curves of equal
     H: the harmonic mean is only high where both are."""
     rows = frame[frame["stream"] == "paper's stream"]
-    fig, ax = plt.subplots(figsize=(6.2, 5.0))
+    fig, ax = plt.subplots(figsize=(7.6, 5.0))
     grid = np.linspace(1, 100, 200)
     acc, auc = np.meshgrid(grid, grid)
     contours = ax.contour(acc, auc, 2 * acc * auc / (acc + auc), levels=range(10, 100, 10), colors="grey",
                           linewidths=0.6)
     ax.clabel(contours, fmt="H=%d", fontsize=7)
     colours = method_colours(rows["Method"])
-    for _, r in rows.iterrows():
-        ax.scatter(r["acc"], r["auroc"], color=colours[r["Method"]], s=50, zorder=3)
-        ax.annotate(f"{r['Method']} (H {r['h']:.1f})", (r["acc"], r["auroc"]), textcoords="offset points",
-                    xytext=(5, 4), fontsize=8)
+    # a legend, not labels beside the points: methods with close scores (BN Stats and EATA) overlap
+    for _, r in rows.sort_values("h", ascending=False).iterrows():
+        ax.scatter(r["acc"], r["auroc"], color=colours[r["Method"]], s=50, zorder=3, edgecolor="black",
+                   linewidth=0.5, label=f"{r['Method']} (H {r['h']:.1f})")
     ax.set(xlabel="ACC (%)", ylabel="AUROC (%)", xlim=(0, 100), ylim=(0, 100),
            title="Each method's ACC and AUROC, over lines of equal H")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=8, title="by H")
     fig.tight_layout()
     return fig
+
+
+def h_plane_text(plan: Plan, records: Mapping[str, Any]) -> str:
+    """Who has the highest mean H on the paper's stream, and where STAMP stands against it and
+    against BN Stats, with the corruption that makes the difference (each word of direction
+    read from the records)."""
+    frame = plan_frame(plan, records, per_corruption=True)
+    frame = frame[frame["variant"] == ""] if not frame.empty else frame
+    if frame.empty:
+        return "The paper's-stream records are missing: compute the cells first."
+    h = frame.pivot_table(index="method", columns="corruption", values="h", sort=False)
+    means = h["mean"].sort_values(ascending=False)
+    best = method_label(means.index[0])
+    text = f"On this stream the highest mean H is {best}{chr(39) if best.endswith('s') else chr(39) + 's'} " \
+           f"({means.iloc[0]:.1f})"
+    if "stamp" not in h.index or "bn_stats" not in h.index:
+        return text + "."
+    stamp, bn = h.loc["stamp"], h.loc["bn_stats"]
+    stream_order = next(corruptions_of(r) for c in plan.cells if (r := records.get(c.spec.key())) is not None)
+    corruptions = [c for c in stream_order if c in h.columns]
+    text += f"; STAMP's mean H ({stamp['mean']:.1f}) is {'above' if stamp['mean'] > bn['mean'] else 'below'} BN Stats' " \
+            f"({bn['mean']:.1f}). Per corruption, STAMP against BN Stats: " + ", ".join(
+                f"{c.replace('_', ' ')} {stamp[c]:.1f} vs {bn[c]:.1f}" for c in corruptions) + "."
+    worst = min(corruptions, key=lambda c: stamp[c] - bn[c])
+    if stamp["mean"] < bn["mean"]:
+        text += (f" The mean is pulled down by {worst.replace('_', ' ')}, where STAMP is "
+                 f"{bn[worst] - stamp[worst]:.1f} points below BN Stats: on this benchmark, unlike the paper's, STAMP does "
+                 "not lead on the mean, and lesson 17 takes that corruption apart.")
+    return text
 
 
 def outliers_text(frame: pd.DataFrame) -> str:
@@ -271,18 +302,22 @@ def long_stream_scores(plan: Plan, records: Mapping[str, Any], results: str | Pa
 def plot_long_stream_scores(frame: pd.DataFrame) -> plt.Figure:
     """Mean entropy per batch of known-class samples (solid) and outliers (dotted) along the long
     stream, per method."""
-    fig, ax = plt.subplots(figsize=(11, 3.4))
+    fig, ax = plt.subplots(figsize=(12, 4.2))
     colours = method_colours(frame["Method"]) if not frame.empty else {}
     for method, rows in frame.groupby("Method", sort=False):
         ax.plot(rows["batch"], rows["score_known"], color=colours[method], label=f"{method}: known classes")
         ax.plot(rows["batch"], rows["score_outliers"], color=colours[method], linestyle=":",
                 label=f"{method}: outliers")
-    starts = frame.groupby("corruption", sort=False)["batch"].min() if not frame.empty else pd.Series(dtype=float)
-    for corruption, start in starts.items():
-        ax.axvline(start, color="grey", linewidth=0.4)
-        ax.text(start + 0.5, ax.get_ylim()[1], corruption.replace("_", " "), rotation=90, va="top", fontsize=6)
-    ax.set(xlabel="batch of the long stream", ylabel="mean OOD score (entropy, nats)",
-           title="The OOD score along the long stream")
+    spans = frame.groupby("corruption", sort=False)["batch"].agg(["min", "max"]) if not frame.empty else pd.DataFrame()
+    for start in spans["min"] if not spans.empty else ():
+        ax.axvline(start - 0.5, color="grey", linewidth=0.4)
+    # each corruption's name under the middle of its batches, as the x axis' labels
+    ax.set_xticks(list((spans["min"] + spans["max"]) / 2) if not spans.empty else [],
+                  [c.replace("_", " ") for c in spans.index], rotation=45, ha="right", fontsize=8)
+    lengths = set(spans["max"] - spans["min"] + 1) if not spans.empty else set()
+    each = f"; {lengths.pop()} batches each" if len(lengths) == 1 else ""
+    ax.set(xlabel=f"the long stream's corruptions in turn (a grey line where one begins{each})",
+           ylabel="mean OOD score (entropy, nats)", title="The OOD score along the long stream")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=8)
     fig.tight_layout()
     return fig
@@ -363,11 +398,22 @@ def plot_filters(frame: pd.DataFrame) -> plt.Figure:
         for method, mine in rows.groupby("Method", sort=False):
             ax.scatter(100 * mine["recall"], 100 * mine["precision"], s=8, alpha=0.35, color=colours[method])
             ax.scatter(100 * mine["recall"].mean(), 100 * mine["precision"].mean(), s=70, color=colours[method],
-                       edgecolor="black", label=method, zorder=3)
+                       edgecolor="black", zorder=3)
+        # precision is undefined where nothing passed: such a method has no point here, so say so
+        empty = [m for m, mine in rows.groupby("Method", sort=False) if not mine["passed"].any()]
+        if empty:
+            ax.text(0.03, 0.03, f"no sample passed: {', '.join(empty)}", transform=ax.transAxes, fontsize=8,
+                    va="bottom")
         ax.set(title=corruption.replace("_", " "), xlabel="recall: known-class samples kept (%)", xlim=(-3, 103))
     axes[0][0].set_ylabel("precision: known-class share of what passed (%)")
     if corruptions:
-        axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+        handles = [plt.Line2D([], [], marker="o", linestyle="", markersize=8, color=colours[m], markeredgecolor="black",
+                              label=m) for m in colours]
+        handles += [plt.Line2D([], [], marker="o", linestyle="", markersize=3, alpha=0.5, color="grey",
+                               label="small: one batch"),
+                    plt.Line2D([], [], marker="o", linestyle="", markersize=8, color="grey", markeredgecolor="black",
+                               label="large: mean over batches")]
+        axes[0][-1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     fig.suptitle("What each filter keeps, batch by batch")
     fig.tight_layout()
     return fig

@@ -167,6 +167,26 @@ def path_text(table: pd.DataFrame) -> str:
             f"{'; '.join(moves)}. The largest single gain: {biggest[1]} ({biggest[0]:+.1f}).")
 
 
+def step_text(table: pd.DataFrame, step: str) -> str:
+    """What ``step`` of the path did here against the step before it: its mean ACC, AUROC and H,
+    each with the direction it moved (from the records, never assumed)."""
+    steps = table[table["step"].isin([s.name for s in STEPS])].reset_index(drop=True)
+    at = steps.index[steps["step"] == step]
+    if len(at) == 0 or at[0] == 0 or steps.loc[at[0], ["H"]].isna().any() or steps.loc[at[0] - 1, ["H"]].isna().any():
+        return f"The records of {step} and the step before it are missing: compute the cells first."
+    before, after = steps.loc[at[0] - 1], steps.loc[at[0]]
+
+    def moved(metric: str) -> str:
+        change = after[metric] - before[metric]
+        verb = "rises" if change > 0 else "falls" if change < 0 else "stays"
+        return f"{metric} {verb} from {before[metric]:.1f} to {after[metric]:.1f} ({change:+.1f})"
+
+    verdict = ("a better OOD score, as the idea promises" if after["AUROC"] > before["AUROC"] else
+               "a worse OOD score, against what the idea promises")
+    return (f"Here, from {before['step']} to {step}: {moved('AUROC')}, {moved('ACC')}, {moved('H')}: {verdict}, on the "
+            "mean over corruptions (the per-corruption lines of the figure above show where it holds).")
+
+
 # ------------------------------------------------------------------------------- exercises
 
 

@@ -30,15 +30,18 @@ SEEDS = (0, 1, 2)
 #: The committed records of the quick run on the built-in benchmark, beside the run's own store.
 COMMITTED_QUICK_RUN = "results/builtin_benchmark"
 #: STAMP's colour in every lesson's figure, as in every other figure (stamplib.report.palette); a
-#: STAMP variant ("STAMP without self-weights") keeps it, the other methods keep their own.
+#: STAMP variant shown beside it ("STAMP, weighting=none") takes the palette's light red, the other
+#: methods keep their own.
 STAMP_COLOUR = palette.STAMP
 
 
 def method_colours(names: Iterable[str]) -> dict[str, Any]:
-    """A colour per method name (or label), STAMP always :data:`STAMP_COLOUR`."""
+    """A colour per method name (or label): STAMP :data:`STAMP_COLOUR`, a variant of it
+    (``"STAMP, …"``) :data:`stamplib.report.palette.STAMP_VARIANT`, the others the palette's."""
     names = list(dict.fromkeys(names))
     own = palette.method_colours([n for n in names if not n.startswith("STAMP")])
-    return {n: STAMP_COLOUR if n.startswith("STAMP") else own[n] for n in names}
+    return {n: own[n] if not n.startswith("STAMP") else STAMP_COLOUR if n in ("STAMP", "stamp")
+            else palette.STAMP_VARIANT for n in names}
 
 
 def corruptions_of(record: Mapping[str, Any]) -> list[str]:

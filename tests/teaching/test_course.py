@@ -10,6 +10,7 @@ import json
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from stamplib.data.corruptions import CORRUPTIONS
@@ -147,3 +148,46 @@ def test_lesson_17s_harder_streams_are_the_cells_its_plan_filled_with_seeds() ->
     assert len(harder.cells) == len(plan.cells) - 2  # all but STAMP and STAMP without self-weights
     with pytest.raises(ValueError, match="fills the default seeds"):
         course.plan_when_it_breaks(plan.experiment, NotebookParameters.parse(profile="quick"))
+
+
+# ------------------------------------------------------------------ sentences follow the numbers
+
+
+def _path(tent: dict, views: dict) -> pd.DataFrame:
+    from stamplib.teaching import piece_by_piece
+    return pd.DataFrame([{"step": piece_by_piece.STEPS[0].name, **tent}, {"step": piece_by_piece.STEPS[1].name, **views}])
+
+
+@pytest.mark.parametrize("auroc, words", [(28.9, ("AUROC falls from 57.9 to 28.9", "a worse OOD score")),
+                                          (70.0, ("AUROC rises from 57.9 to 70.0", "a better OOD score"))])
+def test_lesson_16_says_what_views_averaging_did_to_the_ood_score(auroc: float, words: tuple[str, ...]) -> None:
+    from stamplib.teaching import piece_by_piece
+    text = piece_by_piece.step_text(_path({"ACC": 60.0, "AUROC": 57.9, "H": 58.9}, {"ACC": 62.0, "AUROC": auroc, "H": 40.0}),
+                                    "+ views averaging")
+    assert all(w in text for w in words) and "ACC rises" in text and "H falls" in text, text
+
+
+def test_lesson_14_reads_the_direction_of_the_variance_and_the_drift_from_the_numbers() -> None:
+    from stamplib.teaching import adapting
+    frame = pd.DataFrame([{"stream": s, "layer": i, "mean_shift": shift * (i + 1), "variance_ratio": ratio}
+                          for s, shift, ratio in (("clean", 0.1, 0.49), ("gaussian_noise", 0.5, 0.65), ("contrast", 0.3, 0.2))
+                          for i in range(3)])
+    text = adapting.batch_norm_shift_text(frame)
+    assert "gaussian noise: mean shifted by up to 1.50 σ (layer 2), variance × 0.65 (layer 0, below training)" in text
+    assert "gaussian noise shifts the mean more (1.50 σ against 0.30 σ) and leaves the variance nearer to" in text
+    assert "contrast shifts the mean more (0.90 σ against 0.30 σ) and leaves the variance farther from" in text
+    assert "raises" not in text
+    assert adapting.drift_verdict(0.27, 0.14).startswith("**Tent drifts towards one class here, without collapsing**")
+    assert adapting.drift_verdict(0.62, 0.14).startswith("**Tent collapses here**")
+    assert adapting.drift_verdict(0.15, 0.14).startswith("**Tent does not drift here**")
+
+
+def test_lesson_15_says_where_stamp_stands_against_bn_stats_in_the_committed_quick_run() -> None:
+    from stamplib.teaching import outliers
+    plan = plans.plan(LESSONS[1], profile="quick")
+    records = {s.key(): r for s in plan.specs if (r := QUICK_RUN.get(s)) is not None}
+    stamp, bn = (records[plans.plan("02_table1_cifar_outlier_aware", profile="quick", methods=m).specs[0].key()]["mean"]["h"]
+                 for m in ("stamp", "bn_stats"))
+    text = outliers.h_plane_text(plan, records)
+    assert f"STAMP's mean H ({stamp:.1f}) is {'above' if stamp > bn else 'below'} BN Stats' ({bn:.1f})" in text, text
+    assert ("pulled down by" in text) == (stamp < bn)
