@@ -9,7 +9,7 @@ with the batch's own statistics. Figures and sentences are computed from the les
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from stamplib.paths import RunContext
 from stamplib.report.frames import plan_frame
 from stamplib.report.paper import method_label
 from stamplib.teaching.exercises import (
+    TOLERANCE,
     as_tensor,
     close,
     exercise,
@@ -57,16 +58,28 @@ def batch_norm_with_batch_statistics(x: torch.Tensor, weight: torch.Tensor, bias
     return normalised * weight.view(1, -1, 1, 1) + bias.view(1, -1, 1, 1)
 
 
-@exercise(LESSON, "BatchNorm with the batch's statistics (BN Stats)", batch_norm_with_batch_statistics,
-          "`stamplib.blocks.bn.BatchStatsNorm2d` (the layer every adapting method uses)")
-def _check_batch_norm(answer: Any, generator: torch.Generator) -> list[str]:
+def _batch_norm_cases(generator: torch.Generator) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]]:
+    """(x, weight, bias, eps): two fixed boundary cases — a batch of two with a large ε and
+    channels of small variance (where ε, its place and n − 1 matter most), then channels far
+    apart in mean and scale — and five random ones."""
+    fixed = torch.Generator().manual_seed(52)
+    for n, c, h, spread, eps in ((2, 3, 2, 0.1, 0.1), (4, 5, 3, 3.0, 1e-5)):
+        x = (torch.randn(n, c, h, h, generator=fixed, dtype=torch.float64) * spread * torch.arange(1, c + 1).view(1, c, 1, 1)
+             + torch.arange(c, dtype=torch.float64).view(1, c, 1, 1) * 2)
+        yield x, torch.linspace(0.5, 2.0, c, dtype=torch.float64), torch.linspace(-1.0, 1.0, c, dtype=torch.float64), eps
     for _ in range(5):
         n, c, h = integer(generator, 2, 16), integer(generator, 1, 16), integer(generator, 1, 8)
         x = (torch.randn(n, c, h, h, generator=generator, dtype=torch.float64) * uniform(generator, 0.5, 4)
              + torch.randn(1, c, 1, 1, generator=generator, dtype=torch.float64) * 3)
-        weight = torch.rand(c, generator=generator, dtype=torch.float64) + 0.5
-        bias = torch.randn(c, generator=generator, dtype=torch.float64)
-        eps = 10 ** uniform(generator, -5, -1)
+        yield (x, torch.rand(c, generator=generator, dtype=torch.float64) + 0.5,
+               torch.randn(c, generator=generator, dtype=torch.float64), 10 ** uniform(generator, -5, -1))
+
+
+@exercise(LESSON, "BatchNorm with the batch's statistics (BN Stats)", batch_norm_with_batch_statistics,
+          "`stamplib.blocks.bn.BatchStatsNorm2d` (the layer every adapting method uses)")
+def _check_batch_norm(answer: Any, generator: torch.Generator) -> list[str]:
+    for x, weight, bias, eps in _batch_norm_cases(generator):
+        c = x.shape[1]
         layer = BatchStatsNorm2d(c, eps=eps).double()
         with torch.no_grad():
             layer.weight.copy_(weight)
@@ -75,7 +88,7 @@ def _check_batch_norm(answer: Any, generator: torch.Generator) -> list[str]:
         got = as_tensor(answer(x.clone(), weight.clone(), bias.clone(), eps), "a tensor shaped like x")
         if problem := shape_problem(got, expected, "BatchNorm returns a tensor shaped like its input"):
             return [problem]
-        if close(got, expected, 1e-6):
+        if close(got, expected):
             continue
         w, b = weight.view(1, -1, 1, 1), bias.view(1, -1, 1, 1)
         dims = (0, 2, 3)
@@ -91,10 +104,17 @@ def _check_batch_norm(answer: Any, generator: torch.Generator) -> list[str]:
              "(dims 0, 2, 3)",
              (x - x.mean((1, 2, 3), keepdim=True)) / torch.sqrt(x.var((1, 2, 3), unbiased=False, keepdim=True) + eps)
              * w + b),
+            ("its statistics are per sample and channel (instance norm, dims 2, 3); BatchNorm's are per channel "
+             "over the batch too (dims 0, 2, 3)",
+             (x - x.mean((2, 3), keepdim=True)) / torch.sqrt(x.var((2, 3), unbiased=False, keepdim=True) + eps)
+             * w + b),
             ("its statistics leave the spatial positions out; BatchNorm averages over them too (dims 0, 2, 3)",
              (x - x.mean(0, keepdim=True)) / torch.sqrt(x.var(0, unbiased=False, keepdim=True) + eps) * w + b),
+            (f"it uses ε = 1e-5 whatever `eps` it is given (here {eps:g}): pass `eps` on",
+             (x - mean) / torch.sqrt(var + 1e-5) * w + b),
         ]
-        return [first_match(got, known, 1e-6) or f"it differs from BatchNorm's output {largest_difference(got, expected)}"]
+        return [first_match(got, expected, known)
+                or f"it differs from BatchNorm's output {largest_difference(got, expected)}"]
     return []
 
 
@@ -102,6 +122,18 @@ def softmax_entropy(probs: torch.Tensor) -> torch.Tensor:
     """Entropy in nats of each row of ``probs`` ([B, C], each row sums to 1) → [B]."""
     # xlogy(p, p) = p·log p, and 0 where p = 0 (the limit of p·log p), where p * log(p) gives nan
     return -torch.special.xlogy(probs, probs).sum(dim=1)
+
+
+def _fixed_probs() -> list[torch.Tensor]:
+    """Boundary rows: uniform (H = ln C), one-hot (H = 0) and half-and-half with exact zeros, for
+    C = 10 and 100 (and never as many rows as classes, so a sum over the wrong dim shows)."""
+    cases = []
+    for c in (10, 100):
+        half = torch.zeros(c, dtype=torch.float64)
+        half[:2] = 0.5
+        cases.append(torch.stack([torch.full((c,), 1.0 / c, dtype=torch.float64),
+                                  torch.nn.functional.one_hot(torch.tensor(c - 1), c).double(), half]))
+    return cases
 
 
 def _random_probs(generator: torch.Generator, with_zeros: bool) -> torch.Tensor:
@@ -115,8 +147,7 @@ def _random_probs(generator: torch.Generator, with_zeros: bool) -> torch.Tensor:
 
 @exercise(LESSON, "The entropy of a softmax", softmax_entropy, "`stamplib.blocks.entropy.exact_prob_entropy`")
 def _check_softmax_entropy(answer: Any, generator: torch.Generator) -> list[str]:
-    for case in range(6):
-        probs = _random_probs(generator, with_zeros=case >= 3)
+    for probs in [*_fixed_probs(), *(_random_probs(generator, with_zeros=case >= 3) for case in range(6))]:
         expected = exact_prob_entropy(probs)
         got = as_tensor(answer(probs.clone()), "a tensor with one entropy per row")
         if problem := shape_problem(got, expected, "one entropy per sample: sum −p·log p over the classes "
@@ -130,10 +161,13 @@ def _check_softmax_entropy(answer: Any, generator: torch.Generator) -> list[str]
         known = [
             ("it is in bits (log base 2); entropy here is in nats (the natural log), so its maximum is ln C",
              expected / math.log(2)),
+            ("it is in log base 10; entropy here is in nats (the natural log), so its maximum is ln C",
+             expected / math.log(10)),
             ("the sign: H = −Σ p·log p is never negative", -expected),
             ("it averages over the classes; the entropy sums −p·log p over them", expected / probs.shape[1]),
         ]
-        return [first_match(got, known) or f"it differs from the entropy {largest_difference(got, expected)}"]
+        return [first_match(got, expected, known)
+                or f"it differs from the entropy {largest_difference(got, expected)}"]
     return []
 
 
@@ -147,23 +181,30 @@ def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
 @exercise(LESSON, "Entropy from logits, stably (Tent's loss)", entropy_from_logits,
           "`stamplib.blocks.entropy.logit_entropy`")
 def _check_entropy_from_logits(answer: Any, generator: torch.Generator) -> list[str]:
+    fixed = [torch.zeros(3, 10, dtype=torch.float64),  # equal logits: H = ln C
+             torch.tensor([[1000.0, 0.0, -1000.0], [0.0, 0.0, 800.0]], dtype=torch.float64)]  # one-hot softmax
+    randoms = []
     for case in range(6):
         b, c = integer(generator, 1, 64), integer(generator, 2, 100)
         scale = 200.0 if case >= 3 else uniform(generator, 0.1, 5)  # large logits: a confident network
-        logits = torch.randn(b, c, generator=generator, dtype=torch.float64) * scale
+        randoms.append(torch.randn(b, c, generator=generator, dtype=torch.float64) * scale)
+    for logits in [*fixed, *randoms]:
         expected = logit_entropy(logits)
         given = logits.clone().requires_grad_(True)
         result = answer(given)
         got = as_tensor(result, "a tensor with one entropy per row")
         if problem := shape_problem(got, expected, "one entropy per sample, summed over the classes (dim=1)"):
             return [problem]
+        # float32 computes log_softmax of logits in the hundreds to ~1e-7 of their size
+        tolerance = TOLERANCE * max(1.0, float(logits.abs().max()) / 10)
         if got.isnan().any() and not expected.isnan().any():
             return ["it gives nan for large logits: softmax rounds the small probabilities to exactly 0 and "
                     "log(0) = −inf; take log_softmax (torch.log_softmax) and p = exp(log p)"]
-        if not close(got, expected):
+        if not close(got, expected, tolerance):
             known = [("it is in bits (log base 2); use the natural log", expected / math.log(2)),
                      ("the sign: H = −Σ p·log p is never negative", -expected)]
-            return [first_match(got, known) or f"it differs from the entropy {largest_difference(got, expected)}"]
+            return [first_match(got, expected, known, tolerance)
+                    or f"it differs from the entropy {largest_difference(got, expected)}"]
         if not isinstance(result, torch.Tensor) or not result.requires_grad:
             return ["the value is right but it carries no gradient (computed without autograd, or detached): "
                     "Tent back-propagates this entropy into the BatchNorm parameters"]

@@ -9,8 +9,9 @@ of its memory.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -25,7 +26,7 @@ from stamplib.blocks.memory import ClassBalancedMemory
 from stamplib.experiments import plans
 from stamplib.experiments.course import WHEN_IT_BREAKS, WITHOUT_SELF_WEIGHTS
 from stamplib.report.stress import stress_table
-from stamplib.teaching.exercises import exercise, integer, uniform
+from stamplib.teaching.exercises import close, exercise, first_match, integer, two_numbers, uniform
 from stamplib.teaching.piece_by_piece import stamp_for_checks
 from stamplib.teaching.records import corruptions_of, method_colours
 
@@ -274,36 +275,125 @@ def _filter_case(generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor
     return probs, logits[0].argmax(dim=1), reference, alpha, stamp.take_report().passed.cpu()
 
 
+def _row_at_entropy(num_classes: int, target: float, peaks: int = 1) -> torch.Tensor:
+    """A probability row with ``peaks`` equal top classes and the rest spread evenly whose entropy
+    as STAMP scores it (−Σ p·log(p + 1e-5)) is ``target`` (bisection on the peaks' mass)."""
+    low, high = peaks / num_classes, 1.0
+    row = torch.empty(num_classes, dtype=torch.float64)
+    for _ in range(100):
+        mass = (low + high) / 2
+        row[:peaks], row[peaks:] = mass / peaks, (1.0 - mass) / (num_classes - peaks)
+        if float(prob_entropy(row[None], SCORE_EPS)) > target:
+            low = mass
+        else:
+            high = mass
+    return row
+
+
+@functools.cache  # the bisections take a fifth of a second; the cases never change (answers get clones)
+def _fixed_filter_cases() -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]]:
+    """(probs, clean labels, reference labels, α) at the threshold, for C = 10 (α = 0.25, STAMP's
+    CIFAR-10 value) and C = 100 (α = 0.9, its CIFAR-100 value): rows whose entropy is a set
+    multiple of α·ln C — 1 % either side of it (farther than another ε or float32 moves an
+    entropy), and at the multiples where a threshold of 1.2 ×, of log₂ or without α falls — one
+    and two peaked (a low largest probability at a low entropy), and confident rows whose labels
+    disagree: the clean view's with the reference's, or the averaged prediction's with both. The
+    first batch is padded to 50 rows, so that a threshold with ln B (the batch size) for ln C
+    falls apart from the other mistakes'."""
+    cases = []
+    for num_classes, alpha, ratios, batch in ((10, 0.25, (0.5, 0.99, 1.01, 1.1, 1.3, 1.6, 2.5, 3.5), 50),
+                                              (100, 0.9, (0.3, 0.6, 0.99, 1.01, 1.05, 1.1), 0)):
+        threshold = alpha * math.log(num_classes)
+        rows = [_row_at_entropy(num_classes, r * threshold) for r in ratios]
+        rows += [_row_at_entropy(num_classes, r * threshold, peaks=2) for r in ratios if r * threshold > math.log(2.2)]
+        labels = [0] * len(rows)
+        clean, reference = list(labels), list(labels)
+        confident = _row_at_entropy(num_classes, 0.3 * threshold)
+        for own, ref in ((1, 0), (0, 0), (1, 1)):  # averaged label 0 in each: clean ≠ ref; clean = ref ≠ 0; both ≠ 0
+            rows.append(confident)
+            clean.append(own)
+            reference.append(ref)
+        padding = max(0, batch - len(rows))
+        rows += [confident] * padding
+        clean += [0] * padding
+        reference += [0] * padding
+        cases.append((torch.stack(rows).float(), torch.tensor(clean), torch.tensor(reference), alpha))
+    return cases
+
+
+def _filter_problem(got: torch.Tensor, expected: torch.Tensor, probs: torch.Tensor, clean: torch.Tensor,
+                    reference: torch.Tensor, alpha: float, judged: torch.Tensor) -> str | None:
+    """What the answer's mask ``got`` does differently from ``expected`` on the ``judged``
+    samples, in words; None when they agree there."""
+    if torch.equal(got[judged], expected[judged]):
+        return None
+    entropy = prob_entropy(probs.double(), SCORE_EPS)
+    num_classes, batch = probs.shape[1], probs.shape[0]
+    threshold = alpha * math.log(num_classes)
+    consistent = clean == reference
+    known = [
+        ("the threshold is α·ln C (C classes), not α: ln C is the largest possible entropy",
+         (entropy < alpha) & consistent),
+        ("its threshold is α·log₂ C (≈ 1.44 × α·ln C): the entropy is in nats, so the threshold is α·ln C, with "
+         "the natural log", (entropy < alpha * math.log2(num_classes)) & consistent),
+        (f"its threshold uses the batch size ({batch} = probs.shape[0]) for C; C is the number of classes "
+         f"({num_classes} = probs.shape[1])", (entropy < alpha * math.log(batch)) & consistent),
+        ("it tests the largest probability (max p > 1 − α); STAMP tests the entropy of the averaged prediction: "
+         "−Σ p·log(p + 1e-5) < α·ln C", (probs.max(dim=1).values > 1 - alpha) & consistent),
+        ("a reliable sample must also keep the label the source weights give it (clean-view label == "
+         "reference label)", entropy < threshold),
+        # −Σ p·log(p + 1e-5) stays below ln C, so a threshold of ln C (without α) keeps what no test keeps
+        ("it keeps every sample whose labels agree, whatever its entropy: the entropy test is missing, or its "
+         "threshold is ln C (without α) or more, above every entropy; a reliable sample's averaged prediction has "
+         "entropy below α·ln C", consistent),
+        ("reliable means *low* entropy (below α·ln C)", (entropy > threshold) & consistent),
+        ("compare the clean view's label, not the averaged prediction's, with the reference (the authors' code, "
+         "stamp.md §9 row 2)", (entropy < threshold) & (probs.argmax(1) == reference)),
+    ]
+    matches = {message for message, mistaken in known
+               if torch.equal(got[judged], mistaken[judged]) and not torch.equal(mistaken[judged], expected[judged])}
+    if len(matches) == 1:
+        return matches.pop()
+    ratio = entropy / threshold
+    kept_wrongly = judged & got & ~expected
+    if (kept_wrongly & consistent).any():
+        agreeing = judged & consistent
+        kept, dropped = ratio[agreeing & got], ratio[agreeing & ~got & (ratio > 1)]
+        upto = f"; among the samples whose labels agree it keeps entropies up to {float(kept.max()):.2f} ×" \
+            + (f" and rejects from {float(dropped.min()):.2f} × α·ln C" if len(dropped) else " α·ln C")
+        return (f"it keeps a sample whose entropy is {float(ratio[kept_wrongly & consistent].min()):.2f} × α·ln C, "
+                f"above α·ln C{upto}")
+    if kept_wrongly.any():
+        return "it keeps a sample whose clean-view label differs from the label the source weights give it"
+    rejected = judged & ~got & expected
+    return (f"it rejects a sample whose labels agree and whose entropy is {float(ratio[rejected].max()):.2f} × "
+            "α·ln C, below the threshold")
+
+
 @exercise(LESSON, "STAMP's reliability filter", stamp_reliable, "the mask a STAMP step reports "
           "(`stamplib.methods.stamp.Stamp.step_on_views`)")
 def _check_stamp_reliable(answer: Any, generator: torch.Generator) -> list[str]:
-    for _ in range(2):
-        probs, clean, reference, alpha, expected = _filter_case(generator)
-        got = answer(probs.clone(), clean.clone(), reference.clone(), alpha)
-        if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
-            return [f"return a bool tensor with one entry per sample (shape {tuple(expected.shape)})"]
-        got = got.bool()
-        if torch.equal(got, expected):
-            continue
-        entropy = prob_entropy(probs, SCORE_EPS)
-        threshold = alpha * math.log(probs.shape[1])
-        consistent = clean == reference
-        known = [
-            ("the threshold is α·ln C (C classes), not α: ln C is the largest possible entropy",
-             (entropy < alpha) & consistent),
-            ("a reliable sample must also keep the label the source weights give it (clean-view label == "
-             "reference label)", entropy < threshold),
-            ("the entropy test is missing: a reliable sample's averaged prediction has entropy below α·ln C",
-             consistent),
-            ("reliable means *low* entropy (below α·ln C)", (entropy > threshold) & consistent),
-            ("compare the clean view's label, not the averaged prediction's, with the reference (the authors' code, "
-             "stamp.md §9 row 2)", (entropy < threshold) & (probs.argmax(1) == reference)),
-        ]
-        for message, mistaken in known:
-            if torch.equal(got, mistaken):
-                return [message]
-        return [f"{int((got != expected).sum())} of {len(expected)} samples differ from STAMP's own filter"]
+    """The fixed cases at the threshold are compared with STAMP's rule (its entropy, its
+    threshold α·ln C, its label test); a random one with the mask a real STAMP step reports,
+    leaving out samples within 0.5 % of the threshold (another ε or float32 may put them either
+    side; the fixed cases test the boundary)."""
+    for probs, clean, reference, alpha in _fixed_filter_cases():
+        expected = (prob_entropy(probs, SCORE_EPS) < alpha * math.log(probs.shape[1])) & (clean == reference)
+        if problem := _judge_filter(answer, probs, clean, reference, alpha, expected, torch.ones_like(expected)):
+            return [problem]
+    probs, clean, reference, alpha, expected = _filter_case(generator)  # one real step: a second each
+    ratio = prob_entropy(probs.double(), SCORE_EPS) / (alpha * math.log(probs.shape[1]))
+    if problem := _judge_filter(answer, probs, clean, reference, alpha, expected, (ratio - 1).abs() > 0.005):
+        return [problem]
     return []
+
+
+def _judge_filter(answer: Any, probs: torch.Tensor, clean: torch.Tensor, reference: torch.Tensor, alpha: float,
+                  expected: torch.Tensor, judged: torch.Tensor) -> str | None:
+    got = answer(probs.clone(), clean.clone(), reference.clone(), alpha)
+    if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
+        return f"return a bool tensor with one entry per sample (shape {tuple(expected.shape)})"
+    return _filter_problem(got.bool(), expected, probs, clean, reference, alpha, judged)
 
 
 def class_frequency_update(xi: torch.Tensor, class_counts: torch.Tensor, beta: float) -> torch.Tensor:
@@ -312,28 +402,53 @@ def class_frequency_update(xi: torch.Tensor, class_counts: torch.Tensor, beta: f
     return (1.0 - beta) * xi + beta * class_counts
 
 
-@exercise(LESSON, "The class-frequency EMA ξ", class_frequency_update,
-          "`stamplib.blocks.memory.ClassBalancedMemory.update_frequency`")
-def _check_frequency(answer: Any, generator: torch.Generator) -> list[str]:
+def _frequency_cases(generator: torch.Generator) -> Iterator[tuple[ClassBalancedMemory, torch.Tensor, float]]:
+    """(a memory holding samples, ξ, β): β at 0 (ξ stays), 1 (ξ becomes the counts) and STAMP's
+    0.1 on a memory with an empty class, then random ones."""
+    fixed = torch.tensor([0, 0, 0, 2, 2, 3, 3, 3, 3])
+    for beta in (0.0, 1.0, 0.1):
+        yield _memory_with(4, 16, fixed), torch.tensor([1.5, 4.0, 0.25, 2.0], dtype=torch.float64), beta
     for _ in range(5):
         num_classes, capacity = integer(generator, 2, 10), integer(generator, 4, 64)
         beta = uniform(generator, 0.01, 0.6)
-        memory = ClassBalancedMemory(num_classes, capacity, beta)
         labels = torch.randint(num_classes, (integer(generator, 1, capacity),), generator=generator)
-        memory.add(torch.zeros(len(labels), 1), labels)
         xi = torch.rand(num_classes, generator=generator, dtype=torch.float64) * capacity / num_classes
+        yield _memory_with(num_classes, capacity, labels), xi, beta
+
+
+def _memory_with(num_classes: int, capacity: int, labels: torch.Tensor) -> ClassBalancedMemory:
+    memory = ClassBalancedMemory(num_classes, capacity)
+    memory.add(torch.zeros(len(labels), 1), labels)
+    return memory
+
+
+@exercise(LESSON, "The class-frequency EMA ξ", class_frequency_update,
+          "`stamplib.blocks.memory.ClassBalancedMemory.update_frequency`")
+def _check_frequency(answer: Any, generator: torch.Generator) -> list[str]:
+    for memory, xi, beta in _frequency_cases(generator):
+        memory.beta = beta  # set after construction: the memory's own assert keeps β = 0 out of real use
         memory.xi = xi.clone()
         counts = memory.class_counts()
         memory.update_frequency()
         expected = memory.xi
         got = torch.as_tensor(answer(xi.clone(), counts.clone(), beta), dtype=torch.float64)
-        if got.shape == expected.shape and torch.allclose(got, expected, atol=1e-9):
+        if close(got, expected):
             continue
-        if got.shape == expected.shape and torch.allclose(got, beta * xi + (1 - beta) * counts, atol=1e-9):
-            return ["β weighs the new counts: ξ ← (1 − β)·ξ + β·counts (a small β remembers long)"]
-        if got.shape == expected.shape and torch.allclose(got, (1 - beta) * xi + beta * counts / counts.sum(), atol=1e-9):
-            return ["ξ follows the counts of samples in memory (Eq. 5), not their shares"]
-        return [f"expected {expected.tolist()}, got {got.tolist()}"]
+        known = [
+            ("β weighs the new counts: ξ ← (1 − β)·ξ + β·counts (a small β remembers long)",
+             beta * xi + (1 - beta) * counts),
+            ("ξ follows the counts of samples in memory (Eq. 5), not their shares",
+             (1 - beta) * xi + beta * counts / counts.sum()),
+            ("it adds β·counts without decaying ξ by (1 − β): ξ ← (1 − β)·ξ + β·counts", xi + beta * counts),
+        ]
+        if message := first_match(got, expected, known) if got.shape == expected.shape else None:
+            return [message]
+        if got.shape != expected.shape:
+            return [f"it returns shape {tuple(got.shape)}; ξ has one entry per class, shape {tuple(expected.shape)}"]
+        c = int((got - expected).abs().argmax())
+        shown, right = two_numbers(float(got[c]), float(expected[c]))
+        return [f"with β = {beta:g}, ξ = {xi.tolist()} and counts {counts.tolist()}, ξ[{c}] becomes {right}; it "
+                f"gives {shown}"]
     return []
 
 

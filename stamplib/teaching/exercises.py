@@ -20,6 +20,7 @@ would give (:func:`first_match`), so the message names the mistake rather than a
 from __future__ import annotations
 
 import inspect
+import math
 import secrets
 import textwrap
 from collections.abc import Callable, Iterator, Sequence
@@ -160,7 +161,13 @@ def as_tensor(value: Any, what: str) -> torch.Tensor:
         raise TypeError(f"expected {what}, got {type(value).__name__}") from None
 
 
-def close(a: torch.Tensor, b: torch.Tensor, tolerance: float = 1e-5) -> bool:
+#: The relative tolerance of the checks: float32 rounds a value to about 6e-8 of its size and a sum
+#: of a few hundred terms to well under 1e-5, while every mistake a check names is at least 1e-3 off
+#: on the cases it draws (the fixed boundary cases put them there).
+TOLERANCE = 1e-5
+
+
+def close(a: torch.Tensor, b: torch.Tensor, tolerance: float = TOLERANCE) -> bool:
     """Same shape and equal within ``tolerance`` (relative to the values' size), NaNs equal."""
     if a.shape != b.shape:
         return False
@@ -168,12 +175,31 @@ def close(a: torch.Tensor, b: torch.Tensor, tolerance: float = 1e-5) -> bool:
     return bool(torch.allclose(a.double(), b.double(), atol=tolerance * scale, rtol=0.0, equal_nan=True))
 
 
-def first_match(answer: torch.Tensor, mistakes: Sequence[tuple[str, torch.Tensor]], tolerance: float = 1e-5) -> str | None:
-    """The message of the first known mistake whose result ``answer`` equals, else None."""
-    for message, mistaken in mistakes:
-        if close(answer, mistaken, tolerance):
-            return message
-    return None
+def near(a: float, b: float, tolerance: float = TOLERANCE) -> bool:
+    """Two numbers equal within ``tolerance`` of the larger one's size (at least 1), NaNs equal."""
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return abs(a - b) <= tolerance * max(1.0, abs(a), abs(b))
+
+
+def first_match(answer: torch.Tensor, expected: torch.Tensor, mistakes: Sequence[tuple[str, torch.Tensor]],
+                tolerance: float = TOLERANCE) -> str | None:
+    """The message of the known mistake whose result ``answer`` equals, else None. A mistake that
+    gives the right result on these inputs is skipped (it cannot be what is wrong), and so is a
+    tie between mistakes with different messages (the inputs cannot tell which it is)."""
+    matches = {message for message, mistaken in mistakes
+               if close(answer, mistaken, tolerance) and not close(mistaken, expected, tolerance)}
+    return matches.pop() if len(matches) == 1 else None
+
+
+def two_numbers(got: float, expected: float) -> tuple[str, str]:
+    """``got`` and ``expected`` with as many significant digits as it takes to tell them apart
+    (at least 6): a message never prints two equal numbers."""
+    for digits in range(6, 18):
+        shown = f"{got:.{digits}g}", f"{expected:.{digits}g}"
+        if shown[0] != shown[1]:
+            return shown
+    return repr(got), repr(expected)
 
 
 def largest_difference(answer: torch.Tensor, expected: torch.Tensor) -> str:

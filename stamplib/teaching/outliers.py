@@ -8,7 +8,7 @@ Exercises: AUROC from scores, the H-score from ACC and AUROC, a filter's precisi
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,15 @@ from stamplib.experiments.course import LONG_STREAM, LONG_STREAM_CLOSED, OUTLIER
 from stamplib.experiments.plans import Plan
 from stamplib.report.frames import plan_frame
 from stamplib.report.paper import method_label
-from stamplib.teaching.exercises import as_tensor, exercise, first_match, integer, uniform
+from stamplib.teaching.exercises import (
+    as_tensor,
+    exercise,
+    first_match,
+    integer,
+    near,
+    two_numbers,
+    uniform,
+)
 from stamplib.teaching.records import corruptions_of, method_colours, per_batch, stream_outputs
 
 LESSON = OUTLIERS.notebook
@@ -42,31 +50,60 @@ def auroc_percent(ood_score: torch.Tensor, is_outlier: torch.Tensor) -> float:
     return 100.0 * float((higher + 0.5 * ties).mean())
 
 
-@exercise(LESSON, "AUROC from OOD scores", auroc_percent, "`stamplib.evaluation.metrics.auroc` (scikit-learn's "
-          "`roc_auc_score`)")
-def _check_auroc(answer: Any, generator: torch.Generator) -> list[str]:
+def _auroc_cases(generator: torch.Generator) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """(scores, is_outlier): fixed boundary cases first — ties between the kinds in a coarse
+    score, outliers all above and all below, every score equal (every pair a tie: AUROC 50) — then
+    random ones, the later ones rounded (ties between the two kinds)."""
+    flags = torch.tensor([True, False, True, False, False, True, False, False, True, False])
+    yield torch.tensor([2.0, 1.0, 1.0, 1.0, 0.0, 2.0, 2.0, 0.0, 1.0, 1.0], dtype=torch.float64), flags
+    yield flags.double() + 0.25 * torch.arange(10, dtype=torch.float64) / 10, flags
+    yield -flags.double() + 0.25 * torch.arange(10, dtype=torch.float64) / 10, flags
+    yield torch.full((10,), 0.7, dtype=torch.float64), flags
     for case in range(6):
         n = integer(generator, 10, 200)
         is_outlier = torch.rand(n, generator=generator) < uniform(generator, 0.15, 0.5)
         is_outlier[0], is_outlier[1] = True, False  # both kinds
         score = torch.randn(n, generator=generator, dtype=torch.float64) + 1.5 * is_outlier
-        if case >= 3:  # a coarse score (rounded entropies): ties between the two kinds
-            score = score.round()
+        yield (score.round() if case >= 3 else score), is_outlier  # rounded: a coarse score, with ties
+
+
+def _pair_share(score: torch.Tensor, is_outlier: torch.Tensor, tie: float) -> float:
+    """Percent of (outlier, known) pairs in which the outlier scores higher, a tie counting ``tie``."""
+    outliers, known = score[is_outlier][:, None], score[~is_outlier][None, :]
+    return 100.0 * float(((outliers > known).double() + tie * (outliers == known).double()).mean())
+
+
+@exercise(LESSON, "AUROC from OOD scores", auroc_percent, "`stamplib.evaluation.metrics.auroc` (scikit-learn's "
+          "`roc_auc_score`)")
+def _check_auroc(answer: Any, generator: torch.Generator) -> list[str]:
+    for score, is_outlier in _auroc_cases(generator):
         expected = metrics.auroc(score, is_outlier)
         got = float(as_tensor(answer(score.clone(), is_outlier.clone()), "one number (percent)"))
-        if abs(got - expected) < 1e-6:
+        # float32 rounds a mean over 40 000 pairs to ~1e-5 %; one tie of 40 000 pairs is worth 1.25e-3 %
+        if abs(got - expected) <= 1e-4:
             continue
-        strict = 100.0 * float((score[is_outlier][:, None] > score[~is_outlier][None, :]).double().mean())
         known = [
             ("it is a fraction; the tables give AUROC in percent (× 100)", expected / 100.0),
             ("it is reversed: outliers are the positive class and a higher score means 'outlier'", 100.0 - expected),
             ("it is reversed and a fraction: outliers are positive (higher score = outlier), in percent",
              1.0 - expected / 100.0),
-            ("ties between an outlier and a known-class sample count one half (they appear with coarse scores)",
-             strict),
+            ("a tie counts nothing in it: a tie between an outlier and a known-class sample counts one half "
+             "(ties appear with coarse scores)", _pair_share(score, is_outlier, 0.0)),
+            ("a tie counts as a whole win in it: a tie between an outlier and a known-class sample counts one half",
+             _pair_share(score, is_outlier, 1.0)),
         ]
-        message = first_match(torch.tensor(got), [(m, torch.tensor(v)) for m, v in known], 1e-6)
-        return [message or f"it gives {got:.4f} where AUROC is {expected:.4f}"]
+        message = first_match(torch.tensor(got), torch.tensor(expected),
+                              [(m, torch.tensor(v)) for m, v in known], 1e-6)
+        if message:
+            return [message]
+        shown, right = two_numbers(got, expected)
+        if bool((score == score[0]).all()):
+            return [f"with every score equal (every pair a tie, so AUROC is 50) it gives {shown}: a tie counts one "
+                    "half whatever order the samples come in"]
+        ties = int((score[is_outlier][:, None] == score[~is_outlier][None, :]).sum())
+        tied = (f" ({ties} of the {int(is_outlier.sum()) * int((~is_outlier).sum())} pairs here are ties between an "
+                "outlier and a known-class sample: each counts one half)") if ties else ""
+        return [f"it gives {shown} where AUROC is {right}{tied}"]
     return []
 
 
@@ -80,8 +117,10 @@ def h_score(acc: float, auroc: float) -> float:
 
 @exercise(LESSON, "The H-score from ACC and AUROC", h_score, "`stamplib.evaluation.metrics.h_score`")
 def _check_h_score(answer: Any, generator: torch.Generator) -> list[str]:
-    pairs = [(uniform(generator, 0, 100), uniform(generator, 0, 100)) for _ in range(5)]
-    pairs += [(uniform(generator, 50, 100), uniform(generator, 0, 5)), (0.0, 0.0)]
+    # boundary cases first: both 0, both 100, one of them 0, equal, far apart; then random ones
+    pairs = [(0.0, 0.0), (100.0, 100.0), (90.0, 0.0), (40.0, 40.0), (99.0, 1.0)]
+    pairs += [(uniform(generator, 0, 100), uniform(generator, 0, 100)) for _ in range(5)]
+    pairs += [(uniform(generator, 50, 100), uniform(generator, 0, 5))]
     for acc, auc in pairs:
         expected = metrics.h_score(acc, auc)
         try:
@@ -89,7 +128,7 @@ def _check_h_score(answer: Any, generator: torch.Generator) -> list[str]:
         except ZeroDivisionError:
             return ["it divides by zero when ACC and AUROC are both 0: H is 0 there (nothing recognised, "
                     "nothing rejected)"]
-        if abs(got - expected) < 1e-6:
+        if near(got, expected):
             continue
         if acc + auc == 0:
             return [f"it gives {got} when ACC and AUROC are both 0: H is 0 there"]
@@ -98,9 +137,11 @@ def _check_h_score(answer: Any, generator: torch.Generator) -> list[str]:
              "value drags down", (acc + auc) / 2),
             ("that is the geometric mean; H is the harmonic mean 2·ACC·AUROC / (ACC + AUROC)", math.sqrt(acc * auc)),
             ("it misses the factor 2: H = 2·ACC·AUROC / (ACC + AUROC)", acc * auc / (acc + auc)),
+            ("it is a fraction; ACC, AUROC and H are all in percent", expected / 100.0),
         ]
-        message = first_match(torch.tensor(got), [(m, torch.tensor(v)) for m, v in known], 1e-6)
-        return [message or f"H({acc:.2f}, {auc:.2f}) should be {expected:.4f}, it gives {got:.4f}"]
+        message = first_match(torch.tensor(got), torch.tensor(expected), [(m, torch.tensor(v)) for m, v in known])
+        shown, right = two_numbers(got, expected)
+        return [message or f"H({acc:.2f}, {auc:.2f}) is {right}; it gives {shown}"]
     return []
 
 
@@ -121,14 +162,27 @@ def _trace_precision(passed: torch.Tensor, is_outlier: torch.Tensor) -> float:
     return filter_precision(trace)[0]
 
 
-@exercise(LESSON, "A filter's precision and recall", filter_precision_recall,
-          "`stamplib.evaluation.traces.filter_precision` and the recall of the known-class samples")
-def _check_precision_recall(answer: Any, generator: torch.Generator) -> list[str]:
+def _filter_cases(generator: torch.Generator) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """(passed, is_outlier): fixed boundary cases first — some of each kind through, nothing
+    through, everything through, a batch without outliers — then random ones (the last with
+    nothing through)."""
+    is_outlier = torch.tensor([False, True, False, False, True, False, True, False, False, False])
+    yield torch.tensor([True, True, False, True, False, False, True, True, False, False]), is_outlier
+    yield torch.zeros(10, dtype=torch.bool), is_outlier
+    yield torch.ones(10, dtype=torch.bool), is_outlier
+    yield torch.tensor([True, False, True, True, False, False, True, False]), torch.zeros(8, dtype=torch.bool)
     for case in range(6):
         b = integer(generator, 4, 64)
         is_outlier = torch.rand(b, generator=generator) < 0.3
         is_outlier[0] = False
-        passed = torch.rand(b, generator=generator) < (0.0 if case == 5 else uniform(generator, 0.1, 0.9))
+        yield torch.rand(b, generator=generator) < (0.0 if case == 5 else uniform(generator, 0.1, 0.9)), is_outlier
+
+
+@exercise(LESSON, "A filter's precision and recall", filter_precision_recall,
+          "`stamplib.evaluation.traces.filter_precision` and the recall of the known-class samples")
+def _check_precision_recall(answer: Any, generator: torch.Generator) -> list[str]:
+    for passed, is_outlier in _filter_cases(generator):
+        b = len(passed)
         expected_precision = _trace_precision(passed, is_outlier)
         known = ~is_outlier
         expected_recall = float((passed & known).sum()) / float(known.sum())
@@ -136,26 +190,35 @@ def _check_precision_recall(answer: Any, generator: torch.Generator) -> list[str
         if not isinstance(result, (tuple, list)) or len(result) != 2:
             return ["return two numbers, (precision, recall)"]
         precision, recall = (float(v) for v in result)
-        if case == 5 and not math.isnan(precision):
+        if not passed.any() and not math.isnan(precision):
             return [f"nothing passed the filter, so its precision is undefined (nan), not {precision}"]
-
-        def near(a: float, b: float) -> bool:
-            return abs(a - b) < 1e-6
-
-        if (math.isnan(expected_precision) or near(precision, expected_precision)) and near(recall, expected_recall):
+        if near(precision, expected_precision) and near(recall, expected_recall):
             continue
-        if near(precision, expected_recall) and near(recall, expected_precision):
-            return ["precision and recall are swapped: precision divides by what passed, recall by the known-class "
-                    "samples"]
-        if near(precision, 100 * expected_precision) or near(recall, 100 * expected_recall):
-            return ["give fractions in [0, 1], not percent"]
-        if near(recall, float((passed & is_outlier).sum()) / max(1, int(is_outlier.sum()))):
-            return ["recall here is of the known-class samples (how many of them the filter keeps), not of the "
-                    "outliers"]
-        if near(precision, float((passed & known).sum()) / b):
-            return ["precision divides by the samples that passed, not by the whole batch"]
-        return [f"precision {precision:.4f} (expected {expected_precision:.4f}), recall {recall:.4f} "
-                f"(expected {expected_recall:.4f})"]
+        kept_known, kept_outliers = float((passed & known).sum()), float((passed & is_outlier).sum())
+        mistakes = [  # (what the answer does, the (precision, recall) it gives)
+            ("precision and recall are swapped: precision divides by what passed, recall by the known-class "
+             "samples", (expected_recall, expected_precision)),
+            ("give fractions in [0, 1], not percent", (100 * expected_precision, 100 * expected_recall)),
+            ("give fractions in [0, 1], not percent", (100 * expected_precision, expected_recall)),
+            ("give fractions in [0, 1], not percent", (expected_precision, 100 * expected_recall)),
+            ("recall here is of the known-class samples (how many of them the filter keeps), not of the outliers",
+             (expected_precision, kept_outliers / max(1, int(is_outlier.sum())))),
+            ("precision divides by the samples that passed, not by the whole batch", (kept_known / b, expected_recall)),
+            ("recall divides by the known-class samples (how many of them the filter keeps), not by the whole batch",
+             (expected_precision, kept_known / b)),
+            ("its precision is the outliers' share of what passed; precision is the known-class share",
+             (1.0 - expected_precision, expected_recall)),
+        ]
+        for message, (p, r) in mistakes:
+            if near(precision, p) and near(recall, r) and not (near(p, expected_precision) and near(r, expected_recall)):
+                return [message]
+        wrong = []
+        for what, value, right in (("precision", precision, expected_precision), ("recall", recall, expected_recall)):
+            if not near(value, right):
+                shown, correct = two_numbers(value, right)
+                wrong.append(f"{what} {shown} (expected {correct})")
+        return [f"{', '.join(wrong)}, with {int(passed.sum())} of {b} samples through and {int(is_outlier.sum())} "
+                "outliers in the batch"]
     return []
 
 

@@ -1,0 +1,349 @@
+"""The checks are right about right and wrong answers, on every seed.
+
+``WRONG`` holds the typical wrong answers of every exercise (those a class produces, among them
+every one issue 52 found passing on some draws) with a fragment of the message that must name
+what the answer does; each is rejected on every one of 100 seeds. ``RIGHT`` holds answers that
+are right but written otherwise than the reference solution — float32 versions of every
+solution, another ε, scikit-learn's AUROC, ``nn.BatchNorm2d`` in train mode, ``CosineAnnealingLR``
+— and each passes on every one of 100 seeds. The checks run fixed boundary cases before the
+random ones, so a mistake that shows only at a boundary is caught on every draw.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from sklearn.metrics import roc_auc_score
+from torch import nn
+
+from stamplib.teaching import EXERCISES, check
+
+SEEDS = range(100)
+#: Checks that run STAMP steps on their random cases: a right answer reaches them (about a
+#: second a seed), so its 100 seeds are slow and 10 stay in the default suite.
+STAMP_STEPS = {"stamp_reliable"}
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _entropy(p: torch.Tensor) -> torch.Tensor:
+    return -torch.special.xlogy(p, p).sum(1)
+
+
+def _logit_entropy(logits: torch.Tensor) -> torch.Tensor:
+    log_p = torch.log_softmax(logits, 1)
+    return -(log_p.exp() * log_p).sum(1)
+
+
+def _bn(x, w, b, eps, dims=(0, 2, 3), unbiased=False, eps_inside=True, affine=True):
+    mean, var = x.mean(dims, keepdim=True), x.var(dims, unbiased=unbiased, keepdim=True)
+    normalised = (x - mean) / (torch.sqrt(var + eps) if eps_inside else var.sqrt() + eps)
+    return normalised * w.view(1, -1, 1, 1) + b.view(1, -1, 1, 1) if affine else normalised
+
+
+def _module_bn(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float) -> torch.Tensor:
+    """``nn.BatchNorm2d`` in train mode, float32, as a student would call it."""
+    layer = nn.BatchNorm2d(x.shape[1], eps=eps).train()
+    with torch.no_grad():
+        layer.weight.copy_(w)
+        layer.bias.copy_(b)
+    return layer(x.float())
+
+
+def _pairs(s: torch.Tensor, o: torch.Tensor, tie: float = 0.5, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    higher = (s[o][:, None] > s[~o][None, :]).to(dtype)
+    ties = (s[o][:, None] == s[~o][None, :]).to(dtype)
+    return higher + tie * ties
+
+
+def _ordinal_rank_auroc(s: torch.Tensor, o: torch.Tensor) -> float:
+    """Mann–Whitney U with ranks from argsort: a tie gets whichever rank the sort gives it."""
+    ranks = torch.empty(len(s), dtype=torch.float64)
+    ranks[torch.argsort(s, stable=True)] = torch.arange(1, len(s) + 1, dtype=torch.float64)
+    n_out, n_known = int(o.sum()), int((~o).sum())
+    return 100 * (float(ranks[o].sum()) - n_out * (n_out + 1) / 2) / (n_out * n_known)
+
+
+def _self_weighted(logits, scale, sign=-1.0, detach=False, with_scale=True, normalised=True, mean=True):
+    h = _logit_entropy(logits)
+    w = torch.softmax(sign * h, 0) if normalised else torch.exp(sign * h)
+    w = w.detach() if detach else w
+    terms = h * (scale if with_scale else 1) * w
+    return terms.mean() if mean else terms.sum()
+
+
+def _candidates(counts, xi, capacity, present_only=True, when_full=True, by_counts=False, all_ties=True,
+                full_at=0, exactly_full=False, top_over_all=False):
+    total = sum(counts)
+    if exactly_full and total != capacity:
+        return []
+    if when_full and total < capacity + full_at:
+        return []
+    classes = [c for c in range(len(counts)) if counts[c] > 0 or not present_only]
+    key = counts if by_counts else xi
+    top = max(key) if top_over_all else max(key[c] for c in classes)
+    tied = [c for c in classes if key[c] == top]
+    return tied if all_ties else tied[:1]
+
+
+def _lr(lr0: float, n: float, t: float) -> float:
+    return lr0 * 0.5 * (1 + math.cos(math.pi * n / t))
+
+
+def _cosine_annealing(lr0: float, step: int, period: int) -> float:
+    """The step size PyTorch's ``CosineAnnealingLR`` sets after ``step`` scheduler steps."""
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=lr0)
+    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=period)
+    for _ in range(step):
+        optimizer.step()
+        scheduler.step()
+    return optimizer.param_groups[0]["lr"]
+
+
+def _score_entropy(p: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    return -(p * torch.log(p + eps)).sum(1)
+
+
+def _reliable(p, clean, ref, alpha, threshold=None, consistency=True, low=True, averaged_label=False,
+              entropy_test=True):
+    h = _score_entropy(p)
+    threshold = alpha * math.log(p.shape[1]) if threshold is None else threshold
+    mask = (h < threshold if low else h > threshold) if entropy_test else torch.ones_like(clean, dtype=torch.bool)
+    if consistency:
+        mask &= (p.argmax(1) if averaged_label else clean) == ref
+    return mask
+
+
+# ----------------------------------------------------------------------------- the answers
+
+Answer = Callable[..., Any]
+
+#: Per exercise: wrong answers, each with a fragment of the message its check must give.
+WRONG: dict[str, list[tuple[Answer, str]]] = {
+    "softmax_entropy": [
+        (lambda p: -(p * torch.log(p)).sum(1), "0·log 0"),
+        (lambda p: _entropy(p) / math.log(2), "bits"),
+        (lambda p: _entropy(p) / math.log(10), "log base 10"),
+        (lambda p: -_entropy(p), "sign"),
+        (lambda p: _entropy(p).sum(), "one entropy per sample"),
+        (lambda p: -torch.special.xlogy(p, p).sum(0), "one entropy per sample"),
+        (lambda p: _entropy(p) / p.shape[1], "averages over the classes"),
+    ],
+    "entropy_from_logits": [
+        (lambda z: -(torch.softmax(z, 1) * torch.log(torch.softmax(z, 1))).sum(1), "large logits"),
+        (lambda z: _logit_entropy(z).detach(), "no gradient"),
+        (lambda z: -_logit_entropy(z), "sign"),
+        (lambda z: _logit_entropy(z) / math.log(2), "bits"),
+        (lambda z: _logit_entropy(z).mean(), "one entropy per sample"),
+    ],
+    "batch_norm_with_batch_statistics": [
+        (lambda x, w, b, e: _bn(x, w, b, e, unbiased=True), "unbiased"),
+        (lambda x, w, b, e: _bn(x, w, b, e, eps_inside=False), "inside the square root"),
+        (lambda x, w, b, e: _bn(x, w, b, e, affine=False), "weight and bias"),
+        (lambda x, w, b, e: _bn(x, w, b, e, dims=(1, 2, 3)), "per sample"),
+        (lambda x, w, b, e: _bn(x, w, b, e, dims=(2, 3)), "per sample and channel"),
+        (lambda x, w, b, e: _bn(x, w, b, e, dims=(0,)), "spatial positions"),
+        (lambda x, w, b, e: _bn(x, b, w, e), "swapped"),
+        (lambda x, w, b, e: _bn(x, w, b, 1e-5), "whatever `eps`"),
+        (lambda x, w, b, e: x.mean(), "shape"),
+    ],
+    "auroc_percent": [
+        (lambda s, o: float(_pairs(s, o).mean()), "fraction"),
+        (lambda s, o: 100 - 100 * float(_pairs(s, o).mean()), "reversed"),
+        (lambda s, o: 1 - float(_pairs(s, o).mean()), "reversed and a fraction"),
+        (lambda s, o: 100 * float(_pairs(s, o, tie=0.0).mean()), "a tie counts nothing"),
+        (lambda s, o: 100 * float(_pairs(s, o, tie=1.0).mean()), "a tie counts as a whole"),
+        (_ordinal_rank_auroc, "ties between an outlier and a known-class sample"),
+        (lambda s, o: 100 * float((s[o] > s[~o].mean()).double().mean()), "it gives"),
+    ],
+    "h_score": [
+        (lambda a, b: (a + b) / 2, "arithmetic mean"),
+        (lambda a, b: 2 * a * b / (a + b), "both 0"),
+        (lambda a, b: float(2 * torch.tensor(a) * b / (torch.tensor(a) + b)), "both 0"),
+        (lambda a, b: a * b / (a + b) if a + b else 0.0, "factor 2"),
+        (lambda a, b: math.sqrt(a * b), "geometric"),
+        (lambda a, b: 2 * (a / 100) * (b / 100) / ((a + b) / 100) if a + b else 0.0, "fraction"),
+        (lambda a, b: min(a, b), "it gives"),
+    ],
+    "filter_precision_recall": [
+        (lambda p, o: (float((p & ~o).sum()) / float((~o).sum()),
+                       float((p & ~o).sum()) / float(p.sum()) if p.any() else math.nan), "swapped"),
+        (lambda p, o: (100 * float((p & ~o).sum()) / float(p.sum()) if p.any() else math.nan,
+                       100 * float((p & ~o).sum()) / float((~o).sum())), "fractions"),
+        (lambda p, o: (float((p & ~o).sum()) / len(p), float((p & ~o).sum()) / float((~o).sum())), "whole batch"),
+        (lambda p, o: (float((p & ~o).sum()) / float(p.sum()) if p.any() else math.nan,
+                       float((p & ~o).sum()) / len(p)), "recall divides by the known-class samples"),
+        (lambda p, o: (float((p & o).sum()) / float(p.sum()) if p.any() else math.nan,
+                       float((p & ~o).sum()) / float((~o).sum())), "outliers' share"),
+        (lambda p, o: (float((p & ~o).sum()) / max(1, int(p.sum())), float((p & ~o).sum()) / float((~o).sum())),
+         "undefined (nan)"),
+        (lambda p, o: (float((p & ~o).sum()) / float(p.sum()) if p.any() else math.nan,
+                       float((p & o).sum()) / max(1, int(o.sum()))), "not of the outliers"),
+        (lambda p, o: float((p & ~o).sum()) / float(p.sum()), "two numbers"),
+    ],
+    "self_weighted_entropy": [
+        (lambda z, s: _self_weighted(z, s, sign=1.0), "uncertain"),
+        (lambda z, s: _self_weighted(z, s, detach=True), "detached"),
+        (lambda z, s: _self_weighted(z, s, with_scale=False), "scale"),
+        (lambda z, s: _self_weighted(z, s, mean=False), "sums over the samples"),
+        (lambda z, s: _self_weighted(z, s, normalised=False), "not normalised"),
+        (lambda z, s: _logit_entropy(z).mean(), "plain mean entropy"),
+    ],
+    "eviction_candidates": [
+        (lambda c, x, k: _candidates(c, x, k, present_only=False), "no sample in the memory"),
+        (lambda c, x, k: _candidates(c, x, k, by_counts=True), "current counts"),
+        (lambda c, x, k: _candidates(c, x, k, when_full=False), "room"),
+        (lambda c, x, k: _candidates(c, x, k, full_at=-1), "capacity − 1"),
+        (lambda c, x, k: _candidates(c, x, k, full_at=1), "full"),
+        (lambda c, x, k: _candidates(c, x, k, exactly_full=True), "more than `capacity`"),
+        (lambda c, x, k: _candidates(c, x, k, top_over_all=True), "absent classes included"),
+        (lambda c, x, k: _candidates(c, x, k, all_ties=False), "ties"),
+    ],
+    "cosine_step_size": [
+        (lambda lr, n, t: _lr(lr, min(n, t), t), "rises again"),
+        (lambda lr, n, t: _lr(lr, n % t, t), "step % period"),
+        (lambda lr, n, t: lr * (1 + math.cos(math.pi * n / t)), "½"),
+        (lambda lr, n, t: _lr(lr, n + 1, t), "off by one"),
+        (lambda lr, n, t: lr * 0.5 * (1 + math.cos(180 * n / t)), "radians"),
+        (lambda lr, n, t: _lr(lr, n, 2 * t), "expected"),
+    ],
+    "stamp_reliable": [
+        (lambda p, c, r, a: _reliable(p, c, r, a, threshold=a), "not α"),
+        (lambda p, c, r, a: _reliable(p, c, r, a, threshold=a * math.log2(p.shape[1])), "log₂"),
+        (lambda p, c, r, a: _reliable(p, c, r, a, threshold=1.2 * a * math.log(p.shape[1])), "above α·ln C"),
+        (lambda p, c, r, a: _reliable(p, c, r, a, threshold=math.log(p.shape[1])), "without α"),
+        (lambda p, c, r, a: (p.max(1).values > 1 - a) & (c == r), "largest probability"),
+        (lambda p, c, r, a: _reliable(p, c, r, a, threshold=a * math.log(p.shape[0])), "batch"),
+        (lambda p, c, r, a: _reliable(p, c, r, a, consistency=False), "source weights"),
+        (lambda p, c, r, a: _reliable(p, c, r, a, entropy_test=False), "entropy test is missing"),
+        (lambda p, c, r, a: _reliable(p, c, r, a, low=False), "*low*"),
+        (lambda p, c, r, a: _reliable(p, c, r, a, averaged_label=True), "clean view's label"),
+    ],
+    "class_frequency_update": [
+        (lambda x, c, b: b * x + (1 - b) * c, "β weighs the new counts"),
+        (lambda x, c, b: (1 - b) * x + b * c / c.sum(), "shares"),
+        (lambda x, c, b: x + b * c, "(1 − β)"),
+        (lambda x, c, b: (1 - b) * x + c, "it gives"),
+    ],
+}
+
+#: Per exercise: right answers written otherwise than the reference solution.
+RIGHT: dict[str, list[tuple[Answer, str]]] = {
+    "softmax_entropy": [
+        (lambda p: -torch.special.xlogy(p.float(), p.float()).sum(1), "float32"),
+        (lambda p: -(p * torch.log(p.clamp_min(1e-12))).sum(1), "log of p clamped at 1e-12"),
+        (lambda p: -(p * torch.log(p + 1e-10)).sum(1), "another ε"),
+    ],
+    "entropy_from_logits": [
+        (lambda z: _logit_entropy(z.float()), "float32"),
+        (lambda z: -(torch.softmax(z, 1) * torch.log_softmax(z, 1)).sum(1), "softmax times log_softmax"),
+        (lambda z: torch.logsumexp(z, 1) - (torch.softmax(z, 1) * z).sum(1), "logsumexp"),
+    ],
+    "batch_norm_with_batch_statistics": [
+        (lambda x, w, b, e: _bn(x.float(), w.float(), b.float(), e), "float32"),
+        (_module_bn, "nn.BatchNorm2d in train mode (float32)"),
+        (lambda x, w, b, e: nn.functional.batch_norm(x, None, None, w, b, training=True, eps=e), "F.batch_norm"),
+    ],
+    "auroc_percent": [
+        (lambda s, o: 100 * float(_pairs(s, o, dtype=torch.float32).mean()), "float32 (.float().mean())"),
+        (lambda s, o: 100 * roc_auc_score(o.numpy(), s.numpy()), "scikit-learn's roc_auc_score"),
+        (lambda s, o: 100 * roc_auc_score(o.numpy(), s.float().numpy()), "scikit-learn on float32 scores"),
+    ],
+    "h_score": [
+        (lambda a, b: float(2 * torch.tensor(a) * torch.tensor(b) / (torch.tensor(a) + torch.tensor(b)))
+         if a + b else 0.0, "float32 (torch.tensor)"),
+        (lambda a, b: 2 / (1 / a + 1 / b) if a and b else 0.0, "2 / (1/ACC + 1/AUROC)"),
+    ],
+    "filter_precision_recall": [
+        (lambda p, o: (float((p & ~o).float().sum() / p.float().sum()) if p.any() else math.nan,
+                       float((p & ~o).float().sum() / (~o).float().sum())), "float32"),
+        (lambda p, o: (float((~o[p]).float().mean()) if p.any() else float("nan"), float(p[~o].float().mean())),
+         "means of boolean masks"),
+    ],
+    "self_weighted_entropy": [
+        (lambda z, s: _self_weighted(z.float(), s), "float32"),
+        (lambda z, s: (lambda h: (h * s * torch.exp(-h) / torch.exp(-h).sum()).mean())(_logit_entropy(z)),
+         "exp(−H) / Σ exp(−H)"),
+    ],
+    "eviction_candidates": [
+        (lambda c, x, k: [] if sum(c) < k else (lambda t, present: [i for i in present if t[i] == max(t[j] for j in present)])(
+            torch.tensor(x, dtype=torch.float32), [i for i, n in enumerate(c) if n > 0]), "float32 ξ"),
+    ],
+    "cosine_step_size": [
+        (lambda lr, n, t: float(lr * 0.5 * (1 + torch.cos(torch.tensor(math.pi * n / t)))), "float32 (torch.cos)"),
+        (_cosine_annealing, "CosineAnnealingLR"),
+    ],
+    "stamp_reliable": [
+        (lambda p, c, r, a: (_score_entropy(p.float()) < a * math.log(p.shape[1])) & (c == r), "float32"),
+        (lambda p, c, r, a: (_entropy(p) < a * math.log(p.shape[1])) & (c == r), "the exact entropy (no ε)"),
+        (lambda p, c, r, a: (_score_entropy(p, 1e-8) < a * math.log(p.shape[1])) & (c == r), "another ε"),
+    ],
+    "class_frequency_update": [
+        (lambda x, c, b: (1 - b) * x.float() + b * c.float(), "float32"),
+        (lambda x, c, b: torch.lerp(x, c, b), "torch.lerp"),
+        (lambda x, c, b: x + b * (c - x), "ξ + β·(counts − ξ)"),
+    ],
+}
+
+
+def _cases(answers: dict[str, list[tuple[Answer, str]]], slow: set[str]) -> list[Any]:
+    """One test case per answer over 100 seeds; for the exercises in ``slow``, a slow one over 100
+    seeds and one over 10 in the default suite."""
+    cases = []
+    for name, entries in answers.items():
+        for index, (_, label) in enumerate(entries):
+            for seeds, marks in ((range(10), ()), (SEEDS, (pytest.mark.slow,))) if name in slow else ((SEEDS, ()),):
+                cases.append(pytest.param(name, index, seeds, marks=marks,
+                                          id=f"{name}-{index}-{label}-{len(seeds)}seeds"))
+    return cases
+
+
+def test_every_exercise_has_wrong_and_right_answers_here() -> None:
+    assert set(WRONG) == set(EXERCISES) == set(RIGHT)
+
+
+@pytest.mark.parametrize(("name", "index", "seeds"), _cases(WRONG, slow=set()))
+def test_a_wrong_answer_fails_on_every_seed_and_says_what_it_does(name: str, index: int, seeds: range) -> None:
+    wrong, fragment = WRONG[name][index]
+    for seed in seeds:
+        result = check(name, wrong, seed=seed)
+        assert not result.passed, f"{name}: a wrong answer ({fragment}) passed with seed {seed}"
+        assert any(fragment in p for p in result.problems), (seed, fragment, result.problems)
+        assert f"seed={seed}" in str(result) and "✗" in str(result)
+
+
+@pytest.mark.parametrize(("name", "index", "seeds"), _cases(RIGHT, slow=STAMP_STEPS))
+def test_a_right_answer_written_otherwise_passes_on_every_seed(name: str, index: int, seeds: range) -> None:
+    right, label = RIGHT[name][index]
+    for seed in seeds:
+        result = check(name, right, seed=seed)
+        assert result.passed, f"{name}: a right answer ({label}) failed with seed {seed}: {result.problems}"
+
+
+def test_a_threshold_of_log2_is_not_called_a_missing_entropy_test() -> None:
+    result = check("stamp_reliable", WRONG["stamp_reliable"][1][0], seed=0)
+    assert "log₂" in result.problems[0] and "missing" not in result.problems[0]
+
+
+@pytest.mark.parametrize(("name", "near_miss", "pattern"), [
+    ("h_score", lambda a, b: 2 * a * b / (a + b) * (1 + 3e-5) if a + b else 0.0, r"is (\S+); it gives (\S+)$"),
+    ("cosine_step_size", lambda lr, n, t: _lr(lr, n, t) * (1 + 3e-6) + 1e-7 * lr, r"expected (\S+), got (\S+)$"),
+    ("auroc_percent", lambda s, o: 100 * float(_pairs(s, o).mean()) + 2e-4,
+     r"it gives (\S+) where AUROC is ([^\s(]+)"),
+    ("filter_precision_recall", lambda p, o: (float((p & ~o).sum()) / float(p.sum()) + 3e-5 if p.any() else math.nan,
+                                              float((p & ~o).sum()) / float((~o).sum())),
+     r"precision (\S+) \(expected ([^)]+)\)"),
+    ("class_frequency_update", lambda x, c, b: ((1 - b) * x + b * c) * (1 + 3e-5), r"becomes (\S+); it gives (\S+)$"),
+])
+def test_a_near_miss_is_shown_with_the_digits_that_tell_it_apart(name: str, near_miss: Answer, pattern: str) -> None:
+    """Just past the tolerance, the message's two numbers still differ as printed."""
+    result = check(name, near_miss, seed=3)
+    assert not result.passed
+    found = re.search(pattern, result.problems[0])
+    assert found and found.group(1) != found.group(2), result.problems
