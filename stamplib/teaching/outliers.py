@@ -268,7 +268,7 @@ def plot_scores(plan: Plan, records: Mapping[str, Any], results: str | Path,
         row[-1].plot(100 * fpr, 100 * tpr, color=colours[method_label(method)])
         row[-1].plot([0, 100], [0, 100], color="grey", linewidth=0.8, linestyle="--")
         row[-1].set(title=f"ROC, {corruptions[0].replace('_', ' ')}",
-                    xlabel="FPR: known-class samples flagged (%)", ylabel="TPR: outliers flagged (%)")
+                    xlabel="FPR: known classes flagged (%)", ylabel="TPR: outliers flagged (%)")
         row[-1].title.set_fontsize(9)
     for ax in axes[-1][:-1]:
         ax.set_xlabel("OOD score (entropy, nats)")
@@ -372,8 +372,9 @@ def plot_long_stream_scores(frame: pd.DataFrame) -> plt.Figure:
         ax.plot(rows["batch"], rows["score_outliers"], color=colours[method], linestyle=":",
                 label=f"{method}: outliers")
     spans = frame.groupby("corruption", sort=False)["batch"].agg(["min", "max"]) if not frame.empty else pd.DataFrame()
+    ax.grid(False, axis="x")  # the theme's grid would fall mid-corruption, under the names
     for start in spans["min"] if not spans.empty else ():
-        ax.axvline(start - 0.5, color="grey", linewidth=0.4)
+        ax.axvline(start - 0.5, color="0.6", linewidth=0.8)
     # each corruption's name under the middle of its batches, as the x axis' labels
     ax.set_xticks(list((spans["min"] + spans["max"]) / 2) if not spans.empty else [],
                   [c.replace("_", " ") for c in spans.index], rotation=45, ha="right", fontsize=8)
@@ -453,7 +454,7 @@ def plot_filters(frame: pd.DataFrame) -> plt.Figure:
     """Per corruption: precision against recall of each filtering method, one point per batch
     and a large one for the mean."""
     corruptions = list(dict.fromkeys(frame["corruption"])) if not frame.empty else []
-    fig, axes = plt.subplots(1, max(1, len(corruptions)), figsize=(4.4 * max(1, len(corruptions)), 3.8),
+    fig, axes = plt.subplots(1, max(1, len(corruptions)), figsize=(4.4 * max(1, len(corruptions)), 4.2),
                              squeeze=False, sharey=True)
     colours = method_colours(frame["Method"]) if not frame.empty else {}
     for ax, corruption in zip(axes[0], corruptions):
@@ -468,7 +469,7 @@ def plot_filters(frame: pd.DataFrame) -> plt.Figure:
             ax.text(0.03, 0.03, f"no sample passed: {', '.join(empty)}", transform=ax.transAxes, fontsize=8,
                     va="bottom")
         ax.set(title=corruption.replace("_", " "), xlabel="recall: known-class samples kept (%)", xlim=(-3, 103))
-    axes[0][0].set_ylabel("precision: known-class share of what passed (%)")
+    axes[0][0].set_ylabel("precision (%): known-class\nshare of what passed")
     if corruptions:
         handles = [plt.Line2D([], [], marker="o", linestyle="", markersize=8, color=colours[m], markeredgecolor="black",
                               label=m) for m in colours]
