@@ -249,7 +249,7 @@ def harder_streams_text(table: pd.DataFrame) -> str:
 
 def stamp_reliable(probs: torch.Tensor, clean_label: torch.Tensor, reference_label: torch.Tensor,
                    alpha: float) -> torch.Tensor:
-    """STAMP's reliability filter (stamp.md §4.1, the authors' code): a sample is reliable when
+    """STAMP's reliability filter (docs/spec/stamp.md §4.1, the authors' code): a sample is reliable when
     the entropy of its view-averaged prediction ``probs`` ([B, C]), computed as −Σ p·log(p + 1e-5),
     is below α·ln C, and the current model's label of its clean view equals the label the source
     weights give it (``reference_label``). Returns a bool mask [B]."""

@@ -195,7 +195,7 @@ def step_text(table: pd.DataFrame, step: str) -> str:
 def cosine_step_size(lr0: float, step: int, period: int) -> float:
     """STAMP's step size before the (step+1)-th adaptation step: lr0 · ½ · (1 + cos(π · step /
     period)), periodic in ``step`` as PyTorch's CosineAnnealingLR (it rises again after
-    ``period`` steps, stamp.md §4.5)."""
+    ``period`` steps, docs/spec/stamp.md §4.5)."""
     return lr0 * 0.5 * (1.0 + math.cos(math.pi * step / period))
 
 
@@ -334,7 +334,7 @@ def _check_eviction(answer: Any, generator: torch.Generator) -> list[str]:
 
 
 def self_weighted_entropy(logits: torch.Tensor, scale: int) -> torch.Tensor:
-    """STAMP's loss on the memory (stamp.md §4.4): the entropy H_i of each sample, weighted by
+    """STAMP's loss on the memory (docs/spec/stamp.md §4.4): the entropy H_i of each sample, weighted by
     w = softmax(−H) with its gradient kept, scaled by ``scale`` (the memory's capacity) and
     averaged: mean_i(H_i · scale · w_i)."""
     log_p = torch.log_softmax(logits, dim=1)
