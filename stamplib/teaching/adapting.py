@@ -262,7 +262,8 @@ def comparison_text(frame: pd.DataFrame) -> str:
     if any(math.isnan(v) for v in (source, bn, tent)):
         return "Some of the three records are missing: compute the cells first."
     return (f"Mean over the corruptions: the source model recognises {source:.1f} % of the known-class images; "
-            f"re-estimating the BatchNorm statistics on each batch (BN Stats) lifts that to {bn:.1f} % without "
+            f"re-estimating the BatchNorm statistics on each batch (BN Stats) {'lifts' if bn > source else 'takes'} that "
+            f"to {bn:.1f} % without "
             f"changing a single weight; Tent's entropy minimisation, on top of it, gives {tent:.1f} % "
             f"({tent - bn:+.1f} points). Its outlier rejection moves from AUROC {auroc_bn:.1f} (BN Stats) to "
             f"{auroc_tent:.1f}: lesson 15 is about that.")

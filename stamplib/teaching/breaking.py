@@ -158,7 +158,8 @@ def collapse_text(found: Mapping[str, Mapping[str, Any]], corruption: str, class
     name = class_names[top] if top < len(class_names) else str(top)
     text = (f"On {corruption.replace('_', ' ')} STAMP recognises {here['acc']:.1f} % of the known-class images "
             f"(BN Stats {bn['per_corruption'][corruption]['acc']:.1f} %; AUROC {here['auroc']:.1f}, H {here['h']:.1f}). "
-            f"There only {passed[corruption]:.1f} samples per batch of 64 pass its filters{others}, and at the end "
+            f"There {'only ' if passed[corruption] < min(passed.values(), default=0) + 1e-9 and len(passed) > 1 else ''}"
+            f"{passed[corruption]:.1f} samples per batch of 64 pass its filters{others}, and at the end "
             f"of the stream {last[top]} of the {sum(last)} samples in its memory are predicted *{name}*, "
             f"{sum(1 for n in last if n)} classes in all.")
     plain = found.get("STAMP, weighting=none")

@@ -42,9 +42,10 @@ def closing(plan: plans.Plan, records: Mapping[str, Any], results: str | Path) -
                      + " and ".join(f"{stamp['per_corruption'][o]['h']:.1f}" for o in others)
                      + " against BN Stats' " + " and ".join(f"{bn['per_corruption'][o]['h']:.1f}" for o in others)
                      + "." if others else "")
-                  + " A class-balanced memory can only balance the classes that pass its filters; entropy "
-                  "minimisation on a memory mostly of one class can pull the network towards that class. Lesson 17 "
-                  "takes this apart (and runs STAMP without self-weights on the same stream).", ""]
+                  + (" A class-balanced memory can only balance the classes that pass its filters; entropy "
+                     "minimisation on a memory mostly of one class can pull the network towards that class."
+                     if _top_share(stamp["trace"][worst]["memory_counts"][-1]) > 0.5 else "")
+                  + " Lesson 17 takes this apart (and runs STAMP without self-weights on the same stream).", ""]
     stores = default_stores(results)
     spreads = {c.spec.method: seed_spread(c.spec, stores) for c in plan.cells}
     several = {m: s for m, s in spreads.items() if s.several}
@@ -63,3 +64,8 @@ def closing(plan: plans.Plan, records: Mapping[str, Any], results: str | Path) -
                       f"{', '.join(map(str, ref.seeds))} in the same setting: a spread of "
                       f"{ref.high - ref.low:.1f} points from the seed alone.")
     return "\n".join(lines)
+
+
+def _top_share(counts: list[int]) -> float:
+    """The largest class's share of a memory's content (0 for an empty memory)."""
+    return max(counts) / sum(counts) if sum(counts) else 0.0

@@ -166,7 +166,8 @@ def path_text(table: pd.DataFrame) -> str:
     biggest = max(((b["H"] - a["H"], b["step"]) for (_, a), (_, b) in zip(steps.iloc[:-1].iterrows(),
                                                                         steps.iloc[1:].iterrows())))
     return (f"Mean H from {first['step']} ({first['H']:.1f}) to {last['step']} ({last['H']:.1f}), step by step: "
-            f"{'; '.join(moves)}. The largest single gain: {biggest[1]} ({biggest[0]:+.1f}).")
+            f"{'; '.join(moves)}. " + (f"The largest single gain: {biggest[1]} ({biggest[0]:+.1f})." if biggest[0] > 0
+                                       else "No step raises the mean H here."))
 
 
 def step_text(table: pd.DataFrame, step: str) -> str:

@@ -191,3 +191,18 @@ def test_lesson_15_says_where_stamp_stands_against_bn_stats_in_the_committed_qui
     text = outliers.h_plane_text(plan, records)
     assert f"STAMP's mean H ({stamp:.1f}) is {'above' if stamp > bn else 'below'} BN Stats' ({bn:.1f})" in text, text
     assert ("pulled down by" in text) == (stamp < bn)
+
+
+def test_lesson_14_and_16_say_lifts_and_gain_only_where_the_numbers_rise() -> None:
+    from stamplib.teaching import adapting, piece_by_piece
+
+    def comparison(source: float, bn: float) -> pd.DataFrame:
+        return pd.DataFrame([{"method": m, "corruption": "mean", "acc": v, "auroc": 60.0}
+                             for m, v in (("source", source), ("bn_stats", bn), ("tent", 50.0))])
+
+    assert "(BN Stats) lifts that to 70.0 %" in adapting.comparison_text(comparison(40.0, 70.0))
+    assert "(BN Stats) takes that to 30.0 %" in adapting.comparison_text(comparison(40.0, 30.0))
+    falling = _path({"ACC": 60.0, "AUROC": 57.9, "H": 58.9}, {"ACC": 50.0, "AUROC": 28.9, "H": 40.0})
+    assert "No step raises the mean H here." in piece_by_piece.path_text(falling)
+    rising = _path({"ACC": 60.0, "AUROC": 57.9, "H": 40.0}, {"ACC": 50.0, "AUROC": 28.9, "H": 58.9})
+    assert "The largest single gain: + views averaging (+18.9)." in piece_by_piece.path_text(rising)
