@@ -432,6 +432,7 @@ def drift_verdict(share: float, reference_share: float) -> str:
         return f"**Tent collapses here**: at the end one class takes {100 * share:.0f} % of its predictions."
     if share >= reference_share + 0.05:
         return (f"**Tent drifts towards one class here, without collapsing**: its most predicted class ends at "
-                f"{100 * share:.0f} %, above BN Stats' {100 * reference_share:.0f} % but far from all of them.")
+                f"{100 * share:.0f} % of its predictions, above BN Stats' {100 * reference_share:.0f} %, but no class takes "
+                "half of them.")
     return (f"**Tent does not drift here**: its most predicted class ends at {100 * share:.0f} %, no more than BN "
             f"Stats' {100 * reference_share:.0f} % (+5 points).")
