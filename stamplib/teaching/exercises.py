@@ -12,9 +12,11 @@ whole; a student's copy starts with it off.
 
 Each exercise registers itself with :func:`exercise`: its name (the function's name in the
 notebook), its lesson, the reference solution, what stamplib implementation it is checked
-against, and a function that tries an answer on fresh random cases and returns the problems it
-found (empty: right). Known mistakes are recognised by computing what the mistaken formula
-would give (:func:`first_match`), so the message names the mistake rather than a difference.
+against, and a function that tries an answer on fixed boundary cases (where a mistake that
+random inputs rarely reach shows on every run), then on fresh random cases, and returns the
+problems it found (empty: right). Known mistakes are recognised by computing what the mistaken
+formula would give (:func:`first_match`), so the message says what the answer does rather than
+by how much it is off; a mistake the inputs cannot tell apart is not named.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from typing import Any
 import torch
 
 Answer = Callable[..., Any]
-#: Tries an answer on fresh cases drawn from the generator; returns what is wrong (empty: right).
+#: Tries an answer on fixed cases, then fresh ones drawn from the generator; returns what is wrong
+#: (empty: right).
 FindProblems = Callable[[Answer, torch.Generator], list[str]]
 
 
