@@ -316,10 +316,10 @@ def _check_eviction(answer: Any, generator: torch.Generator) -> list[str]:
                     "absent class with a large ξ is skipped)"]
         if not got and total > capacity:
             return [f"the memory holds more than `capacity` samples ({total} of {capacity}) and it gives no candidate: "
-                    "a memory at or over capacity evicts (holds ≥ capacity, not == capacity)"]
+                    "a memory at or over capacity evicts (sum of the counts ≥ capacity)"]
         if not got and max(xi) > max(xi[c] for c in present):
-            return ["the memory is full and it gives no candidate: it takes the largest ξ with the absent classes "
-                    "included, which no present class reaches; take the largest ξ among the present classes"]
+            return ["the memory is full, an absent class has the largest ξ, and it gives no candidate: the largest ξ "
+                    "is taken among the present classes only (over all classes, no present class reaches it)"]
         if not got:
             return [f"the memory is full (it holds {total} = `capacity` samples) and it gives no candidate: the next "
                     "insertion evicts, so the present classes with the largest ξ are candidates"]

@@ -202,7 +202,7 @@ WRONG: dict[str, list[tuple[Answer, str]]] = {
         (lambda c, x, k: _candidates(c, x, k, full_at=-1), "capacity − 1"),
         (lambda c, x, k: _candidates(c, x, k, full_at=1), "full"),
         (lambda c, x, k: _candidates(c, x, k, exactly_full=True), "more than `capacity`"),
-        (lambda c, x, k: _candidates(c, x, k, top_over_all=True), "absent classes included"),
+        (lambda c, x, k: _candidates(c, x, k, top_over_all=True), "among the present classes only"),
         (lambda c, x, k: _candidates(c, x, k, all_ties=False), "ties"),
     ],
     "cosine_step_size": [
