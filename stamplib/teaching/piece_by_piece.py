@@ -142,8 +142,12 @@ def plot_path(table: pd.DataFrame) -> plt.Figure:
     x = range(len(steps))
     fig, ax = plt.subplots(figsize=(10, 4.0))
     per_corruption = [c for c in steps.columns if c.startswith("H ") and c != "H over seeds"]
-    for column in per_corruption:
-        ax.plot(x, steps[column], marker="o", linewidth=1, alpha=0.6, label=f"ours, {column[2:]}")
+    # corruptions in grey, told apart by marker and dash: the palette's colours belong to methods
+    styles = [("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."), ("v", (0, (5, 1)))]
+    for i, column in enumerate(per_corruption):
+        marker, dash = styles[i % len(styles)]
+        ax.plot(x, steps[column], marker=marker, linestyle=dash, color="0.45", linewidth=1, alpha=0.8,
+                label=f"ours, {column[2:]}")
     ax.plot(x, steps["H"], marker="o", linewidth=2.5, color=STAMP_COLOUR, label="ours, mean over corruptions")
     if "paper H" in steps:
         ax.plot(x, steps["paper H"], marker="x", linestyle="--", color="black",
@@ -187,7 +191,7 @@ def step_text(table: pd.DataFrame, step: str) -> str:
     verdict = ("a better OOD score, as the idea promises" if after["AUROC"] > before["AUROC"] else
                "a worse OOD score, against what the idea promises")
     return (f"Here, from {before['step']} to {step}: {moved('AUROC')}, {moved('ACC')}, {moved('H')}: {verdict}, on the "
-            "mean over corruptions (the per-corruption lines of the figure above show where it holds).")
+            "mean over corruptions (the figure's grey lines show each corruption).")
 
 
 # ------------------------------------------------------------------------------- exercises
