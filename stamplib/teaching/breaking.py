@@ -125,8 +125,11 @@ def plot_collapse(record: Mapping[str, Any], corruption: str, class_names: Seque
     (pseudo-)class along ``corruption``'s stream."""
     trace = trace_frame(record)
     fig, axes = plt.subplots(1, 2, figsize=(13, 3.6))
+    # corruptions in black (the studied one, thick) and greys, by marker: the palette's colours are methods'
+    markers = iter("osD^v<>p")
     for name, rows in trace.groupby("corruption", sort=False):
-        axes[0].plot(rows["batch"], rows["passed"], marker="o", markersize=3, label=name.replace("_", " "),
+        axes[0].plot(rows["batch"], rows["passed"], marker=next(markers, "o"), markersize=4,
+                     label=name.replace("_", " "), color="black" if name == corruption else "0.55",
                      linewidth=2.5 if name == corruption else 1.2)
     axes[0].set(xlabel="batch", ylabel="samples through the filters", title="reliable samples per batch (of 64)")
     axes[0].legend(frameon=False)
