@@ -94,6 +94,11 @@ class HUSMemory:
         del self._tag[slot]
         self._free.append(slot)
 
+    @property
+    def items(self) -> list[list[torch.Tensor]]:
+        """The stored samples per class, in insertion order (views of the buffer, for diagnostics)."""
+        return [[self._data[s] for s in cls] for cls in self._slots]
+
     def _order(self) -> list[int]:
         return [s for cls in self._slots for s in cls]
 
