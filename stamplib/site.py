@@ -13,6 +13,7 @@ Building needs the ``site`` extra (``pip install 'stamplib[site]'``); checking a
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -179,7 +180,7 @@ def write_sources(pages: list[Page], src: Path, profile: str, figures: Path | No
     candidates = ("reference_run.png", f"{plans.TABLE1.notebook}.png")
     for name in (("builtin_benchmark.png", *candidates) if profile == "quick" else candidates):
         if figures is not None and (figures / name).is_file():
-            (src / "figures").mkdir()
+            (src / "figures").mkdir(exist_ok=True)
             shutil.copyfile(figures / name, src / "figures" / "headline.png")
             headline = "figures/headline.png"
             break
@@ -188,6 +189,12 @@ def write_sources(pages: list[Page], src: Path, profile: str, figures: Path | No
         (src / "docs").mkdir()
     for guide in guides:
         shutil.copyfile(guide.source, src / f"{guide.docname}.md")
+        # A guide's committed figures (docs/claims.md shows figures/claims.png) go where its links point.
+        for name in re.findall(r"\]\(\.\./figures/([\w.-]+\.png)\)", guide.source.read_text()):
+            committed = docs.parent / "figures" / name
+            if committed.is_file():
+                (src / "figures").mkdir(exist_ok=True)
+                shutil.copyfile(committed, src / "figures" / name)
     if guides and (docs / "screenshots").is_dir():  # the guides link to them
         shutil.copytree(docs / "screenshots", src / "docs" / "screenshots")
     (src / "index.md").write_text(index_markdown(pages, profile, headline, guides))

@@ -33,7 +33,7 @@ CORE = {"torch", "torchvision", "numpy", "scipy", "pillow", "scikit-learn", "pan
         "seaborn", "tqdm"}
 #: Every module an extra provides that the package asks for (the blocked ones below).
 EXTRA_MODULES = {"submitit": "cluster", "papermill": "notebooks", "ipykernel": "notebooks",
-                 "ipywidgets": "notebooks", "sphinx": "site", "myst_nb": "site", "sphinx_book_theme": "site"}
+                 "ipywidgets": "notebooks", "nbformat": "notebooks", "nbclient": "notebooks", "sphinx": "site", "myst_nb": "site", "sphinx_book_theme": "site"}
 #: Import names that differ from their distribution's name.
 DISTRIBUTIONS = {"sklearn": "scikit-learn", "PIL": "pillow"}
 

@@ -29,7 +29,7 @@ ALLOWED = {
     "report": {"report", "experiments", "evaluation", "data", "methods", "paths", "validation"},
     # the course (notebooks 14–17): exercises checked against the layers below, lessons' figures
     "teaching": {"teaching", "report", "experiments", "evaluation", "data", "methods", "models", "blocks", "paths",
-                 "validation"},
+                 "validation", "extras"},
 }
 FACES = {"__init__", "__main__", "cli", "notebook_runner", "explorer", "site"}
 

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stamplib import paths
 from stamplib.extras import require, require_installed
 
 _PURPOSE = "the course's release and grading"
@@ -146,9 +147,10 @@ def _import_statements(source: str) -> list[str]:
 def course_notebooks(source: Path | None = None) -> list[Path]:
     """The course's notebooks in ``source`` (default: the checkout's notebooks/), overview first."""
     if source is None:
-        from stamplib.notebook_runner import notebooks_dir
-
-        source = notebooks_dir()
+        root = paths.repo_root()
+        if root is None:
+            raise FileNotFoundError("the course's notebooks live in the source checkout: clone the repository")
+        source = root / "notebooks"
     found = sorted(nb for nb in Path(source).glob("[0-9][0-9]_*.ipynb") if nb.stem.startswith(COURSE_NOTEBOOKS))
     if not found:
         raise FileNotFoundError(f"no course notebooks (00_walkthrough, 14_… to 17_…) in {source}")
@@ -468,7 +470,7 @@ def _execute(graded: Any, checks: dict[int, str], origin: dict[int, int], marker
     deadline of ``time_limit`` seconds."""
     nbclient = require("nbclient", "notebooks", _PURPOSE)
     require_installed("ipykernel", "notebooks", _PURPOSE)
-    from nbclient.exceptions import DeadKernelError
+    dead_kernel = nbclient.exceptions.DeadKernelError  # through the checked import: nbclient is an extra
 
     # Past its time a cell is interrupted and answered with this error (nbclient's
     # interrupt_on_timeout), so that its polling ends cleanly; the shutdown then kills a kernel
@@ -497,7 +499,7 @@ def _execute(graded: Any, checks: dict[int, str], origin: dict[int, int], marker
                 client.timeout = max(1, math.ceil(left))
             try:
                 client.execute_cell(cell, index)
-            except DeadKernelError:
+            except dead_kernel:
                 run.stopped = "the kernel died (the code exited or ran out of memory)"
                 run.stopped_in, run.stopped_at = checks.get(index, ""), origin.get(index)
                 break

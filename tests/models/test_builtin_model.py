@@ -1,10 +1,13 @@
-"""The digits source model is the same file on every x86-64 machine: trained on one thread with
-PyTorch, oneDNN and MKL held to their AVX2 kernels, whatever the CPU's vector width."""
+"""The digits source model is the same file on every x86-64 machine of one CPU vendor: trained on
+one thread with PyTorch, oneDNN and MKL held to their AVX2 kernels, whatever the CPU's vector
+width (AMD and Intel CPUs give two different files)."""
 
 from __future__ import annotations
 
 import json
 import platform
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,10 +15,23 @@ import torch
 from stamplib import paths
 from stamplib.models import builtin
 
-#: SHA-256 of the digits model trained by an AVX2-only AMD EPYC and by an AVX-512 one (2026-11-25).
-#: A change of the recipe, the data or the network changes it: then update it here and the
-#: README's numbers of the built-in benchmark with it.
-DIGITS_SHA256 = "3b5f70851ac712b555f0cd5a03d75c046a4b0c0b4be93e365b30177cf2ead873"
+#: SHA-256 of the digits model per CPU vendor (/proc/cpuinfo's vendor_id). With ATen, oneDNN and
+#: MKL pinned to AVX2 and one thread, an AVX2-only AMD EPYC and an AVX-512 one gave the first file
+#: (2026-11-25); an Intel Xeon with AVX-512 gives another, the same in two trainings (2026-11-27:
+#: the suite, and a clean clone of 3b8a432), so some kernel below the pins still chooses by vendor.
+#: A change of the recipe, the data or the network changes them: then update them here and the
+#: README's numbers of the built-in benchmark with them.
+DIGITS_SHA256 = {"AuthenticAMD": "3b5f70851ac712b555f0cd5a03d75c046a4b0c0b4be93e365b30177cf2ead873",
+                 "GenuineIntel": "219686abe05892b40ec9e73218256cd97bfb636360cb2bc76b8dd1a7437613fe"}
+
+
+def _cpu_vendor() -> str:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "unknown"
+    found = re.search(r"^vendor_id\s*:\s*(\S+)", text, flags=re.M)
+    return found.group(1) if found else "unknown"
 
 
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="the AVX2 pin exists on x86-64 only")
@@ -23,7 +39,10 @@ def test_the_digits_model_is_the_known_file(digits_model: torch.nn.Module) -> No
     sidecar = json.loads((paths.checkpoints_dir() / f"{builtin.DIGITS_CHECKPOINT}.json").read_text())
     assert sidecar["train_log"]["cpu_capability"] == builtin.PINNED_CAPABILITY
     assert sidecar["train_log"]["threads"] == builtin.TRAINING_THREADS
-    assert sidecar["sha256"] == DIGITS_SHA256
+    vendor = _cpu_vendor()
+    if vendor not in DIGITS_SHA256:
+        pytest.skip(f"no digits model recorded for a {vendor} CPU yet: add its SHA-256 once two trainings agree")
+    assert sidecar["sha256"] == DIGITS_SHA256[vendor]
 
 
 def test_training_refuses_a_process_that_is_not_pinned(monkeypatch: pytest.MonkeyPatch) -> None:
