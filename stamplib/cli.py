@@ -567,6 +567,8 @@ def _reference_parser(sub: Any) -> None:
                         "(docs/claims.md) still needs over seeds 0-2, the cheapest claim first")
     p.add_argument("--device", default="cpu",
                    help="compute/recompute: cpu, cuda or cuda:N (each record names the device it ran on)")
+    p.add_argument("--claim", default="", help="compute --cells claims: only these claims of the ledger "
+                                               "(comma-separated keys of docs/claims.md's claims, e.g. views_16_over_1)")
     p.add_argument("--data-root", default=None, help="default: shared/data beside the checkout")
     p.add_argument("--results", default=None, help="reference store (default: results/reference)")
     p.add_argument("--scratch", default="results/recompute", help="recompute: where the new records go")
@@ -607,7 +609,8 @@ def cmd_reference(args: argparse.Namespace) -> int:
     if args.action == "status":
         print("\n".join(reference.status_lines(store)))
         return 0
-    todo = reference.cells_of(args.cells if not args.extras or args.cells != "core" else "all", store, context.device)
+    todo = reference.cells_of(args.cells if not args.extras or args.cells != "core" else "all", store, context.device,
+                              [k.strip() for k in args.claim.split(",") if k.strip()])
     if args.action == "compute":
         report = reference.compute(todo, context, jobs=args.jobs)
         print(reference.compute_line(report, store))

@@ -300,18 +300,23 @@ def select_settings(cells: Sequence[RunSpec], settings: str) -> list[RunSpec]:
 CELL_GROUPS = ("core", "extras", "all", "stress", "seeds", "claims")
 
 
-def cells_of(group: str, store: ResultsStore | None = None, device: str = "cpu") -> list[RunSpec]:
+def cells_of(group: str, store: ResultsStore | None = None, device: str = "cpu",
+             claim_keys: Sequence[str] = ()) -> list[RunSpec]:
     """The cells of a ``--cells`` group: the 44 (core), the optional ones (extras), both (all),
     the variants' and harder streams' optional ones alone (stress), the paper's ten over seeds
     1 and 2 in (a) (seeds), or what every claim of the ledger still needs over seeds 0–2, the
     claim cheapest to complete on ``device`` first (claims: :func:`stamplib.experiments.claims.cheapest_first`
-    reads the costs of ``store``'s records)."""
+    reads the costs of ``store``'s records; ``claim_keys`` narrows it to those claims of the ledger)."""
     if group not in CELL_GROUPS:
         raise ValueError(f"--cells is one of {', '.join(CELL_GROUPS)}, got {group!r}")
     if group == "claims":
         if store is None:
             raise ValueError("--cells claims orders the cells by the costs of the store's records: give the store")
-        return claims.cheapest_first(claims.REFERENCE, store, device)
+        unknown = sorted(set(claim_keys) - set(claims.BY_KEY))
+        if unknown:
+            raise ValueError(f"no claim {unknown} in the ledger; its keys: {', '.join(claims.BY_KEY)}")
+        chosen = [claims.BY_KEY[k] for k in claim_keys] if claim_keys else None
+        return claims.cheapest_first(claims.REFERENCE, store, device, ledger=chosen)
     return ((specs() if group in ("core", "all") else [])
             + (extra_specs() if group in ("extras", "all") else [])
             + (stress_specs() if group == "stress" else [])

@@ -169,3 +169,13 @@ def test_the_claims_page_and_figure_are_what_the_committed_records_give(tmp_path
     J.render(builtin, reference, tmp_path)
     assert (tmp_path / "figures" / "claims.png").read_bytes() == (REPO / "figures" / "claims.png").read_bytes(), \
         f"figures/claims.png is stale: run `{J.PAGE_COMMAND}`"
+
+
+def test_reference_compute_can_take_the_cells_of_named_claims(tmp_path: Path) -> None:
+    from stamplib.experiments import reference
+
+    cells = reference.cells_of("claims", ResultsStore(tmp_path), "cpu", ["views_16_over_1"])
+    assert sorted((s.seed, dict(s.overrides).get("num_views", 16)) for s in cells) == [
+        (0, 1), (0, 16), (1, 1), (1, 16), (2, 1), (2, 16)]  # an empty store: every seed of both arms
+    with pytest.raises(ValueError, match="no claim"):
+        reference.cells_of("claims", ResultsStore(tmp_path), "cpu", ["no_such_claim"])
