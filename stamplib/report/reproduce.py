@@ -371,8 +371,8 @@ def standing(table: pd.DataFrame, metric: str | None = None, method: str = "stam
     Over several seeds (the table's ``<metric> seeds``) ours is read seed by seed:
     ``ours_ranks`` is the rank under each seed that every method has, ``ours_rank_text`` their
     range (``2nd–6th``), ``ours_value_text`` and ``ours_best_other`` show the mean with the
-    smallest and largest seed's value, and ``ours_leads`` decides whether ``method`` beats the
-    best other under every seed (:func:`stamplib.report.seeds.leads`)."""
+    smallest and largest seed's value. Whether ``method`` beats the best other under every seed
+    is the ledger's verdict (:mod:`stamplib.report.claims`)."""
     metric = metric or _ranking_metric(table)
     rows = []
     for (ds, o), part in table.groupby(["dataset", "outliers"], sort=False) if metric else ():
@@ -397,16 +397,14 @@ def standing(table: pd.DataFrame, metric: str | None = None, method: str = "stam
             row["ours_value_text"] = seeds.Spread.of(by_seed[method]).text(digits)
             row["ours_best_other"] = (f"{method_label(row['ours_best'])} "
                                       f"{seeds.Spread.of(by_seed[row['ours_best']]).text(digits)}")
-            row["ours_leads"] = seeds.leads(by_seed, method, digits)
         else:
             row["ours_ranks"] = {}
             row["ours_value_text"] = f"{row['ours_value']:.{digits}f}"
-            row["ours_leads"] = None
         row["ours_rank_text"] = seeds.rank_text(row["ours_ranks"]) if row["ours_ranks"] else ordinal(row["ours_rank"])
         rows.append(row)
     columns = ["dataset", "outliers", "metric", "n_methods", "paper_rank", "paper_value", "paper_best",
                "paper_best_other", "ours_rank", "ours_value", "ours_best", "ours_best_other", "ours_ranks",
-               "ours_rank_text", "ours_value_text", "ours_leads"]
+               "ours_rank_text", "ours_value_text"]
     return pd.DataFrame(rows, columns=columns)
 
 
