@@ -4,7 +4,9 @@
 #                that commit's stamplib/ and benchmarks/, e.g. `git archive <commit> stamplib benchmarks`)
 #   after        the same benchmark on this checkout, same shape, batches and flags
 #   cuda_suite   tests/cuda (the CoTTA one-forward check included), without the graph comparisons
-#   graphs       the benchmark with --replay-graphs (the network's kernels as CUDA graphs) for
+#   before_tf32, after_tf32  the same two with --tf32 (when TF32=1; issue 51: every method under TF32)
+#   profile      benchmarks/gpu_profile.py --tf32 on PROFILE (default cotta,stamp; PROFILE= skips it)
+#   graphs       (GRAPHS=0 skips it and graph_check) the benchmark with --replay-graphs (the network's kernels as CUDA graphs) for
 #                GRAPH_METHODS (tracing costs seconds per network: the launch-bound ones)
 #   graph_check  tests/cuda's comparison of those methods with and without the graphs
 #   cells        the reference run's missing cells of CELLS (default claims: what the ledger's
@@ -43,15 +45,28 @@ if [[ -n ${BEFORE:-} ]]; then
 fi
 step after "${AFTER_LIMIT:-60}" python3 benchmarks/gpu_throughput.py --device "$device" --shapes cifar10_c \
     --batches "$batches" "${bench_args[@]}" --out "$out/after.json"
+if [[ ${TF32:-0} == 1 ]]; then
+    if [[ -n ${BEFORE:-} ]]; then
+        step before_tf32 "${BEFORE_LIMIT:-75}" env PYTHONPATH="$BEFORE" python3 "$BEFORE/benchmarks/gpu_throughput.py" \
+            --device "$device" --shapes cifar10_c --batches "$batches" --tf32 "${bench_args[@]}" --out "$out/before_tf32.json"
+    fi
+    step after_tf32 "${AFTER_LIMIT:-60}" python3 benchmarks/gpu_throughput.py --device "$device" --shapes cifar10_c \
+        --batches "$batches" --tf32 "${bench_args[@]}" --out "$out/after_tf32.json"
+fi
+if [[ -n ${PROFILE-cotta,stamp} ]]; then
+    step profile "${PROFILE_LIMIT:-60}" python3 benchmarks/gpu_profile.py --device "$device" --tf32 \
+        --methods "${PROFILE-cotta,stamp}" --out "$out/profile.json"
+fi
 step cuda_suite "${SUITE_LIMIT:-75}" python3 -m pytest -p no:cacheprovider -m cuda tests/cuda -q -rsx \
     -k "not replayed_graphs"
 # Tracing costs seconds per network and state: the methods that wait longest on launches first.
 graph_methods=${GRAPH_METHODS:-cotta,stamp,rotta,owttt,sotta,tent}
-step graphs "${GRAPHS_LIMIT:-90}" python3 benchmarks/gpu_throughput.py --device "$device" --shapes cifar10_c \
+[[ ${GRAPHS:-1} == 0 ]] && graph_methods=""
+[[ -n $graph_methods ]] && step graphs "${GRAPHS_LIMIT:-90}" python3 benchmarks/gpu_throughput.py --device "$device" --shapes cifar10_c \
     --batches "$batches" "${bench_args[@]}" --methods "$graph_methods" --replay-graphs --warmup 3 --out "$out/graphs.json"
 checks=()
 for name in ${graph_methods//,/ }; do checks+=("tests/cuda/test_cuda.py::test_replayed_graphs_give_the_eager_outputs[$name]"); done
-step graph_check "${CHECK_LIMIT:-90}" python3 -m pytest -p no:cacheprovider -m cuda -q -rsx -s "${checks[@]}"
+[[ -n $graph_methods ]] && step graph_check "${CHECK_LIMIT:-90}" python3 -m pytest -p no:cacheprovider -m cuda -q -rsx -s "${checks[@]}"
 left=$(( ${DEADLINE:-100000} - SECONDS - 20 ))
 if [[ -n ${DATA_ROOT:-} && $left -gt 30 ]]; then
     mkdir -p "$out/reference" && cp results/reference/*.json "$out/reference/"  # the costs and what is done
