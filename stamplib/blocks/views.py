@@ -46,8 +46,9 @@ ViewKind = Literal["cotta", "crop_flip"]
 _BLUR_KERNEL = 5  # CoTTA's GaussianBlur(kernel_size=5)
 
 
-def _uniform(n: int, low: float, high: float, g: torch.Generator, device) -> torch.Tensor:
-    return torch.rand(n, generator=g, device=device) * (high - low) + low
+def _scaled(raw: torch.Tensor, low: float, high: float) -> torch.Tensor:
+    """U(0, 1) draws mapped to U(low, high)."""
+    return raw * (high - low) + low
 
 
 def _draws(n: int, shared: bool) -> int:
@@ -151,14 +152,15 @@ def _flip_rows(x: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
     return x
 
 
-def _affine_theta(n: int, h: int, w: int, g: torch.Generator, device) -> torch.Tensor:
-    """Inverse affine maps [n, 2, 3] for an h×w image: rotation ±15°, translation ≤ 1/16 of the
-    size (whole pixels), scale 0.9–1.1 (torchvision RandomAffine as CoTTA configures it)."""
-    angle = _uniform(n, -15.0, 15.0, g, device) * math.pi / 180.0
+def _affine_theta_from(raw: torch.Tensor, h: int, w: int) -> torch.Tensor:
+    """Inverse affine maps [n, 2, 3] for an h×w image from four U(0, 1) draws ``raw`` [4, n]:
+    rotation ±15°, translation ≤ 1/16 of the size (whole pixels), scale 0.9–1.1 (torchvision
+    RandomAffine as CoTTA configures it)."""
+    angle = _scaled(raw[0], -15.0, 15.0) * math.pi / 180.0
     max_dx, max_dy = w / 16.0, h / 16.0
-    tx = torch.round(_uniform(n, -max_dx, max_dx, g, device))
-    ty = torch.round(_uniform(n, -max_dy, max_dy, g, device))
-    scale = _uniform(n, 0.9, 1.1, g, device)
+    tx = torch.round(_scaled(raw[1], -max_dx, max_dx))
+    ty = torch.round(_scaled(raw[2], -max_dy, max_dy))
+    scale = _scaled(raw[3], 0.9, 1.1)
     cos, sin = torch.cos(angle) / scale, torch.sin(angle) / scale
     # Inverse map in normalised coordinates: input = R(-θ)/s · (output − t).
     t_x, t_y = tx * 2.0 / w, ty * 2.0 / h
@@ -193,9 +195,14 @@ def _affine_grid_window(
 
 def _blur_kernels(n: int, g: torch.Generator, device, kernel: int = _BLUR_KERNEL) -> torch.Tensor:
     """Normalised 1-D Gaussian kernels [n, kernel], σ ~ U(0.001, 0.5) per draw (torchvision's rule)."""
-    sigma = _uniform(n, 0.001, 0.5, g, device)
+    return _blur_kernels_from(torch.rand(n, generator=g, device=device), kernel)
+
+
+def _blur_kernels_from(raw_sigma: torch.Tensor, kernel: int = _BLUR_KERNEL) -> torch.Tensor:
+    """:func:`_blur_kernels` from the U(0, 1) draws of σ."""
+    sigma = _scaled(raw_sigma, 0.001, 0.5)
     half = (kernel - 1) / 2
-    pos = torch.linspace(-half, half, kernel, device=device)
+    pos = torch.linspace(-half, half, kernel, device=raw_sigma.device)
     k1d = torch.exp(-0.5 * (pos.view(1, -1) / sigma.view(-1, 1)) ** 2)
     return k1d / k1d.sum(dim=1, keepdim=True)
 
@@ -217,6 +224,38 @@ def _hflip(x: torch.Tensor, g: torch.Generator, p: float = 0.5, shared: bool = F
 
 
 @dataclass(frozen=True)
+class _UniformDraws:
+    """The U(0, 1) draws behind one CoTTA call's parameters, ``d`` rows, drawn in the
+    transform's order: the five colour factors, the op order's sort keys, the affine's angle,
+    shifts and scale, the blur's σ, the flip. Drawing them is all a call does with the
+    generator before its noise, so many calls' draws can be made first and turned into
+    parameters in one pass (a GPU then launches ~12 kernels per call instead of ~60)."""
+
+    factors: torch.Tensor  # [5, d]
+    order: torch.Tensor  # [d, 5] sort keys
+    affine: torch.Tensor  # [4, d]
+    sigma: torch.Tensor  # [d]
+    flip: torch.Tensor  # [d]
+
+    @staticmethod
+    def cat(parts: list[_UniformDraws]) -> _UniformDraws:
+        return _UniformDraws(
+            torch.cat([p.factors for p in parts], dim=1), torch.cat([p.order for p in parts]),
+            torch.cat([p.affine for p in parts], dim=1), torch.cat([p.sigma for p in parts]),
+            torch.cat([p.flip for p in parts]),
+        )
+
+
+def _draw_uniform(d: int, g: torch.Generator, device) -> _UniformDraws:
+    def rand(*shape: int) -> torch.Tensor:
+        return torch.rand(shape, generator=g, device=device)
+    factors = torch.stack([rand(d) for _ in range(5)])
+    order = rand(d, 5)
+    affine = torch.stack([rand(d) for _ in range(4)])
+    return _UniformDraws(factors, order, affine, rand(d), rand(d))
+
+
+@dataclass(frozen=True)
 class _CottaDraws:
     """Every random parameter of one CoTTA call, one row per draw (per image, or one shared).
 
@@ -233,38 +272,27 @@ class _CottaDraws:
 
     @classmethod
     def draw(cls, d: int, padded_h: int, padded_w: int, g: torch.Generator, device) -> _CottaDraws:
-        view = (d, 1, 1, 1)
-        factors = (
-            _uniform(d, 0.6, 1.4, g, device).view(view),  # brightness
-            _uniform(d, 0.7, 1.3, g, device).view(view),  # contrast
-            _uniform(d, 0.5, 1.5, g, device).view(view),  # saturation
-            _uniform(d, -0.06, 0.06, g, device).view(d, 1, 1),  # hue
-            _uniform(d, 0.7, 1.3, g, device).view(view),  # gamma
-        )
-        order = torch.argsort(torch.rand(d, 5, generator=g, device=device), dim=1)
-        theta = _affine_theta(d, padded_h, padded_w, g, device)
-        k1d = _blur_kernels(d, g, device)
-        flip = (torch.rand(d, generator=g, device=device) < 0.5).view(view)
-        return cls(factors, order, theta, k1d, flip)
+        return cls.from_uniform(_draw_uniform(d, g, device), padded_h, padded_w)
 
     @classmethod
-    def per_image(cls, calls: list[_CottaDraws], images_per_call: int) -> _CottaDraws:
-        """The draws of several calls, one row per image of their stacked batches: a call's
-        shared row is repeated for each of its ``images_per_call`` images."""
-        def rows(draws: _CottaDraws) -> _CottaDraws:
-            if draws.order.shape[0] == images_per_call:
-                return draws
-            assert draws.order.shape[0] == 1, "a call draws one row per image or one shared row"
-            return _CottaDraws(
-                tuple(f.expand(images_per_call, *f.shape[1:]) for f in draws.factors),
-                draws.order.expand(images_per_call, -1), draws.theta.expand(images_per_call, -1, -1),
-                draws.k1d.expand(images_per_call, -1), draws.flip.expand(images_per_call, -1, -1, -1),
-            )
-        parts = [rows(d) for d in calls]
+    def from_uniform(cls, u: _UniformDraws, padded_h: int, padded_w: int, repeat: int = 1) -> _CottaDraws:
+        """The parameters from their U(0, 1) draws, each row repeated ``repeat`` times (a shared
+        draw per call, spread over the call's images). Element-wise arithmetic only, so one
+        pass over many calls' draws gives each call's numbers (tests/blocks/test_views.py)."""
+        def rows(t: torch.Tensor) -> torch.Tensor:
+            return t if repeat == 1 else t.repeat_interleave(repeat, dim=0)
+        d = u.factors.shape[1] * repeat
+        view = (d, 1, 1, 1)
+        factors = (
+            rows(_scaled(u.factors[0], 0.6, 1.4)).view(view),  # brightness
+            rows(_scaled(u.factors[1], 0.7, 1.3)).view(view),  # contrast
+            rows(_scaled(u.factors[2], 0.5, 1.5)).view(view),  # saturation
+            rows(_scaled(u.factors[3], -0.06, 0.06)).view(d, 1, 1),  # hue
+            rows(_scaled(u.factors[4], 0.7, 1.3)).view(view),  # gamma
+        )
         return cls(
-            tuple(torch.cat([p.factors[i] for p in parts]) for i in range(5)),
-            torch.cat([p.order for p in parts]), torch.cat([p.theta for p in parts]),
-            torch.cat([p.k1d for p in parts]), torch.cat([p.flip for p in parts]),
+            factors, rows(torch.argsort(u.order, dim=1)), rows(_affine_theta_from(u.affine, padded_h, padded_w)),
+            rows(_blur_kernels_from(u.sigma)), rows(u.flip < 0.5).view(view),
         )
 
     def rows(self, start: int, stop: int) -> _CottaDraws:
@@ -383,13 +411,15 @@ def cotta_augment_calls(
     if normalization is not None:
         mean, std = normalization
         return cotta_augment_calls((x - mean) / std, g, calls, None, shared) * std + mean
-    draws, noise = [], []
+    uniform, noise = [], []
     for _ in range(calls):
-        draws.append(_CottaDraws.draw(_draws(b, shared), h + 2 * (h // 2), w + 2 * (w // 2), g, x.device))
+        uniform.append(_draw_uniform(_draws(b, shared), g, x.device))
         noise.append(torch.randn((b, c, h, w), generator=g, device=x.device))
+    draws = _CottaDraws.from_uniform(_UniformDraws.cat(uniform), h + 2 * (h // 2), w + 2 * (w // 2),
+                                     repeat=b if shared else 1)
     out = torch.empty((calls * b, c, h, w), dtype=x.dtype, device=x.device)
     images = x.unsqueeze(0).expand(calls, *x.shape).reshape(calls * b, c, h, w)
-    _cotta_chunk(images, _CottaDraws.per_image(draws, b), torch.cat(noise), out)
+    _cotta_chunk(images, draws, torch.cat(noise), out)
     return out.view(calls, b, c, h, w)
 
 

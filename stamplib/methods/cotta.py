@@ -163,4 +163,4 @@ class Cotta(TTAMethod):
             return
         for p, source in zip(self.restorable, self.source_values):
             mask = torch.rand(p.shape, generator=self.generator, device=p.device) < p_restore
-            p.copy_(torch.where(mask, source, p))
+            torch.where(mask, source, p, out=p)  # in place: one launch fewer per tensor than copy_

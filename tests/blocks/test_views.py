@@ -161,3 +161,25 @@ def test_the_synchronisation_free_jitter_and_flip_keep_the_index_paths_numbers()
     flip = draws.flip
     on_gpu_rule = torch.where(flip.view(-1, 1, 1, 1), x.flip(-1), x)
     assert torch.equal(views._flip_rows(x.clone(), flip), on_gpu_rule) and flip.any() and not flip.all()
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["shared", "per_image"])
+def test_many_calls_parameters_from_one_pass_are_each_calls_own(shared):
+    """CoTTA's teacher views draw each call's U(0, 1) values in the call's order, then turn all
+    of them into parameters in one pass (issue 51): bit for bit the parameters that each call
+    would have drawn on its own, one row per image of the stacked calls."""
+    calls, images = 6, 5
+    d = 1 if shared else images
+    one_pass, per_call = _generators(13, "cpu")
+    uniform = [views._draw_uniform(d, one_pass, "cpu") for _ in range(calls)]
+    batched = views._CottaDraws.from_uniform(views._UniformDraws.cat(uniform), 32, 32,
+                                              repeat=images if shared else 1)
+    own = [views._CottaDraws.draw(d, 32, 32, per_call, "cpu") for _ in range(calls)]
+
+    def per_image(t: torch.Tensor) -> torch.Tensor:  # a call's shared row spread over its images
+        return t.expand(images, *t.shape[1:])
+    for i in range(5):
+        assert torch.equal(batched.factors[i], torch.cat([per_image(o.factors[i]) for o in own]))
+    for name in ("order", "theta", "k1d", "flip"):
+        assert torch.equal(getattr(batched, name), torch.cat([per_image(getattr(o, name)) for o in own])), name
+    assert torch.equal(one_pass.get_state(), per_call.get_state())
