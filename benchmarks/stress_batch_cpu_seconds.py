@@ -24,7 +24,7 @@ import torch
 
 from stamplib.evaluation.runner import run
 from stamplib.evaluation.store import ResultsStore
-from stamplib.experiments import plans
+from stamplib.experiments import plans, registry
 from stamplib.paths import RunContext
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,7 +42,7 @@ def main() -> None:
                                command="benchmarks/stress_batch_cpu_seconds.py")
     sizes = [int(b) for b in args.batch_sizes.split(",")]
     # the full profile's batch axis (1, 4, 16, 64) on the quick profile's cells
-    plan = plans.plan("13_stress_streams", profile="quick", batch_sizes="1,4,16,64", methods=args.methods)
+    plan = registry.plan("13_stress_streams", profile="quick", batch_sizes="1,4,16,64", methods=args.methods)
     for cell in plan.cells:
         if not cell.variant.startswith(f"{plans.BATCH_AXIS}="):
             continue

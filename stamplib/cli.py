@@ -413,10 +413,10 @@ def _computes_itself(name: str) -> str:
     declares that it computes what it shows itself (01, 11); "" where an experiment is registered
     under it or no notebook file matches (the registry decides). A notebook file that neither
     has an experiment nor declares so is one ValueError naming the entry-point group."""
-    from stamplib.experiments import plans, registry
+    from stamplib.experiments import registry
     from stamplib.notebook_runner import COMPUTES_ITSELF, computes_itself, discover
 
-    if any(nb == name or nb.startswith(name) for nb in plans.registered()):
+    if any(nb == name or nb.startswith(name) for nb in registry.registered()):
         return ""
     try:
         found = discover([name])
@@ -435,25 +435,25 @@ def _computes_itself(name: str) -> str:
 def cmd_grid(args: argparse.Namespace) -> int:
     """Every cell of the chosen notebooks: status per notebook, then compute or submit the missing."""
     from stamplib.evaluation.store import ResultsStore
-    from stamplib.experiments import grid, plans
+    from stamplib.experiments import grid, registry
 
     context = _context(args)
     store = ResultsStore(context.results)
-    chosen: list[plans.Experiment] = list(plans.registered().values()) if args.all else []
+    chosen: list[registry.Experiment] = list(registry.registered().values()) if args.all else []
     for name in [] if args.all else args.notebook:
         if itself := _computes_itself(name):
             print(f"{itself}: no grid cells (the notebook computes what it shows itself)")
         else:
-            chosen += [e for e in plans.resolve_notebooks([name]) if e not in chosen]
+            chosen += [e for e in registry.resolve_notebooks([name]) if e not in chosen]
     if not chosen:
         print("nothing to compute")
         return 0
     # Values stay strings, as in a notebook's parameters cell; the plans parse them.
     params = _text_pairs(args.param)
-    plans.check_parameter_names(chosen, params, flags=("profile", "data_root"))
+    registry.check_parameter_names(chosen, params, flags=("profile", "data_root"))
     params.update(profile=args.profile, data_root=args.data_root or "")
-    per_notebook = plans.cells_by_notebook(chosen, **params)
-    distinct = plans.distinct(s for specs in per_notebook.values() for s in specs)
+    per_notebook = registry.cells_by_notebook(chosen, **params)
+    distinct = registry.distinct(s for specs in per_notebook.values() for s in specs)
     print(f"profile {args.profile}, results in {store.root}")
     print("\n".join(grid.status_lines(per_notebook, store)))
     options = _executor_options(args)

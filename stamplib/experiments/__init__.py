@@ -14,7 +14,7 @@ the evaluation core (:mod:`stamplib.evaluation`: a RunSpec in, a record out).
 * :mod:`~stamplib.experiments.reference` — the committed reference run on real images.
 """
 
-# The course registers its experiments after the paper notebooks' (plans.EXPERIMENTS keeps the
-# notebooks' order). Imported here, not by plans, whose planners it calls: no import cycle, and
-# every import of plans goes through this package first.
+# The course registers its experiments after the paper notebooks' (the registry orders them by
+# notebook name whatever the order of registration). Imported here, not by plans, whose planners
+# it calls: no import cycle, and every import of plans goes through this package first.
 from stamplib.experiments import course as course  # noqa: E402

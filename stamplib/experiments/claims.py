@@ -27,7 +27,7 @@ import numpy as np
 
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
-from stamplib.experiments import plans
+from stamplib.experiments import plans, registry
 from stamplib.experiments.registry import EXPERIMENTS
 from stamplib.methods import PAPER_ORDER
 
@@ -231,7 +231,7 @@ def cells(claim: Claim, benchmark: Benchmark, seeds: Sequence[int] | None = None
     if not testable(claim, benchmark):
         return []
     found = [spec(a, benchmark, s) for s in (benchmark.seeds if seeds is None else seeds) for a in claim.arms]
-    return plans.distinct([s for s in found if s is not None])
+    return registry.distinct([s for s in found if s is not None])
 
 
 def ledger_cells(benchmark: Benchmark, seeds: Sequence[int] | None = None,
@@ -240,7 +240,7 @@ def ledger_cells(benchmark: Benchmark, seeds: Sequence[int] | None = None,
     found: list[RunSpec] = []
     for claim in LEDGER if ledger is None else ledger:
         found += cells(claim, benchmark, seeds)
-    return plans.distinct(found)
+    return registry.distinct(found)
 
 
 #: The headline tables a benchmark's figure and page show for every method (Tables 1a, 3, 4a).
@@ -257,7 +257,7 @@ def evidence_cells(benchmark: Benchmark, store: ResultsStore, device: str,
     for experiment in HEADLINE_TABLES:
         headline += experiment.plan(profile=benchmark.profile, scale=benchmark.scale,
                                     seeds=",".join(map(str, chosen))).specs
-    return plans.distinct(cheapest_first(benchmark, store, device, chosen) + headline)
+    return registry.distinct(cheapest_first(benchmark, store, device, chosen) + headline)
 
 
 def _estimated_seconds(spec_: RunSpec, known: Mapping[tuple, float], by_method: Mapping[str, float]) -> float:
@@ -284,21 +284,21 @@ def cheapest_first(benchmark: Benchmark, store: ResultsStore, device: str, seeds
     per_method: dict[str, list[float]] = {}
     kind = device.split(":")[0]
     for record in records:
-        seconds = float(record.get("seconds") or math.nan)
-        if math.isnan(seconds) or str(record.get("device", "")).split(":")[0] != kind:
+        seconds = float(record.seconds or math.nan)
+        if math.isnan(seconds) or str(record.device or "").split(":")[0] != kind:
             continue
-        done = RunSpec.from_dict(record["spec"])
+        done = record.spec
         known.setdefault(_cost_key(done), seconds)
         per_method.setdefault(done.method, []).append(seconds)
     by_method = {m: sum(v) / len(v) for m, v in per_method.items()}
-    stored = {r["key"] for r in records}
+    stored = {r.key for r in records}
     pending = []
     for order, claim in enumerate(LEDGER if ledger is None else ledger):
         missing = [s for s in cells(claim, benchmark, seeds) if s.key() not in stored]
         if missing:
             cost = sum(_estimated_seconds(s, known, by_method) for s in missing)
             pending.append((cost, order, missing))
-    return plans.distinct([s for _, _, missing in sorted(pending, key=lambda p: p[:2]) for s in missing])
+    return registry.distinct([s for _, _, missing in sorted(pending, key=lambda p: p[:2]) for s in missing])
 
 
 # ------------------------------------------------------------------------------- the ledger

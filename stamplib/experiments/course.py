@@ -104,7 +104,7 @@ def plan_when_it_breaks(experiment: plans.Experiment, params: NotebookParameters
     stamp = plans.plan_rows(experiment, params, plans.STAMP_ONLY,
                             [("", {}, None), *plans.ablation_variants([plans.ABLATION_ROWS[5]])]).cells
     if not params.seeds:  # Experiment.plan fills them: with none, notebook 13's axes would plan no cell
-        raise ValueError("plan lesson 17 through its Experiment.plan (plans.plan), which fills the default seeds")
+        raise ValueError("plan lesson 17 through its Experiment.plan (registry.plan), which fills the default seeds")
     stress = plans.plan_stress_streams(experiment, dataclasses.replace(params, methods=STRESS_METHODS), **STRESS_AXES)
     return plans.Plan(experiment, params.scale, (*stamp, *stress.cells), stress.notes)
 

@@ -1,7 +1,7 @@
 """The parameters the planned notebooks share, parsed and checked once where they enter.
 
 A notebook's ``parameters`` cell (or ``--param`` on the command line, or a keyword of
-:func:`stamplib.experiments.plans.plan`) gives them as text or numbers; :meth:`NotebookParameters.parse`
+:func:`stamplib.experiments.registry.plan`) gives them as text or numbers; :meth:`NotebookParameters.parse`
 turns them into one frozen, typed object, and every error names the parameter. The planners, the
 executor and the report read that object and check nothing again. A notebook's own parameters
 (notebook 07's ``weightings``, 08's ``ratios``, …) are parsed by its planner.
@@ -129,7 +129,7 @@ class NotebookParameters:
             seeds=parse_seeds(seeds),
             severity=validation.check_severity(number(severity, int)),
             outlier_ratio=validation.check_outlier_ratio(number(outlier_ratio, float)),
-            device=validation.check_device(device),
+            device=paths.parse_device(device),
             compute_missing=_check_flag("compute_missing", compute_missing),
             metrics=parse_metrics(metrics),
         )

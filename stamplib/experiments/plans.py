@@ -1,11 +1,11 @@
 """What every notebook computes: its parameters → the cells (RunSpecs) of its table or figure.
 
-One :class:`Experiment` per notebook, registered once (:func:`register`, :data:`EXPERIMENTS`):
+One :class:`Experiment` per notebook, registered once in :mod:`~stamplib.experiments.registry`:
 its planning function, data sets per scale, the paper tables it reproduces and which methods
 its variants apply to. Other modules hold the object (``plans.TABLE1``), never a name; names are
-resolved at the edges (the command line, a notebook's ``plans.plan("02_…")``). A notebook parses its
+resolved at the edges (the command line, a notebook's ``registry.plan("02_…")``). A notebook parses its
 ``parameters`` cell into :class:`~stamplib.experiments.parameters.NotebookParameters`, calls
-:func:`plan`, then :func:`stamplib.experiments.execute.compute` (finished cells come from the
+:func:`~stamplib.experiments.registry.plan`, then :func:`stamplib.experiments.execute.compute` (finished cells come from the
 results store); ``python -m stamplib grid`` hands the same plans' RunSpecs to
 :mod:`stamplib.experiments.grid`. A notebook and a grid therefore share every cell, and cells
 shared between notebooks (STAMP's default row appears in Tables 1, 5, 6 and both figures) are
@@ -33,8 +33,6 @@ from stamplib import data, methods, validation
 from stamplib.evaluation.assembly import stand_in_overrides
 from stamplib.evaluation.profiles import get_profile
 from stamplib.evaluation.spec import RunSpec
-from stamplib.experiments import registry
-from stamplib.experiments.execute import compute as compute  # README's example calls plans.compute
 from stamplib.experiments.parameters import (
     PLANNING,
     NotebookParameters,
@@ -424,16 +422,3 @@ INSIDE_THE_STREAM = register(Experiment("10_inside_the_stream", plan_inside_the_
 REALISTIC = register(Experiment("12_realistic_stream", plan_realistic_stream, TABLE1_SETUPS))
 STRESS = register(Experiment("13_stress_streams", plan_stress_streams, NOISE_SETUPS, bands=True))
 
-
-# ------------------------------------------------------------------------------- the registry's lookups
-# Where notebooks, the command line and the report reach them (``plans.plan("02_…")``); they live
-# in :mod:`~stamplib.experiments.registry`, apart from the paper's experiments above.
-EXPERIMENTS = registry.EXPERIMENTS
-registered = registry.registered
-experiment = registry.experiment
-plan = registry.plan
-resolve_notebooks = registry.resolve_notebooks
-check_parameter_names = registry.check_parameter_names
-cells_by_notebook = registry.cells_by_notebook
-cells = registry.cells
-distinct = registry.distinct

@@ -28,9 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from stamplib import methods, paths
+from stamplib.evaluation.record import Record
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
-from stamplib.experiments import claims, grid, plans
+from stamplib.experiments import claims, grid, plans, registry
 from stamplib.paths import RunContext
 
 PROFILE = "quick"
@@ -91,7 +92,7 @@ def specs() -> list[RunSpec]:
     cells += experiment_cells(plans.TABLE1, methods=SPREAD_METHOD, seeds=seeds)
     for experiment in EXPERIMENTS[1:]:
         cells += experiment_cells(experiment)
-    return plans.distinct(cells)
+    return registry.distinct(cells)
 
 
 #: Cells beyond the 44, computed after them as the compute allows (issue 25), in this order:
@@ -130,7 +131,7 @@ def stress_specs() -> list[RunSpec]:
     cells += ratio_cells(ratios=STAMP_RATIOS[1])
     cells += stream_cells(methods=STRESS_OTHER_METHODS)
     core = {s.key() for s in specs()}
-    return [s for s in plans.distinct(cells) if s.key() not in core]
+    return [s for s in registry.distinct(cells) if s.key() not in core]
 
 
 #: Issue 41: the paper's ten methods in setting (a) over STAMP's other seeds, so that every
@@ -143,7 +144,7 @@ def seeded_specs() -> list[RunSpec]:
     """The paper's ten in setting (a) over seeds 1 and 2 (STAMP's are reference cells already)."""
     cells = experiment_cells(plans.TABLE1, methods=SEEDED_METHODS, seeds=EXTRA_SEEDS)
     core = {s.key() for s in specs()}
-    return [s for s in plans.distinct(cells) if s.key() not in core]
+    return [s for s in registry.distinct(cells) if s.key() not in core]
 
 
 def extra_specs() -> list[RunSpec]:
@@ -154,7 +155,7 @@ def extra_specs() -> list[RunSpec]:
     cells += stress_specs()
     cells += seeded_specs()
     core = {s.key() for s in specs()}
-    return [s for s in plans.distinct(cells) if s.key() not in core]
+    return [s for s in registry.distinct(cells) if s.key() not in core]
 
 
 def seed_spread(store: ResultsStore) -> float | None:
@@ -166,9 +167,9 @@ def seed_spread(store: ResultsStore) -> float | None:
     if any(r is None for r in records):
         return None
     spread = 0.0
-    for corruption in records[0]["per_corruption"]:
+    for corruption in records[0].per_corruption:
         for metric in METRICS:
-            values = [r["per_corruption"][corruption][metric] for r in records]
+            values = [r.per_corruption[corruption].scores[metric] for r in records]
             spread = max(spread, max(values) - min(values))
     return spread
 
@@ -198,22 +199,21 @@ def tolerance_for(method: str, spread: float | None) -> float | None:
     return spread
 
 
-def compare_records(
-    reference: dict[str, Any], recomputed: dict[str, Any], tolerance: float
-) -> list[Difference]:
+def compare_records(reference: Record, recomputed: Record, tolerance: float) -> list[Difference]:
     """The per-corruption ACC/AUROC of two records of one spec that differ by more than
     ``tolerance`` points (a corruption missing on one side counts as a difference, and so does
     NaN on one side; NaN on both is the same answer: a closed-set cell has no outliers to rank,
     so no AUROC)."""
     out = []
-    for corruption, ref in reference["per_corruption"].items():
-        new = recomputed["per_corruption"].get(corruption)
+    for corruption, ref in reference.per_corruption.items():
+        new = recomputed.per_corruption.get(corruption)
         for metric in METRICS:
-            value = float("nan") if new is None else float(new[metric])
-            if new is not None and math.isnan(value) and math.isnan(float(ref[metric])):
+            value = float("nan") if new is None else float(new.scores[metric])
+            was = float(ref.scores[metric])
+            if new is not None and math.isnan(value) and math.isnan(was):
                 continue
-            if not abs(value - float(ref[metric])) <= tolerance:  # NaN on one side counts as a difference
-                out.append(Difference(reference["key"], corruption, metric, float(ref[metric]), value, tolerance))
+            if not abs(value - was) <= tolerance:  # NaN on one side counts as a difference
+                out.append(Difference(reference.key, corruption, metric, was, value, tolerance))
     return out
 
 
@@ -226,7 +226,7 @@ class Comparison:
     largest: Difference | None = None  # the largest |Δ| of any compared metric, within tolerance or not
 
 
-def largest_difference(reference: dict[str, Any], recomputed: dict[str, Any]) -> Difference | None:
+def largest_difference(reference: Record, recomputed: Record) -> Difference | None:
     """The per-corruption ACC or AUROC of two records of one spec that moved most (None when
     a record has no comparable number)."""
     found = compare_records(reference, recomputed, -1.0)  # tolerance −1: every metric is listed

@@ -171,7 +171,8 @@ class Experiment:
         return self.plan(**params).specs
 
 
-#: Every registered experiment by notebook name, in registration (= notebook) order.
+#: Every registered experiment by notebook name, in the order of the notebooks' file names
+#: (:func:`register` keeps it so, whichever module registers first).
 EXPERIMENTS: dict[str, Experiment] = {}
 
 
@@ -184,6 +185,10 @@ def register(experiment: Experiment) -> Experiment:
         raise ValueError(f"experiment {name!r} plans data sets from its parameters: give it setups per scale "
                          "(paper, real, builtin)")
     EXPERIMENTS[name] = experiment
+    # Reordered in place (modules hold this very dict) into the order of the notebooks' files,
+    # as notebook_runner.discover lists them, not the order in which modules were imported.
+    for notebook in sorted(EXPERIMENTS, key=lambda name: f"{name}.ipynb"):
+        EXPERIMENTS[notebook] = EXPERIMENTS.pop(notebook)
     return experiment
 
 
@@ -210,8 +215,8 @@ def _load_entry_points() -> None:
 
 
 def registered() -> dict[str, Experiment]:
-    """Every registered experiment by notebook name, in registration order: the package's,
-    then those of installed packages (:data:`ENTRY_POINT_GROUP`)."""
+    """Every registered experiment by notebook name, the package's and those of installed
+    packages (:data:`ENTRY_POINT_GROUP`), in the order of the notebooks' file names."""
     _load_entry_points()
     return dict(EXPERIMENTS)
 

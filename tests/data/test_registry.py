@@ -13,7 +13,7 @@ import stamplib
 from stamplib import data, methods, models
 from stamplib.data import loaders
 from stamplib.evaluation.spec import RunSpec
-from stamplib.experiments import plans
+from stamplib.experiments import registry
 from stamplib.report import paper
 from tests.support import context_for
 from tests.support import uint8_images as images
@@ -57,8 +57,8 @@ def test_a_new_dataset_is_one_registry_entry_and_runs_end_to_end(toy_dataset, tm
         spec = RunSpec(method=method, dataset="toy", outliers="heldout_classes",
                        corruptions=("none", "gaussian_noise"), profile="smoke")
         record = stamplib.run(spec, context_for(tmp_path / "results"))
-        assert all(0 <= m["h"] <= 100 and m["n_outliers"] > 0 for m in record["per_corruption"].values())
-    plan = plans.plan("04_table3_class_split", datasets="toy", methods="source")
+        assert all(0 <= m.h <= 100 and m.n_outliers > 0 for m in record.per_corruption.values())
+    plan = registry.plan("04_table3_class_split", datasets="toy", methods="source")
     assert [c.spec.dataset for c in plan.cells] == ["toy"]
     assert paper.paper_dataset("toy") == "cifar10_c_8_2"  # its numbers are compared with Table 3's
     assert "toy" in {name for name, _, _ in data.dataset_status(tmp_path)}

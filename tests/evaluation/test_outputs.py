@@ -20,9 +20,10 @@ from stamplib.evaluation.outputs import (
     rescore,
     save_outputs,
 )
+from stamplib.evaluation.record import Record
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
-from stamplib.experiments.plans import plan
+from stamplib.experiments.registry import plan
 from stamplib.report.reproduce import paper_table
 from tests.support import context_for
 
@@ -49,26 +50,27 @@ def test_a_new_record_is_rescored_without_running_the_method(tmp_path: Path, dig
     store = ResultsStore(tmp_path)
     spec = _spec()
     record = stamplib.run(spec, context_for(store))
-    assert record["outputs"] == outputs_path(store.path(spec)).name and (tmp_path / record["outputs"]).is_file()
-    for row in record["per_corruption"].values():
-        assert set(metrics.METRICS) <= set(row)
+    assert record.outputs == outputs_path(store.path(spec)).name and (tmp_path / record.outputs).is_file()
+    for row in record.per_corruption.values():
+        assert set(metrics.METRICS) <= set(row.scores)
 
     # Rescoring reproduces the stored numbers from the outputs file alone: no method may run.
     monkeypatch.setattr(stamplib.methods, "create", lambda *a, **k: pytest.fail("a method ran"))
     again = rescore(store.get(spec), tmp_path)
-    for corruption, row in record["per_corruption"].items():
+    for corruption, row in record.per_corruption.items():
         for name in metrics.METRICS:
-            assert again["per_corruption"][corruption][name] == pytest.approx(row[name], abs=1e-6, nan_ok=True)
+            assert again.per_corruption[corruption].scores[name] == pytest.approx(row.scores[name], abs=1e-6,
+                                                                                 nan_ok=True)
 
     # A metric registered after the record was made scores it too.
     monkeypatch.setitem(metrics.METRICS, "fpr80", lambda p, s, y: metrics.fpr_at_tpr(s, y < 0, tpr=0.80))
     monkeypatch.setitem(metrics.METRIC_LABELS, "fpr80", "FPR80")
     fresh = rescore(store.get(spec), tmp_path, ["fpr80"])
-    outputs = load_outputs(tmp_path / record["outputs"])["contrast"]
+    outputs = load_outputs(tmp_path / record.outputs)["contrast"]
     expected = metrics.fpr_at_tpr(torch.from_numpy(outputs.ood_score), torch.from_numpy(outputs.label) < 0, 0.80)
-    assert fresh["per_corruption"]["contrast"]["fpr80"] == pytest.approx(expected)
-    assert fresh["mean"]["fpr80"] == pytest.approx(np.mean([r["fpr80"] for r in fresh["per_corruption"].values()]))
-    assert fresh["mean"]["fpr80"] <= fresh["mean"]["fpr95"] + 1e-9  # a laxer TPR accepts fewer outliers
+    assert fresh.per_corruption["contrast"].scores["fpr80"] == pytest.approx(expected)
+    assert fresh.mean.scores["fpr80"] == pytest.approx(np.mean([r.scores["fpr80"] for r in fresh.per_corruption.values()]))
+    assert fresh.mean.scores["fpr80"] <= fresh.mean.scores["fpr95"] + 1e-9  # a laxer TPR accepts fewer outliers
 
 
 def test_a_record_made_before_outputs_still_renders_and_says_how_to_rescore(tmp_path: Path) -> None:
@@ -79,7 +81,8 @@ def test_a_record_made_before_outputs_still_renders_and_says_how_to_rescore(tmp_
            "per_corruption": {c: {"acc": 50.0, "auroc": 60.0, "h": 54.5, "collapsed": False} for c in cell.spec.corruptions},
            "mean": {"acc": 50.0, "auroc": 60.0, "h": 54.5}}
     (tmp_path / "old.json").write_text(json.dumps(old))
-    records = {old["key"]: old}
+    records = {old["key"]: Record.from_json(old)}
+    old = records[old["key"]]
     table = paper_table(table_plan, records)
     assert table.loc[0, "H ours"] == 54.5
     wider = paper_table(table_plan, records, metrics=["h", "fpr95", "oscr"])

@@ -14,7 +14,7 @@ from stamplib.data import StreamSpec
 from stamplib.data.orders import long_tail_counts
 from stamplib.data.streams import stream_order
 from stamplib.evaluation import assembly, runner
-from stamplib.experiments import plans
+from stamplib.experiments import registry
 from tests.support import context_for
 
 pytestmark = pytest.mark.usefixtures("fresh_streams")
@@ -102,13 +102,13 @@ def test_mixed_domains_is_one_stream_without_a_reset_with_metrics_per_corruption
     mixed = stamplib.run(BASE.with_stream(schedule="mixed"), context_for(tmp_path))
     assert len(resets) == 1 and len(streams) == 1 and streams[0].labels.numel() == 160
     for corruption in BASE.corruptions:
-        assert mixed["per_corruption"][corruption]["n_id"] == separate["per_corruption"][corruption]["n_id"] == 64
-    whole = mixed["stream"]["whole"]
-    assert mixed["stream"]["mixed_domains"] is True and whole["n_id"] == 128 and whole["n_outliers"] == 32
+        assert mixed.per_corruption[corruption].n_id == separate.per_corruption[corruption].n_id == 64
+    whole = mixed.stream.whole
+    assert mixed.stream.options["mixed_domains"] is True and whole.n_id == 128 and whole.n_outliers == 32
     # The corruptions arrive interleaved, not one after the other.
     stream, source = data.interleave([assembly.build_stream(BASE, c) for c in BASE.corruptions], BASE.seed)
     assert 0.3 < source[:80].float().mean() < 0.7
-    outputs = np.load(tmp_path / mixed["outputs"])
+    outputs = np.load(tmp_path / mixed.outputs)
     assert sorted(outputs["contrast.label"].tolist()) == sorted(
         assembly.build_stream(BASE, "contrast").labels.tolist())
 
@@ -125,8 +125,8 @@ def test_gradual_runs_severity_one_to_five_to_one_per_corruption_without_a_reset
     record = stamplib.run(BASE.with_stream(schedule="gradual"), context_for(tmp_path))
     levels = [1, 2, 3, 4, 5, 4, 3, 2, 1]
     assert built == [(c, s) for c in BASE.corruptions for s in levels] and len(resets) == 1
-    for row in record["per_corruption"].values():
-        assert [r["severity"] for r in row["severities"]] == levels and row["n_id"] == 64 * 9
+    for row in record.per_corruption.values():
+        assert [r.severity for r in row.severities] == levels and row.n_id == 64 * 9
     assert data.gradual_severities(3) == (1, 2, 3, 2, 1)
 
 
@@ -141,8 +141,8 @@ def test_batch_size_one_runs_for_every_method_that_supports_it(name: str, tmp_pa
     else:
         spec = spec.with_stream(batch_size=1)
     record = stamplib.run(spec, context_for(tmp_path))
-    row = record["per_corruption"]["contrast"]
-    assert row["n_id"] == 64 and all(np.isfinite(row[k]) for k in ("acc", "auroc", "h")), row
+    row = record.per_corruption["contrast"]
+    assert row.n_id == 64 and all(np.isfinite(row.scores[k]) for k in ("acc", "auroc", "h")), row
 
 
 def test_only_unient_needs_more_than_one_sample() -> None:
@@ -150,8 +150,8 @@ def test_only_unient_needs_more_than_one_sample() -> None:
 
 
 def test_notebook_13_plans_each_axis_against_the_paper_stream() -> None:
-    plan = plans.plan("13_stress_streams", profile="quick", batch_sizes="1,4,16,64")
-    table1 = {s.key() for s in plans.plan("02_table1_cifar_outlier_aware", profile="quick").specs}
+    plan = registry.plan("13_stress_streams", profile="quick", batch_sizes="1,4,16,64")
+    table1 = {s.key() for s in registry.plan("02_table1_cifar_outlier_aware", profile="quick").specs}
     variants = {c.variant for c in plan.cells}
     assert {"batch size=1", "batch size=64", "label shift=imbalance:10", "label shift=sorted",
             "domains=mixed", "domains=separate"} <= variants
@@ -164,9 +164,9 @@ def test_notebook_13_plans_each_axis_against_the_paper_stream() -> None:
     assert any("unient" in note for note in plan.notes)
     # 3 batch sizes of their own, 3 harder streams, less UniEnt's batch of 1; the paper's stream
     assert len(plan.specs) == 14 * (3 + 3) - 2 + 14 + 2 * 14  # and it over seeds 1 and 2: the band
-    assert {c.variant for c in plans.plan("13_stress_streams", profile="quick").cells
+    assert {c.variant for c in registry.plan("13_stress_streams", profile="quick").cells
             if c.variant.startswith("batch")} == {"batch size=4", "batch size=16", "batch size=64"}
-    every = plans.plan("13_stress_streams", profile="quick", batch_corruptions="")
+    every = registry.plan("13_stress_streams", profile="quick", batch_corruptions="")
     assert {c.spec.key() for c in every.cells if c.variant == "batch size=64"} <= table1
-    smoke = plans.plan("13_stress_streams", profile="smoke")
+    smoke = registry.plan("13_stress_streams", profile="smoke")
     assert not any(c.spec.stream.schedule == "mixed" for c in smoke.cells) and any("two or more" in n for n in smoke.notes)

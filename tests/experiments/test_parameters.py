@@ -7,7 +7,7 @@ import pytest
 
 from stamplib.data.corruptions import CORRUPTIONS
 from stamplib.evaluation import metrics
-from stamplib.experiments import plans
+from stamplib.experiments import registry
 from stamplib.experiments.parameters import NotebookParameters
 
 
@@ -24,7 +24,7 @@ def test_text_from_a_parameters_cell_or_the_command_line_becomes_typed_values():
 
 def test_a_notebook_namespace_gives_its_parameters_and_nothing_else():
     namespace = {"profile": "smoke", "data_root": "/data", "severity": 4, "weightings": "static",
-                 "metrics": metrics, "In": [], "plans": plans}  # evaluation.metrics imported by 00
+                 "metrics": metrics, "In": [], "registry": registry}  # evaluation.metrics imported by 00
     params = NotebookParameters.from_notebook(namespace)
     assert (params.profile, params.data_root, params.severity, params.scale) == ("smoke", "/data", 4, "real")
     assert params.metrics == metrics.PAPER_METRICS
@@ -37,11 +37,11 @@ def test_compute_missing_is_a_flag():
 
 def test_parsed_parameters_plan_what_the_keywords_plan():
     params = NotebookParameters.parse(profile="smoke", seeds="0,1")
-    parsed = plans.plan("07_fig_weight_strategies", params, weightings="static,eata")
-    keywords = plans.plan("07_fig_weight_strategies", profile="smoke", seeds="0,1", weightings="static,eata")
+    parsed = registry.plan("07_fig_weight_strategies", params, weightings="static,eata")
+    keywords = registry.plan("07_fig_weight_strategies", profile="smoke", seeds="0,1", weightings="static,eata")
     assert parsed == keywords and len(parsed.cells) == 4
     with pytest.raises(TypeError, match=r"\['seeds'\] are in the parsed parameters already"):
-        plans.plan("07_fig_weight_strategies", params, seeds="0")
+        registry.plan("07_fig_weight_strategies", params, seeds="0")
 
 
 def test_several_notebooks_parse_their_parameters_once(monkeypatch):
@@ -49,7 +49,7 @@ def test_several_notebooks_parse_their_parameters_once(monkeypatch):
     parse = NotebookParameters.parse.__func__
     monkeypatch.setattr(NotebookParameters, "parse",
                         classmethod(lambda cls, **kw: calls.append(kw) or parse(cls, **kw)))
-    plans.cells(["02", "06", "07", "10"], profile="smoke", severity="4")
+    registry.cells(["02", "06", "07", "10"], profile="smoke", severity="4")
     assert len(calls) == 1
 
 

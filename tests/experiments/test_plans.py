@@ -8,8 +8,9 @@ import math
 import pytest
 
 from stamplib.experiments import plans as E
+from stamplib.experiments import registry
 
-NOTEBOOKS = list(E.EXPERIMENTS)
+NOTEBOOKS = list(registry.EXPERIMENTS)
 
 
 #: Notebooks that compute what they show themselves, with no grid cells: the source models (01)
@@ -30,7 +31,7 @@ def test_every_notebook_passes_its_parameters_cell_to_its_plan(nb):
     from stamplib.notebook_runner import notebook_parameters, notebooks_dir
 
     params = {k: eval(v["default"]) for k, v in notebook_parameters(notebooks_dir() / f"{nb}.ipynb").items()}
-    plan = E.plan(nb, **params)  # the walkthrough's are not the plan's names: ignored there
+    plan = registry.plan(nb, **params)  # the walkthrough's are not the plan's names: ignored there
     assert plan.scale == "builtin" and plan.cells
     # The quick profile runs on the built-in CIFAR-10 photographs (the class split in Table 3).
     assert all(c.spec.profile == "quick" and c.spec.dataset.startswith("cifar10_builtin") for c in plan.cells)
@@ -38,13 +39,13 @@ def test_every_notebook_passes_its_parameters_cell_to_its_plan(nb):
 
 @pytest.mark.parametrize("nb", NOTEBOOKS)
 def test_the_smoke_profile_keeps_the_digits_and_they_stay_selectable_by_name(nb):
-    smoke = E.plan(nb, profile="smoke")
+    smoke = registry.plan(nb, profile="smoke")
     assert smoke.cells and {c.spec.dataset for c in smoke.cells} == {"digits"}
     assert {c.spec.outliers for c in smoke.cells} <= {"noise", "none", "digits_heldout"}
     if nb == "00_walkthrough":
         return  # the walkthrough takes the profile's benchmark, no datasets parameter
-    quick = E.plan(nb, profile="quick", seeds="0")  # the digits by name: seed 0, the notebook's own data
-    by_name = E.plan(nb, profile="quick", datasets="digits")
+    quick = registry.plan(nb, profile="quick", seeds="0")  # the digits by name: seed 0, the notebook's own data
+    by_name = registry.plan(nb, profile="quick", datasets="digits")
     assert {c.spec.dataset for c in by_name.cells} == {"digits"}
     # Same outlier sets as the smoke profile's digits (digits 8–9 stand in for the held-out classes).
     assert {c.spec.outliers for c in by_name.cells} == {c.spec.outliers for c in smoke.cells}
@@ -52,7 +53,7 @@ def test_the_smoke_profile_keeps_the_digits_and_they_stay_selectable_by_name(nb)
 
 
 def test_the_class_split_runs_on_the_built_in_ship_and_truck():
-    quick = E.plan("04_table3_class_split", methods="stamp")
+    quick = registry.plan("04_table3_class_split", methods="stamp")
     assert [(c.spec.dataset, c.spec.outliers, c.paper_dataset, c.spec.seed) for c in quick.cells] == [
         ("cifar10_builtin_8_2", "heldout_classes", "cifar10_c_8_2", seed) for seed in (0, 1, 2)]
 
@@ -61,18 +62,18 @@ def test_the_headline_tables_run_three_seeds_on_the_built_in_benchmark_only():
     """Issue 41: notebooks 02, 04 and 05 take the quick profile's headline seeds on the built-in
     benchmark; everything else, real data and the full profile take seed 0 unless told."""
     for nb in ("02_table1_cifar_outlier_aware", "04_table3_class_split", "05_table4_closed_set"):
-        assert {c.spec.seed for c in E.plan(nb, methods="stamp").cells} == {0, 1, 2}, nb
-        assert {c.spec.seed for c in E.plan(nb, methods="stamp", data_root="/data").cells} == {0}, nb
-        assert {c.spec.seed for c in E.plan(nb, methods="stamp", profile="full").cells} == {0}, nb
-        assert {c.spec.seed for c in E.plan(nb, methods="stamp", profile="smoke").cells} == {0}, nb
-        assert {c.spec.seed for c in E.plan(nb, methods="stamp", seeds="4").cells} == {4}, nb
-        assert {c.spec.seed for c in E.plan(nb, methods="stamp", datasets="digits").cells} == {0}, nb
+        assert {c.spec.seed for c in registry.plan(nb, methods="stamp").cells} == {0, 1, 2}, nb
+        assert {c.spec.seed for c in registry.plan(nb, methods="stamp", data_root="/data").cells} == {0}, nb
+        assert {c.spec.seed for c in registry.plan(nb, methods="stamp", profile="full").cells} == {0}, nb
+        assert {c.spec.seed for c in registry.plan(nb, methods="stamp", profile="smoke").cells} == {0}, nb
+        assert {c.spec.seed for c in registry.plan(nb, methods="stamp", seeds="4").cells} == {4}, nb
+        assert {c.spec.seed for c in registry.plan(nb, methods="stamp", datasets="digits").cells} == {0}, nb
     for nb in ("06_table5_ablation", "10_inside_the_stream", "12_realistic_stream", "13_stress_streams"):
-        assert {c.spec.seed for c in E.plan(nb).cells} == {0}, nb
+        assert {c.spec.seed for c in registry.plan(nb).cells} == {0}, nb
 
 
 def test_full_profile_cell_counts_follow_the_paper():
-    counts = {nb: len(E.plan(nb, profile="full").specs) for nb in NOTEBOOKS}
+    counts = {nb: len(registry.plan(nb, profile="full").specs) for nb in NOTEBOOKS}
     assert counts == {
         "00_walkthrough": 4,
         "02_table1_cifar_outlier_aware": 2 * 4 * 14,  # the paper's ten methods + four newer ones
@@ -95,13 +96,13 @@ def test_full_profile_cell_counts_follow_the_paper():
                                                    # sorted, mixed, the paper's stream, which is also the
                                                    # batch of 64); STAMP's shared
     }
-    full = E.plan("02_table1_cifar_outlier_aware", profile="full").specs[0]
+    full = registry.plan("02_table1_cifar_outlier_aware", profile="full").specs[0]
     assert len(full.corruptions) == 15 and full.outlier_ratio == 0.2
 
 
 def test_inside_the_stream_shares_its_iid_cells_with_table_1_and_parses_stream_kinds():
-    inside = E.plan("10_inside_the_stream")
-    table1 = set(E.plan("02_table1_cifar_outlier_aware").specs)
+    inside = registry.plan("10_inside_the_stream")
+    table1 = set(registry.plan("02_table1_cifar_outlier_aware").specs)
     iid = [c.spec for c in inside.cells if c.variant == "iid"]
     assert iid and set(iid) <= table1
     harder = {c.variant: c.spec for c in inside.cells if c.spec.method == "stamp"}
@@ -113,37 +114,37 @@ def test_inside_the_stream_shares_its_iid_cells_with_table_1_and_parses_stream_k
 
 
 def test_the_realistic_stream_shares_its_paper_protocol_cells_with_table_1():
-    both = E.plan("12_realistic_stream")
-    table1 = E.plan("02_table1_cifar_outlier_aware", seeds="0").specs
+    both = registry.plan("12_realistic_stream")
+    table1 = registry.plan("02_table1_cifar_outlier_aware", seeds="0").specs
     paper = [c.spec for c in both.cells if c.variant == E.PAPER_PROTOCOL]
     realistic = [c.spec for c in both.cells if c.variant == E.REALISTIC_PROTOCOL]
     assert paper == table1 and len(realistic) == len(table1) == 14
     assert all(s.stream.realistic and s.stream.relative_speed == 0 for s in realistic)
     assert [s.with_stream(realistic=False) for s in realistic] == paper
-    fixed = E.plan("12_realistic_stream", relative_speed="17")
+    fixed = registry.plan("12_realistic_stream", relative_speed="17")
     assert {c.spec.stream.relative_speed for c in fixed.cells if c.variant == E.REALISTIC_PROTOCOL} == {17}
     with pytest.raises(ValueError, match="relative_speed is C"):
-        E.plan("12_realistic_stream", relative_speed=-2)
+        registry.plan("12_realistic_stream", relative_speed=-2)
 
 
 def test_stamps_default_cell_is_shared_between_notebooks():
     def stamp_default(nb):
-        return {c.spec.key() for c in E.plan(nb).cells if c.spec.method == "stamp" and not c.spec.overrides
+        return {c.spec.key() for c in registry.plan(nb).cells if c.spec.method == "stamp" and not c.spec.overrides
                 and c.spec.outlier_ratio == 0.2}
 
     shared = stamp_default("02_table1_cifar_outlier_aware")
     assert len(shared) == 3  # seeds 0, 1 and 2 in the quick profile
     for nb in ("06_table5_ablation", "07_fig_weight_strategies", "08_table6_outlier_ratio",
                "09_fig_augmentation_averaging"):
-        plan = E.plan(nb)
+        plan = registry.plan(nb)
         # the table's row at seed 0, and the same cell over seeds 1 and 2 for the band: notebook 02's
         band = {c.spec.key() for c in plan.band_cells}
         assert len(stamp_default(nb)) == 1 and stamp_default(nb) | band == shared, nb
-        assert {c.spec.seed for c in plan.band_cells} == {1, 2} and not E.plan(nb, profile="full").band_cells
+        assert {c.spec.seed for c in plan.band_cells} == {1, 2} and not registry.plan(nb, profile="full").band_cells
 
 
 def test_ablation_rows_switch_the_documented_overrides():
-    cells = E.plan("06_table5_ablation", profile="full").cells
+    cells = registry.plan("06_table5_ablation", profile="full").cells
     by_label = {c.variant: dict(c.spec.overrides) for c in cells}
     assert by_label["sam=0,lr_decay=0,memory=0,weighting=none"] == {
         "sam": False, "lr_decay": False, "memory": False, "weighting": "none"}
@@ -152,36 +153,36 @@ def test_ablation_rows_switch_the_documented_overrides():
 
 
 def test_ratio_sweep_reads_fractions_and_labels_rows_like_the_paper():
-    plan = E.plan("08_table6_outlier_ratio", ratios="0.05,1/3")
+    plan = registry.plan("08_table6_outlier_ratio", ratios="0.05,1/3")
     assert [c.variant for c in plan.cells] == ["ratio=0.05", "ratio=0.3333"]
     assert math.isclose(plan.cells[1].spec.outlier_ratio, 1 / 3)
 
 
 def test_imagenet_stand_in_runs_the_imagenet_setting_without_the_normalised_input_quirk():
-    plan = E.plan("03_table2_imagenet_outlier_aware")
+    plan = registry.plan("03_table2_imagenet_outlier_aware")
     specs = {c.spec.method: c.spec for c in plan.cells}
     assert all(s.setting == "imagenet_c" for s in specs.values())
     assert dict(specs["cotta"].overrides) == {"clip_normalized_inputs": False}
-    assert E.plan("03_table2_imagenet_outlier_aware", profile="full").cells[0].spec.setting == ""
+    assert registry.plan("03_table2_imagenet_outlier_aware", profile="full").cells[0].spec.setting == ""
 
 
 def test_seeds_multiply_cells():
-    plan = E.plan("09_fig_augmentation_averaging", seeds="0,1")
+    plan = registry.plan("09_fig_augmentation_averaging", seeds="0,1")
     assert sorted(c.spec.seed for c in plan.cells) == [0, 0, 1, 1]
     # the default row's band takes the headline seeds the table lacks
     assert [(c.variant, c.spec.seed) for c in plan.band_cells] == [("K=16", 2)] and len(plan.specs) == 5
 
 
 def test_the_stress_batch_axis_reads_the_paper_batch_from_table_1_and_leaves_one_to_the_full_profile():
-    quick, full = E.plan("13_stress_streams", methods="stamp"), E.plan("13_stress_streams", methods="stamp",
+    quick, full = registry.plan("13_stress_streams", methods="stamp"), registry.plan("13_stress_streams", methods="stamp",
                                                                          profile="full")
     sizes = [c.variant for c in quick.cells if c.variant.startswith(E.BATCH_AXIS)]
     assert sizes == ["batch size=4", "batch size=16", "batch size=64"]
     assert [c.variant for c in full.cells if c.variant.startswith(E.BATCH_AXIS)][0] == "batch size=1"
     paper_batch = next(c for c in quick.cells if c.variant == "batch size=64")
-    table1 = E.plan("02_table1_cifar_outlier_aware", methods="stamp", seeds="0").cells[0].spec
+    table1 = registry.plan("02_table1_cifar_outlier_aware", methods="stamp", seeds="0").cells[0].spec
     assert paper_batch.spec == table1 and paper_batch.corruptions == ("gaussian_noise",)
-    assert E.plan("13_stress_streams", methods="stamp", batch_sizes="1,64").cells[0].variant == "batch size=1"
+    assert registry.plan("13_stress_streams", methods="stamp", batch_sizes="1,64").cells[0].variant == "batch size=1"
 
 
 @pytest.mark.parametrize(
@@ -202,45 +203,45 @@ def test_the_stress_batch_axis_reads_the_paper_batch_from_table_1_and_leaves_one
 )
 def test_bad_notebook_parameters_name_the_parameter(params, message):
     with pytest.raises(ValueError, match=message):
-        E.plan("02_table1_cifar_outlier_aware", **params)
+        registry.plan("02_table1_cifar_outlier_aware", **params)
 
 
 @pytest.mark.parametrize("ratios", ["0,0.2", "0.2,1", "1/0", "a"])
 def test_bad_ratios_are_refused(ratios):
     with pytest.raises(ValueError, match="ratios"):
-        E.plan("08_table6_outlier_ratio", ratios=ratios)
+        registry.plan("08_table6_outlier_ratio", ratios=ratios)
 
 
 def test_device_is_checked():
     with pytest.raises(ValueError, match="device must be"):
-        E.plan("02_table1_cifar_outlier_aware", device="gpu")
+        registry.plan("02_table1_cifar_outlier_aware", device="gpu")
 
 
 def test_cells_are_deduplicated_across_notebooks():
-    per = E.cells_by_notebook(["06", "07"], profile="smoke")
-    both = E.cells(["06", "07"], profile="smoke")
+    per = registry.cells_by_notebook(["06", "07"], profile="smoke")
+    both = registry.cells(["06", "07"], profile="smoke")
     keys = [s.key() for s in both]
     assert len(keys) == len(set(keys)) == len({s.key() for specs in per.values() for s in specs})
     assert len(both) < sum(len(s) for s in per.values())  # STAMP's default row is in both
     with pytest.raises(ValueError, match="no registered experiment matches"):
-        E.cells(["99"], profile="smoke")
+        registry.cells(["99"], profile="smoke")
 
 
 
 def test_the_walkthrough_compares_methods_on_its_corruption_first():
-    plan = E.plan("00_walkthrough", profile="quick", methods_to_compare="source,stamp", corruption="fog")
+    plan = registry.plan("00_walkthrough", profile="quick", methods_to_compare="source,stamp", corruption="fog")
     assert [c.spec.method for c in plan.cells] == ["source", "stamp"]
     assert plan.cells[0].spec.corruptions == ("fog", "gaussian_noise", "defocus_blur", "contrast")
-    assert E.plan("00_walkthrough", corruption="contrast").cells[0].spec.corruptions[0] == "gaussian_noise"
+    assert registry.plan("00_walkthrough", corruption="contrast").cells[0].spec.corruptions[0] == "gaussian_noise"
     with pytest.raises(ValueError, match="methods: unknown"):
-        E.plan("00_walkthrough", methods_to_compare="tnet")
+        registry.plan("00_walkthrough", methods_to_compare="tnet")
     with pytest.raises(ValueError, match="unknown outlier set 'cifar'"):
-        E.plan("00_walkthrough", outliers="cifar")
+        registry.plan("00_walkthrough", outliers="cifar")
 
 
 def test_grid_parameters_are_checked_by_name():
-    E.check_parameter_names(E.resolve_notebooks(["02", "06"]), ["methods", "seeds"])  # 02 takes methods
+    registry.check_parameter_names(registry.resolve_notebooks(["02", "06"]), ["methods", "seeds"])  # 02 takes methods
     with pytest.raises(ValueError, match=r"--param \['method'\]: no chosen notebook takes it"):
-        E.check_parameter_names(["02_table1_cifar_outlier_aware"], ["method"])
+        registry.check_parameter_names(["02_table1_cifar_outlier_aware"], ["method"])
     with pytest.raises(ValueError, match="profile"):
-        E.check_parameter_names(["02_table1_cifar_outlier_aware"], ["profile"], flags=("profile",))
+        registry.check_parameter_names(["02_table1_cifar_outlier_aware"], ["profile"], flags=("profile",))

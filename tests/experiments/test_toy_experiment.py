@@ -14,25 +14,25 @@ from pathlib import Path
 
 import pytest
 
-from stamplib.experiments import plans
+from stamplib.experiments import plans, registry
 from tests.faces.test_outside_method import _installed_wheel
 
 TOY = Path(__file__).with_name("toy_experiment.py")
 CHECK = """
 import toy_experiment
 from stamplib import cli
-from stamplib.experiments import plans
+from stamplib.experiments import registry
 
-plan = plans.plan("99_toy_learning_rates", profile="smoke", learning_rates="0.001,0.01")  # by name, at the edge
+plan = registry.plan("99_toy_learning_rates", profile="smoke", learning_rates="0.001,0.01")  # by name, at the edge
 assert plan.experiment is toy_experiment.TOY and plan.notebook == "99_toy_learning_rates"
 assert [c.variant for c in plan.cells] == ["lr=0.001", "lr=0.01"], plan.cells
 assert [dict(c.spec.overrides)["lr"] for c in plan.cells] == [0.001, 0.01]
 assert {c.spec.dataset for c in plan.cells} == {"digits"} and {c.spec.method for c in plan.cells} == {"tent"}
-assert plans.resolve_notebooks(["99"]) == [toy_experiment.TOY]
+assert registry.resolve_notebooks(["99"]) == [toy_experiment.TOY]
 assert cli.main(["grid", "--notebook", "99", "--profile", "smoke", "--param", "learning_rates=0.1",
                  "--dry-run"]) == 0
 try:
-    plans.register(toy_experiment.TOY)
+    registry.register(toy_experiment.TOY)
 except ValueError as err:
     assert "registered once" in str(err)
 else:
@@ -130,9 +130,9 @@ def test_a_notebook_without_an_experiment_is_one_error_naming_the_entry_point_gr
 
 
 def test_experiments_refer_to_objects_and_an_unknown_name_is_one_clear_error() -> None:
-    assert plans.plan(plans.TABLE1, profile="smoke").experiment is plans.TABLE1
+    assert registry.plan(plans.TABLE1, profile="smoke").experiment is plans.TABLE1
     assert plans.TABLE1.averages_outlier_sets and not plans.CLASS_SPLIT.averages_outlier_sets
     with pytest.raises(ValueError, match="unknown notebook '77_nothing'"):
-        plans.plan("77_nothing")
+        registry.plan("77_nothing")
     with pytest.raises(ValueError, match="give it setups per scale"):
-        plans.register(plans.Experiment("98_no_setups", plans.plan_method_table))
+        registry.register(registry.Experiment("98_no_setups", plans.plan_method_table))

@@ -14,7 +14,7 @@ import stamplib
 from stamplib import cli, models
 from stamplib.cli import main
 from stamplib.data import downloads
-from stamplib.experiments import plans
+from stamplib.experiments import registry
 from tests.data.files import write_cifar_c
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,11 +58,20 @@ def test_cli_run_under_the_realistic_protocol(tmp_path: Path, capsys: pytest.Cap
         (["--method", "tent", "--set", "lr"], "expected NAME=VALUE, got 'lr'"),
         (["--method", "tent", "--set", "learning_rate=0.1"], "unknown hyperparameter(s) ['learning_rate']"),
         (["--method", "tent", "--relative-speed", "-3"], "relative_speed is C(g) of the realistic protocol"),
+        (["--method", "stamp", "--set", "lr=1e400"], "argument --set: lr=1e400 is not a finite number"),
+        (["--method", "stamp", "--set", "lr=nan"], "argument --set: lr=nan is not a finite number"),
+        (["--method", "stamp", "--set", "alpha=(0.1, inf)"], "alpha=(0.1, inf) is not a finite number"),
+        (["--method", "stamp", "--set", "capacity=" + "9" * 400], "is not a finite number"),
+        (["--method", "tent", "--stream", "dirichlet=-inf"], "argument --stream: dirichlet=-inf is not a finite"),
+        (["--method", "tent", "--set", "lr=0.1", "--set", "lr=0.2"], "lr given twice (0.1 and 0.2): give it once"),
+        (["--method", "tent", "--device", "gpu"], "argument --device: device must be cpu, cuda or cuda:N, got 'gpu'"),
+        (["--method", "tent", "--profile", "foo"], "argument --profile: invalid choice: 'foo'"),
+        (["--method", "tent", "--results", "/proc/forbidden"], "cannot write to the results folder /proc/forbidden"),
         # Typed overrides: each value against its field's type, then the config's own checks.
         (["--method", "stamp", "--set", "lr=abc"], "hyperparameter 'lr' of 'stamp' takes a number, got 'abc'"),
         (["--method", "stamp", "--set", "lr=-1"], "lr=-1.0 out of range for 'stamp': lr and alpha must be positive"),
         (["--method", "stamp", "--set", "num_views=0"], "num_views, capacity and period must be at least 1"),
-        (["--method", "stamp", "--set", "capacity=2.5"], "'capacity' of 'stamp' takes an integer, got '2.5'"),
+        (["--method", "stamp", "--set", "capacity=2.5"], "'capacity' of 'stamp' takes an integer, got 2.5"),
         (["--method", "stamp", "--set", "sam=maybe"], "'sam' of 'stamp' takes true or false, got 'maybe'"),
         (["--method", "stamp", "--set", "weighting=mean"], "takes one of adaptive, static, eata, none, got 'mean'"),
     ],
@@ -121,13 +130,13 @@ def test_dry_run_counts_every_notebook_of_the_full_profile(tmp_path, capsys):
     assert main(["grid", "--all", "--profile", "full", "--dry-run", "--results", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     distinct = {}
-    for nb in plans.EXPERIMENTS:
-        specs = plans.plan(nb, profile="full").specs
+    for nb in registry.EXPERIMENTS:
+        specs = registry.plan(nb, profile="full").specs
         distinct.update((s.key(), s) for s in specs)
         row = next(line.split() for line in out.splitlines() if line.startswith(nb))
         assert row[1:] == [str(len(specs)), "0", "0", str(len(specs)), "0"], row
     total = next(line.split() for line in out.splitlines() if line.startswith("distinct cells"))
-    assert int(total[2]) == len(distinct) == len(plans.cells(list(plans.EXPERIMENTS), profile="full"))
+    assert int(total[2]) == len(distinct) == len(registry.cells(list(registry.EXPERIMENTS), profile="full"))
     assert "would compute" in out and not tmp_path.joinpath(".grid").exists()  # a dry run writes nothing
 
 
@@ -182,7 +191,8 @@ def test_a_device_torch_does_not_have_is_one_line_and_exit_2(
     capsys.readouterr()
     monkeypatch.setattr(stamplib, "run", _boom)
     assert cli.main([*a_stored_record, "--device", "tpu", *force]) == 2
-    assert capsys.readouterr().err == "error: device must be cpu, cuda or cuda:N, got 'tpu'\n"
+    assert capsys.readouterr().err == ("error: argument --device: device must be cpu, cuda or cuda:N, got 'tpu' "
+                                       "(see python -m stamplib run --help)\n")
 
 
 @pytest.mark.parametrize("force", [["--force"], []])

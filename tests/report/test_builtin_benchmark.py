@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from stamplib.data import builtin_cifar10
+from stamplib.evaluation.record import Record
 from stamplib.evaluation.store import ResultsStore
-from stamplib.experiments import plans
+from stamplib.experiments import registry
 from stamplib.methods import PAPER_ORDER
 from stamplib.report import builtin_benchmark as B
 
@@ -26,7 +27,7 @@ H = {"stamp": (70.0, 68.0, 75.0), "cotta": (72.0, 70.0, 72.0), "rotta": (65.0,) 
 def _store(tmp_path: Path, h: dict[str, tuple[float, ...]] = H) -> ResultsStore:
     store = ResultsStore(tmp_path / "results")
     for notebook in ("02_table1_cifar_outlier_aware", "04_table3_class_split", "05_table4_closed_set"):
-        plan = plans.plan(notebook, profile="quick", methods=",".join(h))
+        plan = registry.plan(notebook, profile="quick", methods=",".join(h))
         for cell in plan.cells:
             spec = cell.spec
             if spec.seed >= len(h[spec.method]):
@@ -34,8 +35,9 @@ def _store(tmp_path: Path, h: dict[str, tuple[float, ...]] = H) -> ResultsStore:
             value = h[spec.method][spec.seed]
             per = {c: {"acc": value, "auroc": value, "h": value, "collapsed": False, "seconds": 1.0}
                    for c in spec.corruptions}
-            store.put({"key": spec.key(), "spec": spec.to_dict(), "per_corruption": per,
-                       "mean": {"acc": value, "auroc": value, "h": value}, "collapsed": [], "seconds": 1.0})
+            store.put(Record.from_json({"key": spec.key(), "spec": spec.to_dict(), "per_corruption": per,
+                                        "mean": {"acc": value, "auroc": value, "h": value}, "collapsed": [],
+                                        "seconds": 1.0}))
     return store
 
 
@@ -136,26 +138,25 @@ def test_the_committed_quick_records_are_every_cell_and_current() -> None:
     """The headline's 126 cells over seeds 0–2 (issue 41), and what `benchmark compute --seeds 0-4`
     adds for the ledger (issue 49): every record one of those cells, made by the shipped networks
     under today's hyperparameters, from a clean checkout where it was computed after issue 41."""
-    from stamplib.evaluation.spec import RunSpec
     from stamplib.evaluation.store import current_config
     from stamplib.experiments import claims
 
     headline = {s.key() for nb in ("02_table1_cifar_outlier_aware", "04_table3_class_split", "05_table4_closed_set")
-                for s in plans.plan(nb, profile="quick").specs}
+                for s in registry.plan(nb, profile="quick").specs}
     evidence = {s.key() for s in claims.evidence_cells(claims.BUILTIN, ResultsStore(Path("/nonexistent")), "cpu")}
     records = COMMITTED.records()
-    keys = {r["key"] for r in records}
+    keys = {r.key for r in records}
     assert headline <= keys and len(headline) == 14 * 3 * 3  # issue 41
     assert keys <= evidence | headline, sorted(keys - evidence - headline)
     for record in records:  # each names the command and the code that made it
-        made = record["provenance"]
-        assert made["command"].startswith(("python -m stamplib grid --profile quick",
-                                           "python -m stamplib benchmark compute --seeds 0-4")), made["command"]
-        assert made["git"]["commit"]
-        if record["spec"]["seed"] > 0:  # computed for issues 41 and 49 from a clean checkout
-            assert made["git"]["dirty"] is False, record["key"]
-    stale = [r["key"] for r in records if r.get("config") != current_config(RunSpec.from_dict(r["spec"]))]
+        made = record.provenance
+        assert made.command.startswith(("python -m stamplib grid --profile quick",
+                                        "python -m stamplib benchmark compute --seeds 0-4")), made.command
+        assert made.git["commit"]
+        if record.spec.seed > 0:  # computed for issues 41 and 49 from a clean checkout
+            assert made.git["dirty"] is False, record.key
+    stale = [r.key for r in records if r.config != current_config(r.spec)]
     assert not stale, f"stale records (recompute them with `python -m stamplib benchmark compute`): {stale}"
-    shipped = {r["provenance"]["checkpoint"]["sha256"] for r in records}
+    shipped = {r.provenance.checkpoint.sha256 for r in records}
     sums = builtin_cifar10.recorded_sums()
     assert shipped == {sums["ResNetTiny_10_jpeg.pt"], sums["ResNetTiny_8_jpeg.pt"]}  # made with the shipped networks

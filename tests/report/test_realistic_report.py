@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
-from stamplib.experiments import plans
+from stamplib.evaluation.record import Record
+from stamplib.experiments import plans, registry
 from stamplib.report import realistic
 
 #: method → (H under the paper's protocol, H under the realistic one, C(g))
 MADE_UP = {"source": (40.0, 40.0, 1), "tent": (60.0, 58.0, 3), "stamp": (80.0, 50.0, 28)}
 
 
-def _records() -> tuple[plans.Plan, dict]:
-    plan = plans.plan("12_realistic_stream", profile="smoke", methods="source,tent,stamp")
+def _records() -> tuple[registry.Plan, dict]:
+    plan = registry.plan("12_realistic_stream", profile="smoke", methods="source,tent,stamp")
     records = {}
     for cell in plan.cells:
         paper_h, realistic_h, speed = MADE_UP[cell.spec.method]
@@ -21,8 +22,9 @@ def _records() -> tuple[plans.Plan, dict]:
         record = {"key": cell.spec.key(), "spec": cell.spec.to_dict(), "per_corruption": {},
                   "mean": {"acc": h + 1.0, "auroc": h - 1.0, "h": h}, "seconds": 1.0}
         if is_realistic:
-            record["realistic"] = {"relative_speed": speed, "adapted_batches": 10 // speed, "batches": 10}
-        records[cell.spec.key()] = record
+            record["realistic"] = {"relative_speed": speed, "measured": True, "adapted_batches": 10 // speed,
+                                   "batches": 10}
+        records[cell.spec.key()] = Record.from_json(record)
     return plan, records
 
 

@@ -9,21 +9,22 @@ import pandas as pd
 import pytest
 
 from stamplib import methods
+from stamplib.evaluation.record import Record
 from stamplib.evaluation.spec import RunSpec
-from stamplib.experiments import plans
+from stamplib.experiments import plans, registry
 from stamplib.report import reproduce
 
 
-def _record(spec: RunSpec, acc: float = 60.0, auroc: float = 70.0, collapsed: bool = False) -> dict:
+def _record(spec: RunSpec, acc: float = 60.0, auroc: float = 70.0, collapsed: bool = False) -> Record:
     h = 2 * acc * auroc / (acc + auroc)
     per = {c: {"acc": acc, "auroc": auroc, "h": h, "collapsed": collapsed, "seconds": 1.0} for c in spec.corruptions}
-    return {"key": spec.key(), "spec": spec.to_dict(), "per_corruption": per,
-            "mean": {"acc": acc, "auroc": auroc, "h": h}, "collapsed": list(spec.corruptions) if collapsed else [],
-            "seconds": 1.0}
+    return Record.from_json({"key": spec.key(), "spec": spec.to_dict(), "per_corruption": per,
+                             "mean": {"acc": acc, "auroc": auroc, "h": h},
+                             "collapsed": list(spec.corruptions) if collapsed else [], "seconds": 1.0})
 
 
 def _tent_and_stamp(data_root: str = "") -> tuple[plans.Plan, dict]:
-    plan = plans.plan("02_table1_cifar_outlier_aware", methods="tent,stamp", data_root=data_root, seeds="0")
+    plan = registry.plan("02_table1_cifar_outlier_aware", methods="tent,stamp", data_root=data_root, seeds="0")
     records = {c.spec.key(): _record(c.spec, acc=80.0 if c.spec.method == "stamp" else 70.0,
                                      collapsed=c.spec.method == "tent") for c in plan.cells}
     return plan, records
@@ -83,9 +84,9 @@ def test_real_data_table_keeps_the_delta_columns(tmp_path):
 
 
 def test_an_empty_builtin_table_has_no_delta_columns_either():
-    plan = plans.plan("02_table1_cifar_outlier_aware", methods="stamp")
+    plan = registry.plan("02_table1_cifar_outlier_aware", methods="stamp")
     assert [c for c in reproduce.paper_table(plan, {}).columns if c.startswith("H ")] == ["H ours", "H paper"]
-    real = plans.plan("02_table1_cifar_outlier_aware", methods="stamp", data_root="somewhere")
+    real = registry.plan("02_table1_cifar_outlier_aware", methods="stamp", data_root="somewhere")
     assert "H Δ" in reproduce.paper_table(real, {}).columns
 
 
@@ -130,7 +131,7 @@ def test_rank_agreement_ranks_per_panel_and_only_methods_with_both_numbers():
 def test_builtin_figure_compares_ranks_not_values(tmp_path):
     from stamplib.report import save_figure
 
-    plan = plans.plan("02_table1_cifar_outlier_aware", methods="source,tent,stamp", seeds="0")
+    plan = registry.plan("02_table1_cifar_outlier_aware", methods="source,tent,stamp", seeds="0")
     h = {"source": 70.0, "tent": 80.0, "stamp": 60.0}  # the paper's order (STAMP 80.1, Source 62.3, Tent 59.7) reversed
     records = {c.spec.key(): _record(c.spec, acc=h[c.spec.method], auroc=h[c.spec.method]) for c in plan.cells}
     table = reproduce.paper_table(plan, records)
@@ -147,7 +148,7 @@ def test_builtin_figure_compares_ranks_not_values(tmp_path):
 
 
 def test_builtin_closed_set_heatmap_has_no_delta_panel():
-    plan = plans.plan("05_table4_closed_set", methods="source", corruptions="gaussian_noise,contrast")
+    plan = registry.plan("05_table4_closed_set", methods="source", corruptions="gaussian_noise,contrast")
     records = {c.spec.key(): _record(c.spec, acc=30.0) for c in plan.cells}
     table = reproduce.paper_table(plan, records, per_corruption=True, metrics=("acc",))
     assert "ACC Δ" not in table.columns
@@ -157,7 +158,7 @@ def test_builtin_closed_set_heatmap_has_no_delta_panel():
 
 
 def test_closed_set_table_has_a_row_per_corruption_and_the_mean():
-    plan = plans.plan("05_table4_closed_set", methods="source", corruptions="gaussian_noise,contrast")
+    plan = registry.plan("05_table4_closed_set", methods="source", corruptions="gaussian_noise,contrast")
     records = {c.spec.key(): _record(c.spec, acc=30.0) for c in plan.cells}
     table = reproduce.paper_table(plan, records, per_corruption=True, metrics=("acc",))
     assert list(table["corruption"]) == ["gaussian_noise", "contrast", "mean"]
@@ -165,10 +166,10 @@ def test_closed_set_table_has_a_row_per_corruption_and_the_mean():
 
 
 def test_newer_methods_are_extra_rows_without_paper_numbers(tmp_path):
-    default = plans.plan("02_table1_cifar_outlier_aware", profile="smoke")
+    default = registry.plan("02_table1_cifar_outlier_aware", profile="smoke")
     assert [c.spec.method for c in default.cells] == list(methods.TABLE_ORDER)
     # real data: the scale whose figure still puts the paper's bars next to ours
-    plan = plans.plan("02_table1_cifar_outlier_aware", methods="tent_come,stamp,unient,unient_plus,ostta",
+    plan = registry.plan("02_table1_cifar_outlier_aware", methods="tent_come,stamp,unient,unient_plus,ostta",
                       data_root=str(tmp_path / "data"))
     records = {c.spec.key(): _record(c.spec, acc=60.0) for c in plan.cells}
     table = reproduce.paper_table(plan, records)
@@ -201,7 +202,7 @@ def test_figures_of_the_builtin_benchmark_say_so_in_their_title():
 def test_ablations_and_sweeps_draw_their_baseline_rows_seed_spread_as_a_band(tmp_path):
     """Issue 41: notebook 06's rows stay at seed 0; its default row over the quick profile's
     headline seeds (notebook 02's STAMP cells) is named under the table and drawn as a band."""
-    plan = plans.plan("06_table5_ablation")
+    plan = registry.plan("06_table5_ablation")
     assert {c.spec.seed for c in plan.cells} == {0} and {c.spec.seed for c in plan.band_cells} == {1, 2}
     h_of_seed = {0: 70.0, 1: 60.0, 2: 80.0}
     records = {c.spec.key(): _record(c.spec, acc=h_of_seed[c.spec.seed], auroc=h_of_seed[c.spec.seed])
@@ -219,7 +220,7 @@ def test_ablations_and_sweeps_draw_their_baseline_rows_seed_spread_as_a_band(tmp
     assert any(t.get_text() == "band: S.A.+D.S.+RBM+S.W. over seeds 0–2, min–max"
                for t in fig.axes[0].get_legend().get_texts())
     plt.close(fig)
-    ratios = plans.plan("08_table6_outlier_ratio")
+    ratios = registry.plan("08_table6_outlier_ratio")
     records = {c.spec.key(): _record(c.spec, acc=h_of_seed[c.spec.seed], auroc=h_of_seed[c.spec.seed])
                for c in (*ratios.cells, *ratios.band_cells)}
     band = reproduce.baseline_band(ratios, records)
@@ -227,11 +228,11 @@ def test_ablations_and_sweeps_draw_their_baseline_rows_seed_spread_as_a_band(tmp
     fig = reproduce.plot_ratio_lines(reproduce.paper_table(ratios, records, table="6"), "ratios", band=band)
     assert [p.get_alpha() for p in fig.axes[0].patches] == [0.18]
     plt.close(fig)
-    assert reproduce.baseline_band(plans.plan("06_table5_ablation", profile="full"), {}).empty
+    assert reproduce.baseline_band(registry.plan("06_table5_ablation", profile="full"), {}).empty
 
 
 def test_tables_over_seeds_show_the_mean_with_min_max_and_ranks_as_intervals(tmp_path):
-    plan = plans.plan("02_table1_cifar_outlier_aware", methods="source,tent,stamp")
+    plan = registry.plan("02_table1_cifar_outlier_aware", methods="source,tent,stamp")
     h = {"source": (50.0, 50.0, 50.0), "tent": (60.0, 66.0, 60.0), "stamp": (70.0, 62.0, 71.0)}
     records = {c.spec.key(): _record(c.spec, acc=h[c.spec.method][c.spec.seed], auroc=h[c.spec.method][c.spec.seed])
                for c in plan.cells}

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from stamplib import methods
+from stamplib.evaluation.record import Record
 from stamplib.report import palette, seeds, stress
 
 
@@ -106,18 +107,18 @@ def test_notebook_13s_figure_draws_stamp_red_and_owttt_apart() -> None:
     assert len(set(lines.values())) == 3
 
 
-def _record(spec, per_corruption: dict[str, float]) -> dict:
+def _record(spec, per_corruption: dict[str, float]) -> Record:
     per = {c: {"acc": v, "auroc": v, "h": v, "collapsed": False, "seconds": 1.0}
            for c, v in per_corruption.items() if c in spec.corruptions}
     mean = sum(m["h"] for m in per.values()) / len(per)
-    return {"key": spec.key(), "spec": spec.to_dict(), "per_corruption": per,
-            "mean": {"acc": mean, "auroc": mean, "h": mean, "collapsed": []}, "seconds": 1.0}
+    return Record.from_json({"key": spec.key(), "spec": spec.to_dict(), "per_corruption": per,
+                             "mean": {"acc": mean, "auroc": mean, "h": mean, "collapsed": []}, "seconds": 1.0})
 
 
 def test_notebook_13_reads_the_paper_batch_on_its_corruption_and_draws_the_paper_streams_spread() -> None:
-    from stamplib.experiments import plans
+    from stamplib.experiments import registry
 
-    plan = plans.plan("13_stress_streams", methods="stamp,tent")
+    plan = registry.plan("13_stress_streams", methods="stamp,tent")
     cells = (*plan.cells, *plan.band_cells)
     # gaussian noise differs from the other corruptions, and from seed to seed
     records = {c.spec.key(): _record(c.spec, {"gaussian_noise": 80.0 + 2 * c.spec.seed, "defocus_blur": 40.0,
@@ -133,4 +134,4 @@ def test_notebook_13_reads_the_paper_batch_on_its_corruption_and_draws_the_paper
                            "(80.0–84.0), Tent 82.0 (80.0–84.0).")
     fig = stress.plot_axes(stress.stress_table(plan, records), spread=stress.paper_stream_spread(plan, records))
     assert len(fig.axes[0].collections) == 2  # a bar per method on the paper's batch
-    assert stress.paper_stream_spread(plans.plan("13_stress_streams", methods="stamp", profile="full"), {}).empty
+    assert stress.paper_stream_spread(registry.plan("13_stress_streams", methods="stamp", profile="full"), {}).empty

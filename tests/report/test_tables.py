@@ -4,21 +4,23 @@ from __future__ import annotations
 
 import pandas as pd
 
+from stamplib.evaluation.record import Record
 from stamplib.evaluation.spec import RunSpec
-from stamplib.experiments import plans
+from stamplib.experiments import registry
 from stamplib.report import frames, tables
 
 
-def _record(spec: RunSpec, acc: float = 60.0, collapsed: tuple[str, ...] = ()) -> dict:
+def _record(spec: RunSpec, acc: float = 60.0, collapsed: tuple[str, ...] = ()) -> Record:
     """A record as run() writes it, with made-up numbers."""
     per = {c: {"acc": acc, "auroc": 70.0, "h": 64.6, "collapsed": c in collapsed, "seconds": 1.0,
                "collapse_reason": "non-finite outputs" if c in collapsed else None} for c in spec.corruptions}
-    return {"key": spec.key(), "spec": spec.to_dict(), "per_corruption": per, "seconds": 2.0,
-            "mean": {"acc": acc, "auroc": 70.0, "h": 64.6, "collapsed": list(collapsed)}, "collapsed": list(collapsed)}
+    return Record.from_json({"key": spec.key(), "spec": spec.to_dict(), "per_corruption": per, "seconds": 2.0,
+                             "mean": {"acc": acc, "auroc": 70.0, "h": 64.6, "collapsed": list(collapsed)},
+                             "collapsed": list(collapsed)})
 
 
 def test_one_builder_for_records_and_plans_with_lower_case_metrics() -> None:
-    plan = plans.plan("09_fig_augmentation_averaging", seeds="0,1")
+    plan = registry.plan("09_fig_augmentation_averaging", seeds="0,1")
     records = {c.spec.key(): _record(c.spec, acc=50.0 + 10 * c.spec.seed) for c in plan.cells}
     by_plan = frames.plan_frame(plan, records, per_corruption=True)
     by_records = frames.results_frame([records[c.spec.key()] for c in plan.cells], per_corruption=True)
@@ -53,10 +55,11 @@ def test_collapsed_rows_get_daggers_and_keep_their_numbers(tmp_path) -> None:
 
 
 def test_tables_without_a_collapse_have_no_dagger() -> None:
-    frame = frames.results_frame([{
-        "spec": {"method": "tent", "dataset": "digits", "outliers": "noise", "seed": 0},
-        "per_corruption": {}, "collapsed": [], "mean": {"acc": 1.0, "auroc": 2.0, "h": 1.5},
-    }])
+    spec = RunSpec(method="tent", dataset="digits", outliers="noise", seed=0)
+    frame = frames.results_frame([Record.from_json({
+        "key": spec.key(), "spec": spec.to_dict(), "per_corruption": {}, "collapsed": [],
+        "mean": {"acc": 1.0, "auroc": 2.0, "h": 1.5},
+    })])
     md = tables.to_markdown(frame)
     assert "†" not in md and md.count("\n") == 3
     assert "$^\\dagger$" not in tables.to_latex(frame)

@@ -14,8 +14,9 @@ import pandas as pd
 import pytest
 
 from stamplib.data.corruptions import CORRUPTIONS
+from stamplib.evaluation.record import Record
 from stamplib.evaluation.store import ResultsStore
-from stamplib.experiments import course, plans
+from stamplib.experiments import course, plans, registry
 from stamplib.experiments.parameters import NotebookParameters
 from stamplib.notebook_runner import notebook_parameters, notebooks_dir
 from stamplib.teaching import EXERCISES, breaking, overview
@@ -28,18 +29,18 @@ LESSONS = [e.notebook for e in course.LESSONS]
 
 
 def keys(notebook: str, **params: object) -> set[str]:
-    return {s.key() for s in plans.plan(notebook, profile="quick", **params).specs}
+    return {s.key() for s in registry.plan(notebook, profile="quick", **params).specs}
 
 
 def test_the_lessons_come_after_the_paper_notebooks_in_order() -> None:
-    assert list(plans.EXPERIMENTS)[-4:] == LESSONS
+    assert list(registry.EXPERIMENTS)[-4:] == LESSONS
     assert [nb.stem for nb in sorted(notebooks_dir().glob("1[4-7]_*.ipynb"))] == LESSONS
 
 
 def test_the_lessons_plan_the_paper_notebooks_cells() -> None:
     table1, closed, inside = keys("02_table1_cifar_outlier_aware"), keys("05_table4_closed_set"), keys("10_inside_the_stream")
     ablation, views, stress = keys("06_table5_ablation"), keys("09_fig_augmentation_averaging"), keys("13_stress_streams")
-    adapting = plans.plan(LESSONS[0], profile="quick")
+    adapting = registry.plan(LESSONS[0], profile="quick")
     long = [c.spec for c in adapting.cells if c.variant.startswith(course.LONG_STREAM)]
     assert len(long) == 4 and all(s.stream.schedule == "continual" and s.corruptions == CORRUPTIONS for s in long)
     assert {s.outliers for s in long} == {"noise", "none"}
@@ -47,11 +48,11 @@ def test_the_lessons_plan_the_paper_notebooks_cells() -> None:
     assert keys(LESSONS[0]) - own <= table1
     assert keys(LESSONS[1]) - own <= table1 | closed | inside and keys(LESSONS[1]) & own == own
     assert keys(LESSONS[2]) <= ablation | table1
-    off_path = course.off_path(plans.experiment(LESSONS[2]), NotebookParameters.parse(profile="quick"))
+    off_path = course.off_path(registry.experiment(LESSONS[2]), NotebookParameters.parse(profile="quick"))
     assert {s.key() for s in off_path.specs} <= ablation | views and not {s.key() for s in off_path.specs} & keys(LESSONS[2])
     assert keys(LESSONS[3]) <= table1 | ablation | stress
     # the path ends at STAMP itself, the cell of Table 1 and of the overview
-    assert plans.plan(LESSONS[2], profile="quick").cells[-1].spec.key() in keys("00_walkthrough")
+    assert registry.plan(LESSONS[2], profile="quick").cells[-1].spec.key() in keys("00_walkthrough")
 
 
 def _cells(notebook: str) -> list[dict]:
@@ -91,14 +92,14 @@ def test_the_overview_points_to_the_lessons_and_names_its_trace() -> None:
     assert '"STAMP, CoTTA-style"' in text and "overview.closing(" in text
 
 
-def _record(spec, h: float) -> dict:
+def _record(spec, h: float) -> Record:
     per = {c: {"acc": h, "auroc": h, "h": h, "collapsed": False} for c in spec.corruptions}
-    return {"key": spec.key(), "spec": spec.to_dict(), "per_corruption": per, "mean": {"acc": h, "auroc": h, "h": h},
-            "collapsed": [], "seconds": 1.0}
+    return Record.from_json({"key": spec.key(), "spec": spec.to_dict(), "per_corruption": per,
+                             "mean": {"acc": h, "auroc": h, "h": h}, "collapsed": [], "seconds": 1.0})
 
 
 def test_a_seed_spread_shows_the_seeds_that_exist_and_says_one_seed_otherwise(tmp_path: Path) -> None:
-    spec = plans.plan("02_table1_cifar_outlier_aware", profile="quick", methods="stamp").specs[0]
+    spec = registry.plan("02_table1_cifar_outlier_aware", profile="quick", methods="stamp").specs[0]
     run, committed = ResultsStore(tmp_path / "run"), ResultsStore(tmp_path / "committed")
     run.put(_record(spec, 60.0))
     stores = [("run", run), ("committed", committed)]
@@ -113,7 +114,7 @@ def test_a_seed_spread_shows_the_seeds_that_exist_and_says_one_seed_otherwise(tm
 
 
 def test_the_overviews_closing_explains_the_committed_quick_run(tmp_path: Path) -> None:
-    plan = plans.plan("00_walkthrough", profile="quick")
+    plan = registry.plan("00_walkthrough", profile="quick")
     records = {s.key(): r for s in plan.specs if (r := QUICK_RUN.get(s)) is not None}
     assert len(records) == len(plan.specs)
     text = overview.closing(plan, records, tmp_path / "empty")
@@ -123,13 +124,13 @@ def test_the_overviews_closing_explains_the_committed_quick_run(tmp_path: Path) 
 
 
 def test_lesson_17_compares_the_committed_stamp_record_with_the_authors_code() -> None:
-    plan = plans.plan(LESSONS[3], profile="quick")
+    plan = registry.plan(LESSONS[3], profile="quick")
     found = breaking.stamp_records(plan, {s.key(): r for s in plan.specs if (r := QUICK_RUN.get(s)) is not None})
     text = breaking.authors_code_text(plan, found, "contrast")
     assert "16.8 / 52.6 / 25.5" in text
     gap = float(re.search(r"within ([\d.]+) points", text).group(1))
     assert gap <= 0.5
-    smoke = plans.plan(LESSONS[3], profile="smoke")
+    smoke = registry.plan(LESSONS[3], profile="smoke")
     assert "run this notebook in the quick profile" in breaking.authors_code_text(smoke, found, "contrast")
     assert breaking.worst_corruption(found["STAMP"]) == "contrast"
     with pytest.raises(ValueError, match="corruption: 'fog'"):
@@ -139,9 +140,9 @@ def test_lesson_17_compares_the_committed_stamp_record_with_the_authors_code() -
 def test_lesson_17s_harder_streams_are_the_cells_its_plan_filled_with_seeds() -> None:
     """Issue 52: the notebook planned notebook 13's cells again from its raw parameters (no seeds,
     so no cell); the section now cuts them from the lesson's plan."""
-    plan = plans.plan(LESSONS[3], profile="quick")
+    plan = registry.plan(LESSONS[3], profile="quick")
     harder = course.harder_streams(plan)
-    stress = {c.spec.key() for c in plans.plan("13_stress_streams", profile="quick").cells}
+    stress = {c.spec.key() for c in registry.plan("13_stress_streams", profile="quick").cells}
     assert harder.cells and {c.spec.key() for c in harder.cells} <= stress
     assert {c.variant.partition("=")[0] for c in harder.cells} == set(plans.PAPER_STREAM)
     assert {c.spec.method for c in harder.cells} == set(course.STRESS_METHODS)
@@ -184,9 +185,9 @@ def test_lesson_14_reads_the_direction_of_the_variance_and_the_drift_from_the_nu
 
 def test_lesson_15_says_where_stamp_stands_against_bn_stats_in_the_committed_quick_run() -> None:
     from stamplib.teaching import outliers
-    plan = plans.plan(LESSONS[1], profile="quick")
+    plan = registry.plan(LESSONS[1], profile="quick")
     records = {s.key(): r for s in plan.specs if (r := QUICK_RUN.get(s)) is not None}
-    stamp, bn = (records[plans.plan("02_table1_cifar_outlier_aware", profile="quick", methods=m).specs[0].key()]["mean"]["h"]
+    stamp, bn = (records[registry.plan("02_table1_cifar_outlier_aware", profile="quick", methods=m).specs[0].key()].mean.h
                  for m in ("stamp", "bn_stats"))
     text = outliers.h_plane_text(plan, records)
     assert f"STAMP's mean H ({stamp:.1f}) is {'above' if stamp > bn else 'below'} BN Stats' ({bn:.1f})" in text, text
