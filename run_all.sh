@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerate every table and figure: execute all notebooks with papermill.
-#   ./run_all.sh [--profile quick|full|smoke] [--data-root DIR] [--device cpu|cuda] [--only NAME ...]
+#   ./run_all.sh [--profile quick|full|smoke] [--data-root DIR] [--device cpu|cuda|cuda:N] [--only NAME ...]
 #                [--executor local|submitit|submitit-local] [--jobs N] [grid options]
 # Executed notebooks go to build/notebooks/<profile>/, figures and tables to figures/.
 # Without --executor/--jobs, smoke and quick compute the cells with one process per CPU core
@@ -24,8 +24,16 @@
 # hours): docs/gpu_runbook.md.
 set -euo pipefail
 cd "$(dirname "$0")"
+# A bad option stops here, before anything runs, with one line (exit code 2).
+refuse() { echo "run_all.sh: $* (see ./run_all.sh --help)" >&2; exit 2; }
+# The value of option $1, which must be given ($2: the arguments after it).
+value_of() { [[ $# -ge 2 && "$2" != --* ]] || refuse "$1 needs a value"; }
 profile=quick; data_root=""; device=cpu; only=(); executor=""; jobs=""; grid_opts=(); reference=render; recompute_methods=""; site=""; render_jobs=1
 while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --profile|--data-root|--device|--executor|--jobs|--partition|--gpus-per-job|--cpus-per-task|--time-min|\
+        --mem-gb|--array-parallelism|--cells-per-job) value_of "$@" ;;
+    esac
     case "$1" in
         --profile) profile="$2"; shift 2 ;;
         --data-root) data_root="$2"; shift 2 ;;
@@ -39,10 +47,18 @@ while [[ $# -gt 0 ]]; do
             if [[ $# -gt 0 && "$1" != --* ]]; then recompute_methods="$1"; shift; fi ;;
         --no-reference) reference=""; shift ;;
         --site) site=1; shift ;;
-        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
-        *) echo "run_all.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+        -h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1' "$0"; exit 0 ;;
+        *) refuse "unknown option $1" ;;
     esac
 done
+# The choices of python -m stamplib's shared flags (stamplib/flags.py), checked before the
+# environment is set up or a cell computed.
+[[ "$profile" =~ ^(smoke|quick|full)$ ]] || refuse "--profile must be smoke, quick or full, got '$profile'"
+[[ "$device" =~ ^(cpu|cuda|cuda:[0-9]+)$ ]] || refuse "--device must be cpu, cuda or cuda:N, got '$device'"
+[[ -z "$executor" || "$executor" =~ ^(local|submitit|submitit-local)$ ]] \
+    || refuse "--executor must be local, submitit or submitit-local, got '$executor'"
+[[ -z "$jobs" || "$jobs" =~ ^[0-9]+$ ]] || refuse "--jobs must be a whole number, got '$jobs'"
+[[ -z "$data_root" || -d "$data_root" ]] || refuse "--data-root $data_root is not a folder"
 tools/ensure_venv.sh
 export PATH="$PWD/.venv/bin:$PATH"
 args=(--profile "$profile" --device "$device")
@@ -65,7 +81,10 @@ if [[ -n "$executor" || -n "$jobs" || ${#grid_opts[@]} -gt 0 ]]; then
         chosen=(); for nb in notebooks/[0-9][0-9]_*.ipynb; do chosen+=("$(basename "$nb" .ipynb)"); done
     fi
     grid=(--notebook "${chosen[@]}" --executor "${executor:-local}" --jobs "${jobs:-1}" --wait "${grid_opts[@]}")
-    if ! python -m stamplib grid "${args[@]}" "${grid[@]}"; then
+    status=0; python -m stamplib grid "${args[@]}" "${grid[@]}" || status=$?
+    if [[ $status -eq 2 ]]; then
+        exit 2  # bad input: the grid has said what, in one line
+    elif [[ $status -ne 0 ]]; then
         echo "run_all.sh: the grid has failed or missing cells (see above); run the same command again to" \
              "resubmit them, then the notebooks render from the results store" >&2
         exit 1

@@ -1,7 +1,9 @@
 """stamplib — a reference, notebook-first reproduction of STAMP (Yu et al., ECCV 2024)."""
 
+from typing import Any
+
 from stamplib.data.streams import StreamSpec
-from stamplib.evaluation.runner import run
+from stamplib.evaluation import runner as _runner
 from stamplib.evaluation.spec import RunSpec
 from stamplib.paths import RunContext
 from stamplib.version import __version__
@@ -9,9 +11,18 @@ from stamplib.version import __version__
 __all__ = ["RunContext", "RunSpec", "StreamSpec", "explore", "run", "__version__"]
 
 
+def run(spec: RunSpec, context: RunContext | None = None, *, force: bool = False, progress: bool = False) -> Any:
+    """The record of ``spec``: stored, or computed and stored (unless ``force``), where
+    ``context`` says (:func:`stamplib.evaluation.runner.run`). This is an edge, as the command
+    line is: without a context it is the default one, built by :meth:`RunContext.build` as
+    ``python -m stamplib run`` builds it from no flags (``$STAMPLIB_DATA_ROOT``, results/, cpu)."""
+    return _runner.run(spec, context if context is not None else RunContext.build(), force=force, progress=progress)
+
+
 def explore(*args, **kwargs):  # noqa: ANN002, ANN003, ANN201 - the signature is explorer.explore's
     """Scrub one method's run over a stream batch by batch: :func:`stamplib.explorer.explore`
-    (imported on first use, so ``import stamplib`` stays light)."""
+    (imported on first use, so ``import stamplib`` stays light); without ``context``, the
+    default one, as :func:`run` builds it."""
     from stamplib.explorer import explore as _explore
 
     return _explore(*args, **kwargs)

@@ -17,38 +17,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from stamplib import paths
+from stamplib import flags, paths
 from stamplib.extras import MissingExtra
-from stamplib.validation import literal_or_text
-
-PROFILES = ["smoke", "quick", "full"]
-
-
-def _split_pair(item: str) -> tuple[str, str]:
-    if "=" not in item:
-        raise ValueError(f"expected NAME=VALUE, got {item!r} (e.g. --set lr=0.001, --param seeds=0,1,2)")
-    name, value = item.split("=", 1)
-    return name, value
-
-
-def _text_pairs(items: list[str]) -> dict[str, str]:
-    """``NAME=VALUE`` options with the values as text: the field each names types it."""
-    return dict(map(_split_pair, items))
-
-
-def _literal_pairs(items: list[str]) -> dict[str, Any]:
-    """``NAME=VALUE`` options with Python literals as values (``0.001``, ``True``, ``'a'``)."""
-    return {name: literal_or_text(value) for name, value in map(_split_pair, items)}
 
 
 def _context(args: argparse.Namespace, results: str | Path | None = None,
-             default_data_root: Path | None = None) -> paths.RunContext:
-    """The run context of a command's flags (``--data-root``, ``--results``, ``--device``; a
-    command without one of them gets the default, or the command's own), naming the command for
-    its records; a dry run's is not checked (it computes nothing)."""
-    return paths.RunContext.build(getattr(args, "data_root", None), getattr(args, "results", None) or results,
-                                  device=getattr(args, "device", "cpu"), command=args.command_line,
-                                  default_data_root=default_data_root, check=not getattr(args, "dry_run", False))
+             default_data_root: Path | None = None, writes: bool = False) -> paths.RunContext:
+    """The run context of a command's shared flags (:mod:`stamplib.flags`: ``--data-root``,
+    ``--results``, ``--device``; a command without one of them gets the default, or the
+    command's own), naming the command for its records; a dry run's is not checked (it computes
+    nothing). ``writes``: the command stores records, so its results folder is tried now, before
+    anything is computed."""
+    dry_run = getattr(args, "dry_run", False)
+    context = paths.RunContext.build(getattr(args, "data_root", None), getattr(args, "results", None) or results,
+                                     device=getattr(args, "device", "cpu"), command=args.command_line,
+                                     default_data_root=default_data_root, check=not dry_run)
+    if writes and not dry_run:
+        flags.writable(context.results)
+    return context
 
 
 def _executor_options(args: argparse.Namespace) -> Any:
@@ -95,8 +81,7 @@ def _stream_flags(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--relative-speed", type=int, default=None, metavar="C",
                    help="fix C(g) of the realistic protocol (implies --realistic), e.g. 17, so that the record "
                         "does not depend on the machine")
-    p.add_argument("--stream", action="append", default=[], metavar="NAME=VALUE",
-                   help="any option of the stream by its field name, e.g. --stream schedule=continual")
+    flags.add_pairs(p, "--stream", "any option of the stream by its field name, e.g. --stream schedule=continual")
 
 
 def _stream_of(args: argparse.Namespace) -> Any:
@@ -112,7 +97,7 @@ def _stream_of(args: argparse.Namespace) -> Any:
         given["schedule"] = switched.schedule
     if args.realistic or args.relative_speed:
         given["realistic"] = True
-    named = _text_pairs(args.stream)
+    named = flags.pairs(args.stream)
     if twice := sorted(set(named) & set(given)):
         raise ValueError(f"stream option(s) {twice} given twice: by a flag and by --stream")
     return StreamSpec.parse({**given, **named})
@@ -128,14 +113,9 @@ def _run_parser(sub: Any) -> None:
     p.add_argument("--severity", type=int, default=5)
     p.add_argument("--ratio", type=float, default=0.2, help="outliers / (ID + outliers)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--profile", default="quick", choices=PROFILES)
-    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                   help="hyperparameter override, typed as its config field says (e.g. lr=0.001, sam=false)")
+    flags.add(p, profile=True, data_root=True, device=True, results=True)
+    flags.add_pairs(p, "--set", "hyperparameter override, typed as its config field says (e.g. lr=0.001, sam=false)")
     _stream_flags(p)
-    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
-    p.add_argument("--data-root", default=None,
-                   help="folder with the data sets (default: $STAMPLIB_DATA_ROOT, else the user data folder)")
-    p.add_argument("--results", default=None, help="results folder (default: results/)")
     p.add_argument("--force", action="store_true", help="recompute even if stored")
     p.add_argument("--json", action="store_true", help="also print the whole record")
     p.add_argument("--deterministic", action="store_true",
@@ -147,12 +127,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from stamplib import RunSpec, run
     from stamplib.evaluation.runner import summary_lines
 
-    context = _context(args)
+    context = _context(args, writes=True)
     if args.deterministic:
         from stamplib.determinism import set_deterministic
 
         set_deterministic()
-    spec = RunSpec.make(args.method, overrides=_text_pairs(args.set), dataset=args.dataset, outliers=args.outliers,
+    spec = RunSpec.make(args.method, overrides=flags.pairs(args.set), dataset=args.dataset, outliers=args.outliers,
                         corruptions=tuple(args.corruptions.split(",")), severity=args.severity,
                         outlier_ratio=args.ratio, seed=args.seed, profile=args.profile, stream=_stream_of(args))
     try:
@@ -166,13 +146,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ValueError(f"--deterministic cannot serve method {args.method!r} on {args.device}: {reason}") from err
     print("\n".join(summary_lines(record)))
     if args.json:
-        print(json.dumps(record, indent=1))
+        print(json.dumps(record.to_json(), indent=1))
     return 0
 
 
 def _doctor_parser(sub: Any) -> None:
     p = sub.add_parser("doctor", help="versions, device, where data and checkpoints are found")
-    p.add_argument("--data-root", default=None)
+    flags.add(p, data_root=True)
     p.set_defaults(func=cmd_doctor)
 
 
@@ -238,11 +218,9 @@ def cmd_check_method(args: argparse.Namespace) -> int:
 
 def _notebooks_parser(sub: Any) -> None:
     p = sub.add_parser("notebooks", help="execute notebooks with papermill")
-    p.add_argument("--profile", default="quick", choices=PROFILES)
+    flags.add(p, profile=True, data_root=True, device=True)
     p.add_argument("--only", nargs="*", default=[], metavar="NAME")
-    p.add_argument("--data-root", default=None)
-    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
+    flags.add_pairs(p, "--param", "a notebook parameter, e.g. methods=source,stamp or seeds=0,1,2")
     p.add_argument("--timeout", type=int, default=None, help="per-cell timeout in seconds")
     p.add_argument("--jobs", type=int, default=1,
                    help="notebooks executed at once, each in its own process (run_all.sh: as many as the grid's "
@@ -253,14 +231,14 @@ def _notebooks_parser(sub: Any) -> None:
 def cmd_notebooks(args: argparse.Namespace) -> int:
     from stamplib.notebook_runner import run_notebooks
 
-    with _context(args).exported():  # the kernels build their context from it, naming this command
+    with _context(args, writes=True).exported():  # the kernels build their context from it, naming this command
         return run_notebooks(profile=args.profile, only=args.only, data_root=args.data_root, device=args.device,
-                             extra=_literal_pairs(args.param), timeout=args.timeout, jobs=args.jobs)
+                             extra=flags.pairs(args.param), timeout=args.timeout, jobs=args.jobs)
 
 
 def _site_parser(sub: Any) -> None:
     p = sub.add_parser("site", help="build the executed notebooks (./run_all.sh) into a website, build/site")
-    p.add_argument("--profile", default="quick", choices=PROFILES, help="whose executed notebooks: build/notebooks/<profile>")
+    flags.add(p, profile="whose executed notebooks: build/notebooks/<profile>")
     p.add_argument("--out", default=None, help="default: build/site")
     p.add_argument("--verbose", action="store_true", help="show Sphinx's output")
     p.set_defaults(func=cmd_site)
@@ -290,8 +268,7 @@ def _train_source_parser(sub: Any) -> None:
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the training forward (about 25%% faster on a 2-core CPU)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--data-root", default=None)
+    flags.add(p, data_root=True, device=True)
     p.set_defaults(func=cmd_train_source)
 
 
@@ -316,13 +293,13 @@ def _benchmark_parser(sub: Any) -> None:
                    help="compute: the seeds of every method's headline tables and of every claim's cells "
                         "(the ledger, docs/claims.md), e.g. 0-4 or 3,4")
     p.add_argument("--jobs", type=int, default=1, help="compute: local worker processes (one CPU core each)")
-    p.add_argument("--device", default="cpu", help="compute: cpu, cuda or cuda:N")
-    p.add_argument("--data-root", default=None, help="build: folder holding cifar10-jpeg.tar.gz or cifar10-jpeg/")
+    flags.add(p, device="compute: cpu, cuda or cuda:N",
+              data_root="build: folder holding cifar10-jpeg.tar.gz or cifar10-jpeg/",
+              results="render: results folder of the quick run (default: results/); compute: default "
+                      "results/builtin_benchmark, the committed store")
     p.add_argument("--checkpoints", default=None,
                    help="build: folder of ResNetTiny_{10,8}_jpeg.pt and .json (default: where train-source writes)")
     p.add_argument("--out", default=None, help="build: default the package's data/builtin_cifar10 folder")
-    p.add_argument("--results", default=None, help="render: results folder of the quick run (default: results/); "
-                                                   "compute: default results/builtin_benchmark, the committed store")
     p.add_argument("--page", default=None, help="render: also rewrite this page's generated block "
                                                 "(docs/builtin_benchmark.md)")
     p.add_argument("--readme", default=None, help="render: also rewrite this README's summary sentence (README.md)")
@@ -339,7 +316,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     if args.action == "compute":
         from stamplib.experiments import claims, grid
 
-        context = _context(args, (paths.repo_root() or Path.cwd()) / "results" / "builtin_benchmark")
+        context = _context(args, (paths.repo_root() or Path.cwd()) / "results" / "builtin_benchmark", writes=True)
         cells = claims.evidence_cells(claims.BUILTIN, ResultsStore(context.results), context.device,
                                       claims.parse_seeds(args.seeds))
         report = grid.run_grid(cells, context, grid.ExecutorOptions(jobs=args.jobs), keep_order=True)
@@ -391,17 +368,13 @@ def _grid_parser(sub: Any) -> None:
     which.add_argument("--notebook", nargs="+", default=[], metavar="NAME", help="names or prefixes, e.g. 02 06")
     which.add_argument("--all", action="store_true",
                        help="every notebook with cells (every registered experiment: 00, 02-10, 12, 13)")
-    p.add_argument("--profile", default="quick", choices=PROFILES)
-    p.add_argument("--data-root", default=None)
-    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                   help="a notebook parameter, e.g. methods=source,stamp or seeds=0,1,2")
-    p.add_argument("--results", default=None, help="results folder (default: results/)")
+    flags.add(p, profile=True, data_root=True, device=True, results=True)
+    flags.add_pairs(p, "--param", "a notebook parameter, e.g. methods=source,stamp or seeds=0,1,2")
     _executor_flags(p, executor_default="local", executor_help=None,
                     jobs_help="local: worker processes (with --device cuda, worker i uses cuda:(i mod GPUs)); "
                               "submitit-local: parallel jobs; 0: one per GPU with --device cuda, else one per "
                               "CPU core")
     p.add_argument("--cells-per-job", type=int, default=0, help="cells per job (0: sized from the profile)")
-    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--dry-run", action="store_true", help="print cell counts and status, submit nothing")
     p.add_argument("--wait", action="store_true", help="submitit: wait for the jobs with a progress bar")
     p.add_argument("--retry-failed", action="store_true", help="submit only the cells whose last job failed")
@@ -437,7 +410,7 @@ def cmd_grid(args: argparse.Namespace) -> int:
     from stamplib.evaluation.store import ResultsStore
     from stamplib.experiments import grid, registry
 
-    context = _context(args)
+    context = _context(args, writes=True)
     store = ResultsStore(context.results)
     chosen: list[registry.Experiment] = list(registry.registered().values()) if args.all else []
     for name in [] if args.all else args.notebook:
@@ -448,8 +421,7 @@ def cmd_grid(args: argparse.Namespace) -> int:
     if not chosen:
         print("nothing to compute")
         return 0
-    # Values stay strings, as in a notebook's parameters cell; the plans parse them.
-    params = _text_pairs(args.param)
+    params = flags.pairs(args.param)  # read as the notebooks read --param; the plans parse them
     registry.check_parameter_names(chosen, params, flags=("profile", "data_root"))
     params.update(profile=args.profile, data_root=args.data_root or "")
     per_notebook = registry.cells_by_notebook(chosen, **params)
@@ -497,17 +469,14 @@ def _tune_parser(sub: Any) -> None:
     p.add_argument("--dataset", default="cifar10_builtin")
     p.add_argument("--outliers", default="noise", help="outlier set (the protocol uses noise)")
     p.add_argument("--corruption", default="gaussian_noise", help="the selection corruption (the protocol: the first)")
-    p.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2,...",
+    p.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2,...", type=flags.read_grid_dimension,
                    help="one dimension of the grid, e.g. --grid lr=0.01,0.05,0.1 (repeat for more)")
     p.add_argument("--preset", default=None, help="a named grid (see --list-presets)")
     p.add_argument("--list-presets", action="store_true", help="list the presets and exit")
     p.add_argument("--criterion", default="h", help="the metric to select by: h, acc, auroc, fpr95 (lowest wins), ...")
     p.add_argument("--setting", default="", help="hyperparameter setting (default: the data set's own)")
-    p.add_argument("--profile", default="quick", choices=PROFILES)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--data-root", default=None)
-    p.add_argument("--results", default=None, help="results folder (default: results/)")
-    p.add_argument("--device", default="cpu")
+    flags.add(p, profile=True, data_root=True, device=True, results=True)
     p.add_argument("--out", default=None, help="folder of the table and heatmap files (default: figures/tune)")
     _executor_flags(p, executor_default=None,
                     executor_help="compute the cells as `python -m stamplib grid` does (default: one after "
@@ -529,7 +498,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         return 0
     if not args.method:
         raise ValueError("name the METHOD to tune, e.g. python -m stamplib tune stamp --dataset cifar10_builtin --outliers noise")
-    context = _context(args)
+    context = _context(args, writes=True)
     job = tune.make_job(args.method, grid_items=args.grid, preset=args.preset, dataset=args.dataset,
                         outliers=args.outliers, corruption=args.corruption, profile=args.profile, seed=args.seed,
                         setting=args.setting, criterion=args.criterion)
@@ -565,12 +534,10 @@ def _reference_parser(sub: Any) -> None:
                         "protocol's cells belong on a GPU); seeds: of the optional ones, the paper's ten "
                         "over seeds 1 and 2 in setting (a); claims: what every claim of the ledger "
                         "(docs/claims.md) still needs over seeds 0-2, the cheapest claim first")
-    p.add_argument("--device", default="cpu",
-                   help="compute/recompute: cpu, cuda or cuda:N (each record names the device it ran on)")
+    flags.add(p, device="compute/recompute: cpu, cuda or cuda:N (each record names the device it ran on)",
+              data_root="default: shared/data beside the checkout", results="reference store (default: results/reference)")
     p.add_argument("--claim", default="", help="compute --cells claims: only these claims of the ledger "
                                                "(comma-separated keys of docs/claims.md's claims, e.g. views_16_over_1)")
-    p.add_argument("--data-root", default=None, help="default: shared/data beside the checkout")
-    p.add_argument("--results", default=None, help="reference store (default: results/reference)")
     p.add_argument("--scratch", default="results/recompute", help="recompute: where the new records go")
     p.add_argument("--jobs", type=int, default=1, help="compute/recompute: worker processes; render: notebooks at once")
     p.add_argument("--methods", default="", help="recompute: only these methods' committed cells (comma-separated; "
@@ -609,6 +576,8 @@ def cmd_reference(args: argparse.Namespace) -> int:
     if args.action == "status":
         print("\n".join(reference.status_lines(store)))
         return 0
+    # compute writes into the reference store, recompute into --scratch: tried before any cell
+    flags.writable(*((context.results, "--results") if args.action == "compute" else (Path(args.scratch), "--scratch")))
     todo = reference.cells_of(args.cells if not args.extras or args.cells != "core" else "all", store, context.device,
                               [k.strip() for k in args.claim.split(",") if k.strip()])
     if args.action == "compute":
@@ -670,9 +639,8 @@ def _claims_parser(sub: Any) -> None:
     p.add_argument("action", choices=["render", "judge"],
                    help="render: the page and figure from the committed stores; judge: print every claim's "
                         "verdict on --results at --profile")
-    p.add_argument("--results", default=None, help="judge: the results store (default: results/)")
-    p.add_argument("--profile", default="full", choices=["quick", "full"],
-                   help="judge: quick (the built-in benchmark's cells) or full (the paper's data)")
+    flags.add(p, results="judge: the results store (default: results/)", profile_default="full",
+              profiles=("quick", "full"), profile="judge: quick (the built-in benchmark's cells) or full (the paper's data)")
     p.add_argument("--seeds", default="0-2", help="judge: the seeds that decide, e.g. 0-2")
     p.set_defaults(func=cmd_claims)
 
@@ -708,7 +676,7 @@ PARSERS: tuple[Callable[[Any], None], ...] = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="stamplib", description=__doc__)
+    parser = flags.Parser(prog="python -m stamplib", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     for add in PARSERS:
         add(sub)
@@ -716,11 +684,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    # Records computed below (here, in grid workers or notebook kernels) name this command: it
-    # travels in the run context each command builds.
-    args.command_line = shlex.join(["python", "-m", "stamplib", *(sys.argv[1:] if argv is None else argv)])
     try:
+        args = build_parser().parse_args(argv)
+        # Records computed below (here, in grid workers or notebook kernels) name this command:
+        # it travels in the run context each command builds.
+        args.command_line = shlex.join(["python", "-m", "stamplib", *(sys.argv[1:] if argv is None else argv)])
         return args.func(args)
     except (ValueError, FileNotFoundError, RuntimeError, MissingExtra) as err:
         from stamplib.data.downloads import DownloadError

@@ -213,7 +213,7 @@ def _running_metrics(predictions: np.ndarray, scores: np.ndarray, labels: np.nda
 def explore(
     method: str = "stamp",
     *,
-    context: paths.RunContext,
+    context: paths.RunContext | None = None,
     dataset: str = "",
     corruption: str = "gaussian_noise",
     severity: int = 5,
@@ -231,7 +231,10 @@ def explore(
     CIFAR-10 photographs in the quick profile); ``max_id`` known-class samples (default: as
     many as ``profile`` uses); ``hyperparameters`` override the method's setting (e.g.
     ``alpha=0.4`` for STAMP); ``context``: the data root the data sets are read from and the
-    device the method runs on (a notebook's, built from its parameters cell)."""
+    device the method runs on (a notebook's, built from its parameters cell; without one, the
+    default that :meth:`stamplib.paths.RunContext.build` builds, as ``stamplib.run`` and the
+    command line do, so that ``stamplib.explore("stamp")`` works in a fresh kernel)."""
+    context = context if context is not None else paths.RunContext.build()
     dataset = dataset or get_profile(profile).builtin
     spec = RunSpec.make(
         method, overrides={**stand_in_overrides(method, dataset, setting), **hyperparameters}, dataset=dataset,

@@ -167,14 +167,24 @@ def figures_dir() -> Path:
     return _CHECKOUT / "figures" if _CHECKOUT else Path.cwd() / "figures"
 
 
+def parse_device(device: str) -> str:
+    """``cpu``, ``cuda`` or ``cuda:N`` as spelled, whether or not this machine has it (a dry run
+    plans a GPU machine's grid on a laptop); else one ValueError that says what to give. The one
+    reading of a device string: the command lines' ``--device``, a notebook's ``device`` and
+    :func:`check_device`."""
+    name, colon, index = str(device).partition(":")
+    if (name == "cpu" and not colon) or (name == "cuda" and (not colon or (index.isascii() and index.isdigit()))):
+        return str(device)
+    raise ValueError(f"device must be cpu, cuda or cuda:N, got {device!r}")
+
+
 def check_device(device: str) -> str:
-    """``cpu``, ``cuda`` or ``cuda:N`` where torch sees that GPU; else one ValueError that says
-    what to give."""
-    name, _, index = str(device).partition(":")
-    if name == "cpu" and not index:
-        return "cpu"
-    if name != "cuda" or (index and not index.isdigit()):
-        raise ValueError(f"device must be cpu, cuda or cuda:N, got {device!r}")
+    """:func:`parse_device`, and ``cuda``/``cuda:N`` only where torch sees that GPU; else one
+    ValueError that says what to give."""
+    device = parse_device(device)
+    if device == "cpu":
+        return device
+    index = device.partition(":")[2]
     import torch
 
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0

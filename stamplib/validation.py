@@ -186,15 +186,3 @@ def check_choices(what: str, values: Sequence[str], valid: Iterable[str], also: 
         more = f", {also}" if also else ""
         raise ValueError(f"unknown {what}(s) {', '.join(map(repr, bad))}; choose from {', '.join(choices)}{more}")
     return tuple(values)
-
-
-def check_device(device: str) -> str:
-    """``cpu`` or ``cuda`` (the latter only where torch sees a GPU)."""
-    if device not in ("cpu", "cuda"):
-        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
-    if device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise ValueError("device='cuda' but torch sees no GPU; use device='cpu'")
-    return device

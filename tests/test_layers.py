@@ -18,9 +18,10 @@ ALLOWED = {
     "version": set(),
     "determinism": {"paths"},
     "extras": set(),
+    "flags": {"paths", "validation"},  # the flags the command lines share (data/downloads and outlier_c too)
     "blocks": {"blocks"},
     "methods": {"methods", "blocks", "validation"},
-    "data": {"data", "paths", "validation"},
+    "data": {"data", "paths", "validation", "flags"},
     "models": {"models", "data", "blocks", "paths", "validation"},
     "evaluation": {"evaluation", "data", "methods", "models", "blocks", "paths", "validation", "version",
                    "extras"},

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from stamplib import paths
+from stamplib import flags, paths
 
 _CHUNK = 1 << 20
 
@@ -394,8 +394,8 @@ def fetch(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stamplib.data.downloads", description=__doc__.split("\n")[0])
     parser.add_argument("names", nargs="*", help="resources to fetch")
-    parser.add_argument("--data-root", default=None, help="where the files go (created if need be; default: "
-                                                          "$STAMPLIB_DATA_ROOT, else the user data folder)")
+    flags.add(parser, data_root="where the files go (created if need be; default: $STAMPLIB_DATA_ROOT, else the user "
+                                "data folder)")
     parser.add_argument("--list", action="store_true", help="list resources, files and checksums")
     args = parser.parse_args(argv)
     root = Path(args.data_root) if args.data_root else paths.RunContext.build().data_root

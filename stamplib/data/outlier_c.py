@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from stamplib import paths
+from stamplib import flags, paths
 from stamplib.data import loaders
 
 #: Seed of generated outlier-C sets (the authors' generation scripts seed with 2023, §6.2).
@@ -283,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corruptions", default="all", help="comma-separated, or 'all'")
     parser.add_argument("--severities", default="5", help="comma-separated, e.g. 1,2,3,4,5")
     parser.add_argument("--count", type=int, default=None, help="first N images of the pool")
-    parser.add_argument("--data-root", default=None)
+    flags.add(parser, data_root=True)
     args = parser.parse_args(argv)
     data_root = paths.RunContext.build(args.data_root).data_root
     corruptions = CORRUPTIONS if args.corruptions == "all" else tuple(args.corruptions.split(","))
