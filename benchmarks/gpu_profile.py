@@ -32,9 +32,10 @@ from gpu_throughput import PAPER, SMALL, Synthetic  # noqa: E402
 from stamplib.evaluation.precision import set_tf32, tf32_state  # noqa: E402
 
 FAMILIES = (  # first match wins; matched against the lower-cased kernel or operator name
+    ("batch norm", ("batch_norm", "batchnorm", "bn_fw", "bn_bw", "welford")),
+    ("layout", ("nchwtonhwc", "nhwctonchw")),  # cuDNN's format conversions around its kernels
     ("convolution", ("conv", "cudnn", "implicit_gemm", "wgrad", "dgrad", "fprop", "xmma", "sm90_xmma")),
     ("matrix product", ("gemm", "matmul", "addmm", "cublas", "mm_", "bmm", "cutlass")),
-    ("batch norm", ("batch_norm", "batchnorm", "bn_fw", "bn_bw", "welford")),
     ("reduction", ("reduce", "sum", "mean", "norm", "max", "min", "softmax", "argmax", "topk", "sort")),
     ("copy", ("copy", "memcpy", "memset", "cat", "index", "gather", "scatter", "stack")),
     ("element-wise", ("elementwise", "vectorized", "unrolled", "pointwise", "foreach", "mul", "add",

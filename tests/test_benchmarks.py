@@ -55,3 +55,21 @@ def test_launch_count_counts_operators_and_synchronisations_on_the_cpu(tmp_path:
     [batched] = json.loads(out.read_text())["rows"]
     assert loop["source"]["syncs_per_step"] == 0 and loop["source"]["ops_per_step"] > 0
     assert batched["ops_per_step"] < loop["cotta"]["ops_per_step"] / 1.5
+
+
+def test_gpu_profile_runs_small_on_the_cpu(tmp_path: Path) -> None:
+    """benchmarks/gpu_profile.py (issue 51 item 3) on the tiny network: per method a wall time,
+    the operators it dispatched and its top host operators; no device kernels on a CPU."""
+    out = tmp_path / "profile.json"
+    done = subprocess.run(
+        [sys.executable, "benchmarks/gpu_profile.py", "--device", "cpu", "--small", "--methods", "tent,cotta",
+         "--steps", "1", "--warmup", "1", "--out", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    rows = {row["method"]: row for row in report["methods"]}
+    assert set(rows) == {"tent", "cotta"} and report["environment"]["tf32"] == {"matmul": False, "cudnn": False}
+    for row in rows.values():
+        assert row["wall_ms_per_step"] > 0 and row["device_busy_ms_per_step"] == 0 and row["top_host"]
+    assert rows["cotta"]["aten_ops_per_step"] > rows["tent"]["aten_ops_per_step"]  # 32 views against none

@@ -34,14 +34,31 @@ def test_the_runbooks_grid_commands_plan_the_cells_it_counts(
     assert f"would {'submit' if 'submitit' in argv else 'compute'} {cells} cells" in capsys.readouterr().out
 
 
-def test_the_runbooks_throughput_table_is_the_committed_measurement() -> None:
-    """Section 6.1 is benchmarks/gpu_report.py's rendering of the committed gpu_session.sh reports."""
+def _gpu_report():
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("gpu_report", REPO / "benchmarks" / "gpu_report.py")
     gpu_report = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gpu_report)
-    folders = sorted((REPO / "results" / "gpu_throughput").iterdir())
+    return gpu_report
+
+
+def _block(text: str, begin: str, end: str) -> str:
+    return text[text.index(begin) + len(begin) + 1 : text.index(end) - 1]
+
+
+def test_the_runbooks_throughput_tables_are_the_committed_measurements() -> None:
+    """Sections 6.1 and 6.1b are benchmarks/gpu_report.py's renderings of the committed reports
+    that each block names."""
+    import re
+
+    gpu_report = _gpu_report()
     text = RUNBOOK.read_text()
-    block = text[text.index(gpu_report.BEGIN) + len(gpu_report.BEGIN) + 1 : text.index(gpu_report.END) - 1]
-    assert block == gpu_report.render(folders[-1]), "run benchmarks/gpu_report.py <newest folder> --write"
+    block = _block(text, gpu_report.BEGIN, gpu_report.END)
+    (folder,) = re.findall(r"Raw reports: `(results/gpu_throughput/[^`]+)/`", block)
+    assert block == gpu_report.render(REPO / folder), f"run benchmarks/gpu_report.py {folder} --write"
+    pairs = _block(text, gpu_report.PAIRS_BEGIN, gpu_report.PAIRS_END)
+    folders = re.findall(r"`(results/gpu_throughput/[^`]+)/`", pairs.split("Raw reports:")[1].splitlines()[0])
+    assert len(folders) >= 1
+    assert pairs == gpu_report.render_pairs([REPO / f for f in folders]), \
+        f"run benchmarks/gpu_report.py --pairs {' '.join(folders)} --write"
