@@ -6,10 +6,8 @@ import importlib
 import pkgutil
 
 from stamplib.methods.base import (
-    NEWER_METHODS,
     PAPER_ORDER,
     SETTINGS,
-    TABLE_ORDER,
     SourceData,
     TTAMethod,
     TTAOutput,
@@ -22,6 +20,7 @@ from stamplib.methods.base import (
     method_class,
     register,
     resolve_config,
+    table_order,
     typed_overrides,
 )
 
@@ -29,8 +28,11 @@ for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
     if _module != "base" and not _module.startswith("_"):
         importlib.import_module(f"{__name__}.{_module}")
 
+#: The default rows of the method tables (notebooks 02–05): the paper's ten, then the package's
+#: methods that ask for a row (``table_row``), taken once all of them are imported.
+TABLE_ORDER = table_order()
+
 __all__ = [
-    "NEWER_METHODS",
     "PAPER_ORDER",
     "TABLE_ORDER",
     "SETTINGS",
@@ -46,5 +48,6 @@ __all__ = [
     "method_class",
     "register",
     "resolve_config",
+    "table_order",
     "typed_overrides",
 ]

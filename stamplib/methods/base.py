@@ -35,14 +35,10 @@ from stamplib.validation import coerce
 #: data set uses is the data set's business (``stamplib.data``); a method only sees the setting.
 SETTINGS = ("cifar10_c", "cifar100_c", "imagenet_c", "cifar10_c_8_2", "cifar100_c_80_20")
 
-#: The ten methods of the paper in the row order of its Tables 1–3.
+#: The ten methods of the paper in the row order of its Tables 1–3: the first rows of the method
+#: tables and the rows its numbers are compared with. Being registered adds no row: a method
+#: that wants one after these says so itself (:attr:`TTAMethod.table_row`, :func:`table_order`).
 PAPER_ORDER = ("source", "bn_stats", "tent", "eata", "sar", "cotta", "rotta", "sotta", "owttt", "stamp")
-
-#: Newer open-set methods (newer_methods.md): extra rows of Tables 1–4, without paper numbers.
-NEWER_METHODS = ("unient", "unient_plus", "ostta", "tent_come")
-
-#: Default rows of the method tables (notebooks 02–05): the paper's ten, then the newer ones.
-TABLE_ORDER = PAPER_ORDER + NEWER_METHODS
 
 
 @dataclass(frozen=True)
@@ -144,6 +140,12 @@ class TTAMethod:
 
     #: True for methods that call :meth:`report` (their records carry a per-batch trace).
     reports_trace: ClassVar[bool] = False
+
+    #: Its place among the default rows of the method tables (notebooks 02–05 plan every such
+    #: row) after the paper's ten (:data:`PAPER_ORDER`): 11, 12, … in row order. None: no row,
+    #: though the method runs by name everywhere (``methods=...``, ``run``, ``tune``). Read from
+    #: the class itself, never inherited, so that a subclass opts in on its own.
+    table_row: ClassVar[int | None] = None
 
     #: The smallest batch the method can adapt on. Most adapt on one sample (BN then normalises
     #: with that sample's own spatial statistics); a method whose authors' step needs several
@@ -349,6 +351,26 @@ def available() -> list[str]:
     already used by an import path ``package.module:Class``."""
     _load_entry_points()
     return sorted(_REGISTRY)
+
+
+def table_order() -> tuple[str, ...]:
+    """The default rows of the method tables: :data:`PAPER_ORDER`, then each registered method
+    whose class sets :attr:`TTAMethod.table_row`, in that order (``stamplib.methods.TABLE_ORDER``
+    holds this for the package's methods). Two methods on one row, a row among the paper's ten,
+    or a paper method with a row of its own is a ValueError naming them."""
+    rows: dict[int, str] = {}
+    for name, cls in _REGISTRY.items():
+        row = cls.__dict__.get("table_row")
+        if row is None:
+            continue
+        if name in PAPER_ORDER or isinstance(row, bool) or not isinstance(row, int) or row <= len(PAPER_ORDER):
+            raise ValueError(f"method {name!r}: table_row places a method after the paper's {len(PAPER_ORDER)} "
+                             f"methods (an integer above {len(PAPER_ORDER)}), and the paper's own have their "
+                             f"rows already; got {row!r}")
+        if row in rows:
+            raise ValueError(f"methods {rows[row]!r} and {name!r} both ask for table_row {row}")
+        rows[row] = name
+    return PAPER_ORDER + tuple(rows[row] for row in sorted(rows))
 
 
 def listing_lines(setting: str) -> list[str]:

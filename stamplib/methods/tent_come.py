@@ -58,6 +58,7 @@ class TentCOMEConfig:
 
 @register("tent_come")
 class TentCOME(TTAMethod):
+    table_row = 14  # a row of our method tables after the paper's ten (newer_methods.md)
     config_cls = TentCOMEConfig
     # CIFAR lr tuned on the built-in benchmark (TentCOMEConfig): H 65.8; ImageNet-C: the authors'.
     configs = {

@@ -73,6 +73,7 @@ class UniEnt(TTAMethod):
     """Hard pseudo-ID / pseudo-OOD split (``--criterion ent_ind_ood``)."""
 
     soft: ClassVar[bool] = False
+    table_row = 11  # a row of our method tables after the paper's ten (newer_methods.md)
     config_cls = UniEntConfig
     # The authors min-max normalise the batch's scores and fit GaussianMixture(n_components=2) to
     # them (cifar/tent.py, forward_and_adapt): one sample has no range, and scikit-learn refuses
@@ -152,6 +153,7 @@ class UniEntPlus(UniEnt):
     """UniEnt+: soft split by the mixture posterior (``--criterion ent_unf``)."""
 
     soft = True
+    table_row = 12
     # CIFAR-10: chosen on real images, H 85.3 against 85.2 for the digits' α₁ = 1, α₂ = 0.5 (on
     # a GPU). CIFAR-100 (Adam H 69.3) and ImageNet (SGD H 66.7): on digits.
     configs = {

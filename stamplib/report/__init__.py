@@ -9,7 +9,6 @@ from stamplib.report.frames import is_collapsed, over_seeds, plan_frame, results
 from stamplib.report.paper import (
     DATASET_LABELS,
     OUTLIER_LABELS,
-    PAPER_METHOD_ORDER,
     TABLE4_METHOD_ORDER,
     compare,
     format_paper_vs_ours,
@@ -23,7 +22,6 @@ __all__ = [
     "DATASET_LABELS",
     "METRIC_LABELS",
     "OUTLIER_LABELS",
-    "PAPER_METHOD_ORDER",
     "TABLE4_METHOD_ORDER",
     "compare",
     "format_paper_vs_ours",

@@ -6,6 +6,7 @@ notebook 10's traces, the README's first figure).
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterable
 
 from stamplib.report.paper import METHOD_LABELS
@@ -37,25 +38,34 @@ METHOD_COLOURS = {
     "ostta": "#c5b0d5",  # light purple
     "tent_come": "#ffbb78",  # light orange
 }
-#: For methods registered from outside the package, in the order a figure meets them.
+#: For every other method (one added since, an outside one): each takes one of these by its name
+#: (:func:`method_colour`), the same in every figure and every process.
 SPARE_COLOURS = ("#e7cb94", "#c7c7c7", "#dbdb8d", "#9edae5", "#6b6ecf", "#637939", "#b5cf6b")
 
 _BY_LABEL = {METHOD_LABELS[m]: m for m in METHOD_COLOURS if m in METHOD_LABELS}
 
 
-def method_colour(method: str) -> str | None:
-    """The colour of a registered method, by registry name or label (``"STAMP"``); None for
-    another method (:func:`method_colours` gives those one of the spare colours)."""
-    return METHOD_COLOURS.get(method) or METHOD_COLOURS.get(_BY_LABEL.get(method, ""))
+def _spare_colour(method: str) -> str:
+    # crc32, not hash(): the same colour in every process (hash() of a str is salted per process).
+    return SPARE_COLOURS[zlib.crc32(method.encode()) % len(SPARE_COLOURS)]
+
+
+def method_colour(method: str) -> str:
+    """The colour of a method, by registry name or label (``"STAMP"``): its own, or for a method
+    without one a spare colour chosen by its name, so that a new method needs no entry here."""
+    own = METHOD_COLOURS.get(method) or METHOD_COLOURS.get(_BY_LABEL.get(method, ""))
+    return own or _spare_colour(method)
 
 
 def method_colours(methods: Iterable[str]) -> dict[str, str]:
-    """A colour for each of ``methods`` (registry names or labels): its own, or a spare colour
-    in the order the others come (cycling when there are more than seven)."""
-    out, spare = {}, 0
-    for method in dict.fromkeys(methods):
-        colour = method_colour(method)
-        if colour is None:
-            colour, spare = SPARE_COLOURS[spare % len(SPARE_COLOURS)], spare + 1
-        out[method] = colour
+    """A colour for each of ``methods`` (registry names or labels): :func:`method_colour`'s, except
+    that a method without a colour of its own whose spare is taken in this figure takes the next
+    free spare (cycling when there are more than seven)."""
+    chosen = list(dict.fromkeys(methods))
+    out = {m: METHOD_COLOURS.get(m) or METHOD_COLOURS.get(_BY_LABEL.get(m, "")) for m in chosen}
+    for method in [m for m in chosen if out[m] is None]:
+        start = SPARE_COLOURS.index(_spare_colour(method))
+        free = [c for i in range(len(SPARE_COLOURS)) if (c := SPARE_COLOURS[(start + i) % len(SPARE_COLOURS)])
+                not in out.values()]
+        out[method] = free[0] if free else SPARE_COLOURS[start]
     return out

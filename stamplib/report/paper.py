@@ -50,9 +50,6 @@ METHOD_LABELS = {
     "tent_come": "Tent+COME",
 }
 
-#: Row order of the paper's Tables 1–3 (registry names).
-PAPER_METHOD_ORDER = PAPER_ORDER
-
 #: Row order of Table 4, which puts CoTTA before EATA.
 TABLE4_METHOD_ORDER = ("source", "bn_stats", "tent", "cotta", "eata", "sar", "rotta", "sotta",
                        "owttt", "stamp")
@@ -86,7 +83,8 @@ def paper_dataset(name: str) -> str:
 
 
 def method_label(name: str) -> str:
-    """The paper's row name of a registry method (unknown names come back unchanged)."""
+    """The paper's row name of a registry method; any other method (one added since, an outside
+    one) is shown by its registry name, so a new method needs no label here."""
     return METHOD_LABELS.get(name, name)
 
 
@@ -100,7 +98,7 @@ def dataset_label(name: str) -> str:
 
 def method_order(table: str) -> tuple[str, ...]:
     """The paper's row order of ``table`` (Table 4 differs from Tables 1–3)."""
-    return TABLE4_METHOD_ORDER if str(table).startswith("4") else PAPER_METHOD_ORDER
+    return TABLE4_METHOD_ORDER if str(table).startswith("4") else PAPER_ORDER
 
 
 @lru_cache(maxsize=1)

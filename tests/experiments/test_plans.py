@@ -7,8 +7,9 @@ import math
 
 import pytest
 
+from stamplib import methods
+from stamplib.experiments import course, registry
 from stamplib.experiments import plans as E
-from stamplib.experiments import registry
 
 NOTEBOOKS = list(registry.EXPERIMENTS)
 
@@ -24,6 +25,19 @@ def test_every_notebook_but_the_self_computing_ones_has_a_plan():
     stems = [nb.stem for nb in discover()]
     assert SELF_COMPUTING <= set(stems)
     assert [s for s in stems if s not in SELF_COMPUTING] == NOTEBOOKS
+
+
+def test_experiments_stand_in_notebook_file_name_order_whichever_module_registers_first(monkeypatch):
+    """One rule, the notebooks' file names: a paper notebook numbered after the course (plans.py
+    registers it before course.py registers 14–17) still comes after the lessons."""
+    monkeypatch.setattr(registry, "EXPERIMENTS", {})
+    later = registry.Experiment("18_after_the_course", E.plan_method_table, E.NOISE_SETUPS)
+    for experiment in (E.TABLE1, later, *course.LESSONS, E.WALKTHROUGH):  # plans' order, then the course's
+        registry.register(experiment)
+    lessons = [e.notebook for e in course.LESSONS]
+    assert list(registry.EXPERIMENTS) == ["00_walkthrough", "02_table1_cifar_outlier_aware", *lessons,
+                                          "18_after_the_course"]
+    assert registry.resolve_notebooks(["18", "02"]) == [E.TABLE1, later]
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS)
@@ -74,21 +88,23 @@ def test_the_headline_tables_run_three_seeds_on_the_built_in_benchmark_only():
 
 def test_full_profile_cell_counts_follow_the_paper():
     counts = {nb: len(registry.plan(nb, profile="full").specs) for nb in NOTEBOOKS}
+    rows = len(methods.TABLE_ORDER)  # the paper's ten methods + the newer ones that ask for a row
+    no_batch_of_one = sum(methods.method_class(m).min_batch_size > 1 for m in methods.TABLE_ORDER)
     assert counts == {
         "00_walkthrough": 4,
-        "02_table1_cifar_outlier_aware": 2 * 4 * 14,  # the paper's ten methods + four newer ones
-        "03_table2_imagenet_outlier_aware": 2 * 14,
-        "04_table3_class_split": 2 * 14,
-        "05_table4_closed_set": 2 * 14,
+        "02_table1_cifar_outlier_aware": 2 * 4 * rows,
+        "03_table2_imagenet_outlier_aware": 2 * rows,
+        "04_table3_class_split": 2 * rows,
+        "05_table4_closed_set": 2 * rows,
         "06_table5_ablation": 7,
         "07_fig_weight_strategies": 3,
         "08_table6_outlier_ratio": 3 * 5,
         "09_fig_augmentation_averaging": 4 * 2,
         "10_inside_the_stream": 6 * 3,  # the six traced methods × iid, continual, Dirichlet
-        "12_realistic_stream": 2 * 4 * 14 * 2,  # Table 1's cells under both protocols
-        "13_stress_streams": 14 * (1 + 6) - 2,  # the paper's stream, 3 batch sizes on one corruption (the
-                                                  # batch of 64 is read from the paper's stream), 3 harder
-                                                  # streams; no UniEnt batch of 1
+        "12_realistic_stream": 2 * 4 * rows * 2,  # Table 1's cells under both protocols
+        "13_stress_streams": rows * (1 + 6) - no_batch_of_one,  # the paper's stream, 3 batch sizes on one
+                                                  # corruption (the batch of 64 is read from the paper's
+                                                  # stream), 3 harder streams; no UniEnt batch of 1
         "14_course_adapting_at_test_time": 3 + 2 * 2,  # Source, BN Stats, Tent; two on the long stream, ± outliers
         "15_course_outliers_in_the_stream": 8 + 2 + 2 * 2,  # + the five filters; closed set; the long streams
         "16_course_stamp_piece_by_piece": 1 + 5,  # Tent, then five of Table 5's rows
@@ -118,7 +134,7 @@ def test_the_realistic_stream_shares_its_paper_protocol_cells_with_table_1():
     table1 = registry.plan("02_table1_cifar_outlier_aware", seeds="0").specs
     paper = [c.spec for c in both.cells if c.variant == E.PAPER_PROTOCOL]
     realistic = [c.spec for c in both.cells if c.variant == E.REALISTIC_PROTOCOL]
-    assert paper == table1 and len(realistic) == len(table1) == 14
+    assert paper == table1 and len(realistic) == len(table1) == len(methods.TABLE_ORDER)
     assert all(s.stream.realistic and s.stream.relative_speed == 0 for s in realistic)
     assert [s.with_stream(realistic=False) for s in realistic] == paper
     fixed = registry.plan("12_realistic_stream", relative_speed="17")

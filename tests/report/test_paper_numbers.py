@@ -14,10 +14,11 @@ import pandas as pd
 import pytest
 
 from stamplib.data.corruptions import CORRUPTIONS
-from stamplib.report import (
+from stamplib.methods import PAPER_ORDER
+from stamplib.report.paper import (
     DATASET_LABELS,
+    KEY_COLUMNS,
     OUTLIER_LABELS,
-    PAPER_METHOD_ORDER,
     TABLE4_METHOD_ORDER,
     compare,
     format_paper_vs_ours,
@@ -25,7 +26,6 @@ from stamplib.report import (
     paper_numbers,
     paper_value,
 )
-from stamplib.report.paper import KEY_COLUMNS
 
 METHODS = ["source", "bn_stats", "tent", "eata", "sar", "cotta", "rotta", "sotta", "owttt", "stamp"]
 SETS_1 = ["noise", "svhn", "lsun", "tiny"]
@@ -250,10 +250,10 @@ def test_paper_numbers_returns_a_copy():
 
 
 def test_labels_and_orders():
-    assert [method_label(m) for m in PAPER_METHOD_ORDER] == [
+    assert [method_label(m) for m in PAPER_ORDER] == [
         "Source", "BN Stats", "Tent", "EATA", "SAR", "CoTTA", "RoTTA", "SoTTA", "OWTTT", "STAMP"]
     assert [method_label(m) for m in TABLE4_METHOD_ORDER][3:5] == ["CoTTA", "EATA"]
-    assert sorted(TABLE4_METHOD_ORDER) == sorted(PAPER_METHOD_ORDER) == sorted(METHODS)
+    assert sorted(TABLE4_METHOD_ORDER) == sorted(PAPER_ORDER) == sorted(METHODS)
     assert method_label("my_method") == "my_method"
     assert [OUTLIER_LABELS[o] for o in ("noise", "svhn", "lsun", "tiny", "places365", "textures")] == [
         "Noise", "SVHN-C", "LSUN-C", "TinyImageNet-C", "Places365-C", "Textures-C"]
