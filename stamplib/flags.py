@@ -9,8 +9,8 @@ their values one way everywhere:
   machine has it is the run context's check, which a dry run skips);
 * a ``NAME=VALUE`` value is the Python literal it spells (``0.001``, ``True``, ``(1, 2)``,
   ``0,1,2`` → a tuple), else the text itself (``crop_flip``, ``false``); the field it names then
-  types it (:func:`stamplib.validation.coerce`). A number must be finite: ``lr=1e400`` (inf),
-  ``lr=nan`` are refused where they are typed;
+  types it (:func:`stamplib.validation.coerce`). A number must be finite: the parser refuses
+  ``lr=1e400`` (inf) and ``lr=nan``, as ``tune --grid lr=0.1,1e400``;
 * a results folder that will be written is tried before anything is computed (:func:`writable`).
 
 A bad value is refused by the parser, so :class:`Parser` makes every parse error one line.
@@ -121,9 +121,10 @@ def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
     return named
 
 
-def add_pairs(parser: argparse.ArgumentParser | Any, flag: str, help: str) -> None:
-    """A repeatable ``NAME=VALUE`` flag (``--set``, ``--param``, ``--stream``), read by
-    :func:`read_pair`; :func:`pairs` makes the dict."""
+def add_pairs(parser: Any, flag: str, help: str) -> None:
+    """A repeatable ``NAME=VALUE`` flag (``--set``, ``--param``, ``--stream``) on ``parser`` (a
+    parser or one of its argument groups), read by :func:`read_pair`; :func:`pairs` makes the
+    dict."""
     parser.add_argument(flag, action="append", default=[], type=read_pair, metavar="NAME=VALUE", help=help)
 
 
