@@ -18,23 +18,14 @@ from __future__ import annotations
 
 import torch
 
-from stamplib.blocks.memory import tag_list
+from stamplib.blocks.memory import PerClassMemory, tag_list
 
 
-class HUSMemory:
-    def __init__(
-        self,
-        num_classes: int,
-        capacity: int = 64,
-        threshold: float = 0.0,
-        generator: torch.Generator | None = None,
-    ) -> None:
-        assert num_classes > 0 and capacity > 0, "HUS needs classes and a positive capacity"
-        self.num_classes = num_classes
-        self.capacity = capacity
+class HUSMemory(PerClassMemory):
+    def __init__(self, num_classes: int, capacity: int = 64, threshold: float = 0.0,
+                 generator: torch.Generator | None = None) -> None:
         self.threshold = threshold
-        self.generator = generator if generator is not None else torch.Generator().manual_seed(0)
-        self.clear()
+        super().__init__(num_classes, capacity, generator)
 
     def clear(self) -> None:
         """Empty, as new (a reset leaves nothing behind, the data buffer included)."""
@@ -43,15 +34,11 @@ class HUSMemory:
         self._free = list(range(self.capacity))[::-1]
         self._tag: dict[int, int] = {}  # see blocks.memory
 
-    def __len__(self) -> int:
-        return sum(len(c) for c in self._slots)
+    def per_class(self) -> list[list[int]]:
+        return self._slots
 
     def class_counts(self) -> list[int]:
         return [len(c) for c in self._slots]
-
-    def _randint(self, high: int) -> int:
-        # A CPU generator: a host draw, no device wait.
-        return int(torch.randint(high, (1,), generator=self.generator))
 
     def largest_classes(self) -> list[int]:
         counts = self.class_counts()
@@ -106,9 +93,6 @@ class HUSMemory:
         """All stored samples, class 0 first (insertion order within a class), then class 1, …"""
         assert self._data is not None and len(self) > 0, "the memory is empty"
         return self._data[torch.as_tensor(self._order()).to(self._data.device, non_blocking=True)]
-
-    def labels(self) -> torch.Tensor:
-        return torch.tensor([c for c, cls in enumerate(self._slots) for _ in cls], dtype=torch.long)
 
     def tags(self) -> torch.Tensor:
         """The tags of :meth:`samples`, in the same order."""

@@ -24,28 +24,52 @@ def tag_list(tags: torch.Tensor | None, n: int) -> list[int]:
     return tags.tolist()
 
 
-class ClassBalancedMemory:
-    def __init__(
-        self,
-        num_classes: int,
-        capacity: int = 64,
-        beta: float = 0.1,
-        generator: torch.Generator | None = None,
-    ) -> None:
-        assert num_classes > 0 and capacity > 0 and 0.0 < beta <= 1.0
+class PerClassMemory:
+    """What the per-class memories share (STAMP's RBM here, SoTTA's HUS in :mod:`.hus`): their
+    classes, capacity and the generator of their random choices, their size, and the order in
+    which they give their samples out (class 0 first, insertion order within a class). A subclass
+    keeps each class's entries in :meth:`per_class` and empties itself in ``clear``."""
+
+    def __init__(self, num_classes: int, capacity: int, generator: torch.Generator | None) -> None:
+        assert num_classes > 0 and capacity > 0, "a memory needs classes and a positive capacity"
         self.num_classes = num_classes
         self.capacity = capacity
-        self.beta = beta
         self.generator = generator if generator is not None else torch.Generator().manual_seed(0)
         self.clear()
+
+    def clear(self) -> None:
+        raise NotImplementedError
+
+    def per_class(self) -> list[list]:
+        """Each class's entries, in insertion order."""
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return sum(len(c) for c in self.per_class())
+
+    def _randint(self, high: int) -> int:
+        # The generator is a CPU one: a host draw, no device wait.
+        return int(torch.randint(high, (1,), generator=self.generator))
+
+    def labels(self) -> torch.Tensor:
+        """The class of each sample, in the order the samples are given out."""
+        return torch.tensor([c for c, cls in enumerate(self.per_class()) for _ in cls], dtype=torch.long)
+
+
+class ClassBalancedMemory(PerClassMemory):
+    def __init__(self, num_classes: int, capacity: int = 64, beta: float = 0.1,
+                 generator: torch.Generator | None = None) -> None:
+        assert 0.0 < beta <= 1.0, f"beta is the class-frequency EMA's step, in (0, 1], got {beta}"
+        self.beta = beta
+        super().__init__(num_classes, capacity, generator)
 
     def clear(self) -> None:
         self.items: list[list[torch.Tensor]] = [[] for _ in range(self.num_classes)]
         self.item_tags: list[list[int]] = [[] for _ in range(self.num_classes)]
         self.xi = torch.zeros(self.num_classes, dtype=torch.float64)
 
-    def __len__(self) -> int:
-        return sum(len(c) for c in self.items)
+    def per_class(self) -> list[list[torch.Tensor]]:
+        return self.items
 
     def class_counts(self) -> torch.Tensor:
         return torch.tensor([len(c) for c in self.items], dtype=torch.float64)
@@ -70,7 +94,7 @@ class ClassBalancedMemory:
 
     def _evict_one(self) -> None:
         candidates = self.eviction_candidates()
-        pick = int(torch.randint(len(candidates), (1,), generator=self.generator))
+        pick = self._randint(len(candidates))
         self.items[candidates[pick]].pop(0)
         self.item_tags[candidates[pick]].pop(0)
 
@@ -81,9 +105,6 @@ class ClassBalancedMemory:
     def samples(self) -> torch.Tensor:
         """All stored samples, class 0 oldest→newest first, then class 1, ... (§4.3)."""
         return torch.stack([s for cls in self.items for s in cls])
-
-    def labels(self) -> torch.Tensor:
-        return torch.tensor([c for c, cls in enumerate(self.items) for _ in cls], dtype=torch.long)
 
     def tags(self) -> torch.Tensor:
         """The tags of :meth:`samples`, in the same order."""

@@ -29,6 +29,7 @@ from torch import nn
 
 from stamplib.blocks.bn import freeze_all_but, norm_affine_parameters, use_batch_statistics
 from stamplib.blocks.entropy import energy_score, logit_entropy
+from stamplib.blocks.sam import SAM
 from stamplib.validation import coerce
 
 #: The hyperparameter settings of the paper (baselines.md §0.1, stamp.md §7). Which setting a
@@ -297,6 +298,24 @@ class TTAMethod:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.config})"
+
+
+class SAMBaseline(TTAMethod):
+    """A baseline that adapts with the authors' SAM around a base optimiser with state (SAR: SGD
+    with momentum, SoTTA: Adam) and traces every batch. Their SAM keeps the base optimiser's state
+    across resets (baselines.md §0); the config's ``reset_base_optimizer_state``
+    (:class:`~stamplib.blocks.sam.SAMStateSwitch`) clears it, which the contract's exact reset sets."""
+
+    reports_trace = True
+    exact_reset = {"reset_base_optimizer_state": True}
+
+    def sam(self, params: list[nn.Parameter], base: Callable[..., torch.optim.Optimizer],
+            **base_options: Any) -> SAM:
+        """SAM over ``base`` (given ``base_options``) with the config's radius ``rho``, step size
+        ``lr`` and state switch."""
+        cfg = self.config
+        return SAM(params, base, rho=cfg.rho, lr=cfg.lr, **base_options,
+                   reset_base_optimizer_state=cfg.reset_base_optimizer_state)
 
 
 _REGISTRY: dict[str, type[TTAMethod]] = {}

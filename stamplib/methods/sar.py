@@ -30,7 +30,7 @@ import torch
 
 from stamplib.blocks.entropy import logit_entropy
 from stamplib.blocks.sam import SAM, SAMStateSwitch
-from stamplib.methods.base import TTAMethod, TTAOutput, index_mask, register
+from stamplib.methods.base import SAMBaseline, TTAOutput, index_mask, register
 
 
 @dataclass(frozen=True)
@@ -49,11 +49,8 @@ class SARConfig(SAMStateSwitch):
 
 
 @register("sar")
-class SAR(TTAMethod):
-    reports_trace = True
+class SAR(SAMBaseline):
     config_cls = SARConfig
-    # The authors' SAM keeps the base optimiser's state across resets (baselines.md §0).
-    exact_reset = {"reset_base_optimizer_state": True}
     configs = {
         "cifar10_c": SARConfig(lr=5e-3, reset_constant=0.3),
         "cifar100_c": SARConfig(lr=5e-3, reset_constant=0.2),
@@ -63,19 +60,10 @@ class SAR(TTAMethod):
     }
 
     def setup(self) -> None:
-        cfg = self.config
         params = self.adapt_bn_affine(exclude_last_stage=True)
-        self.optimizer = SAM(
-            params,
-            torch.optim.SGD,
-            rho=cfg.rho,
-            lr=cfg.lr,
-            momentum=cfg.momentum,
-            dampening=0.0,
-            weight_decay=0.0,
-            reset_base_optimizer_state=cfg.reset_base_optimizer_state,
-        )
-        self.e_margin = cfg.e_margin_coef * math.log(self.num_classes)
+        self.optimizer = self.sam(params, torch.optim.SGD, momentum=self.config.momentum, dampening=0.0,
+                                  weight_decay=0.0)
+        self.e_margin = self.config.e_margin_coef * math.log(self.num_classes)
 
     def reset_buffers(self) -> None:
         self.ema: float | None = None

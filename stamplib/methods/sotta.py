@@ -29,7 +29,7 @@ from stamplib.blocks.bn import freeze_all_but, norm_affine_parameters
 from stamplib.blocks.entropy import entropy_terms, exact_prob_entropy, logit_entropy
 from stamplib.blocks.hus import HUSMemory
 from stamplib.blocks.sam import SAM, SAMStateSwitch
-from stamplib.methods.base import TTAMethod, TTAOutput, register
+from stamplib.methods.base import SAMBaseline, TTAOutput, register
 
 SoTTAScore = Literal["softmax_of_probs", "entropy"]
 
@@ -51,11 +51,8 @@ class SoTTAConfig(SAMStateSwitch):
 
 
 @register("sotta")
-class SoTTA(TTAMethod):
-    reports_trace = True
+class SoTTA(SAMBaseline):
     config_cls = SoTTAConfig
-    # The authors' SAM keeps the base optimiser's state across resets (baselines.md §0).
-    exact_reset = {"reset_base_optimizer_state": True}
     configs = {
         "cifar10_c": SoTTAConfig(lr=1e-4, threshold=0.9),
         "cifar100_c": SoTTAConfig(lr=1e-4, threshold=0.5),
@@ -73,10 +70,9 @@ class SoTTA(TTAMethod):
                 m.momentum = cfg.bn_momentum
         freeze_all_but(self.model, params)
         self.model.eval()
-        self.optimizer = SAM(
-            params, torch.optim.Adam, rho=cfg.rho, lr=cfg.lr, betas=(0.9, 0.999), weight_decay=0.0,
+        self.optimizer = self.sam(
+            params, torch.optim.Adam, betas=(0.9, 0.999), weight_decay=0.0,
             foreach=True,  # one operator per list: a GPU's default, the same numbers on a CPU (issue 51)
-            reset_base_optimizer_state=cfg.reset_base_optimizer_state,
         )
         self.memory = HUSMemory(
             self.num_classes, cfg.capacity, cfg.threshold, generator=self.cpu_generator
