@@ -29,6 +29,7 @@ from torch.profiler import ProfilerActivity, profile
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_throughput import PAPER, SMALL, Synthetic  # noqa: E402
 
+from stamplib import methods  # noqa: E402
 from stamplib.evaluation.precision import set_tf32, tf32_state  # noqa: E402
 
 FAMILIES = (  # first match wins; matched against the lower-cased kernel or operator name
@@ -59,7 +60,7 @@ def own_device_us(event: Any) -> float:
 
 
 def profile_method(world: Synthetic, name: str, args: argparse.Namespace) -> dict[str, Any]:
-    method = world.method(name, args.device, {})
+    method = world.method(name, args.device, {}, methods.Execution())  # as records run
     batches = [b.x for _, b in zip(range(args.warmup + args.steps), world.stream.batches(args.device))]
     for x in batches[: args.warmup]:
         method.step(x)

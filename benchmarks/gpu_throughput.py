@@ -19,8 +19,9 @@ through ``stamplib.evaluation.runner.run_stream`` (the loop a table's cell runs)
 ``torch.cuda.synchronize``; images/s, the peak GPU memory, and the hours a corruption and a
 table take at that rate (Table 1's CIFAR-10 half: 14 methods × 4 outlier sets × 15 corruptions;
 Table 2: 14 × 2 × 15). The report names the device, torch, CUDA and cuDNN versions and the
-options: ``--bf16`` and ``--channels-last`` (STAMP's switches: the other methods have none),
-``--tf32`` (off unless given, as in records).
+options: ``--bf16`` and ``--channels-last`` (execution options, :class:`stamplib.methods.Execution`,
+that only STAMP reads), ``--tf32`` (off unless given, as in records). ``--override
+method:field=value`` sets a hyperparameter or an execution option (``cotta:view_chunk=1``).
 
 ``--small`` is the CPU smoke run CI makes: the tiny CIFAR network at 32 px for both shapes,
 10 classes, 2 batches of 8.
@@ -118,9 +119,9 @@ class Synthetic:
                                          source_images(n_source, 1, shape.size), torch.arange(n_source) % shape.classes)
         self.stream = synthetic_stream(shape, args.batches * args.batch_size, args.batch_size)
 
-    def method(self, name: str, device: str, overrides: dict[str, Any], replay_graphs: bool = False
-               ) -> methods.TTAMethod:
-        fields = {f.name for f in dataclasses.fields(methods.resolve_config(name, self.shape.setting))}
+    def method(self, name: str, device: str, overrides: dict[str, Any], execution: methods.Execution,
+               replay_graphs: bool = False) -> methods.TTAMethod:
+        fields = {f.name for f in dataclasses.fields(methods.method_class(name).config_cls)}
         if "fisher_samples" in fields:  # EATA's Fisher reads exactly the source images there are
             overrides = {"fisher_samples": self.source.images.shape[0], **overrides}
         if "clip_normalized_inputs" in fields and not isinstance(self.net, models.InputNormalization):
@@ -129,7 +130,7 @@ class Synthetic:
         source = self.source if methods.method_class(name).needs_source_data else None
         net = graphs.replayed(self.net.to(device)) if replay_graphs else self.net.to(device)
         return methods.create(name, net, self.shape.classes, setting=self.shape.setting,
-                              seed=0, source_data=source, **overrides)
+                              seed=0, source_data=source, execution=execution, **overrides)
 
 
 def synthetic_stream(shape: Shape, n: int, batch_size: int) -> data.Stream:
@@ -151,11 +152,11 @@ class Real:
         stream = build_stream(self.spec, max_id=args.batches * args.batch_size * 4 // 5)
         self.stream = data.Stream(stream.images, stream.labels, args.batch_size)
 
-    def method(self, name: str, device: str, overrides: dict[str, Any], replay_graphs: bool = False
-               ) -> methods.TTAMethod:
+    def method(self, name: str, device: str, overrides: dict[str, Any], execution: methods.Execution,
+               replay_graphs: bool = False) -> methods.TTAMethod:
         return build_method(RunSpec.make(name, dataset=self.spec.dataset, outliers="noise",
                                          corruptions=("gaussian_noise",), profile="full", overrides=overrides),
-                            device, replay_graphs=replay_graphs)
+                            device, replay_graphs=replay_graphs, execution=execution)
 
 
 def parse_overrides(items: list[str]) -> dict[str, dict[str, Any]]:
@@ -174,15 +175,23 @@ def parse_overrides(items: list[str]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def split_options(options: dict[str, Any], execution: methods.Execution) -> tuple[dict[str, Any], methods.Execution]:
+    """One method's ``--override`` options as its hyperparameter overrides, and ``execution``
+    with the execution options among them (:class:`stamplib.methods.Execution`) set."""
+    names = methods.Execution.names()
+    speed = {name: value for name, value in options.items() if name in names}
+    return {k: v for k, v in options.items() if k not in speed}, dataclasses.replace(execution, **speed)
+
+
 def time_method(world: Synthetic | Real, name: str, args: argparse.Namespace) -> dict[str, Any]:
     """One row: the method's images/s on the world's stream (or the error that stopped it)."""
     shape = world.shape
-    overrides = {"bf16_autocast": args.bf16, "channels_last": args.channels_last} if name == "stamp" else {}
-    overrides = {**overrides, **args.overrides.get(name, {})}
-    row: dict[str, Any] = {**asdict(shape), "method": name, "options": overrides}
+    given = methods.Execution(bf16_autocast=args.bf16, channels_last=args.channels_last)
+    overrides, execution = split_options(args.overrides.get(name, {}), given)
+    row: dict[str, Any] = {**asdict(shape), "method": name, "options": overrides, "execution": asdict(execution)}
     row["replay_graphs"] = args.replay_graphs
     try:
-        method = world.method(name, args.device, overrides, args.replay_graphs)
+        method = world.method(name, args.device, overrides, execution, args.replay_graphs)
         warm_up = list(zip(range(args.warmup), world.stream.batches(args.device)))
         for _, batch in warm_up:  # cuDNN picks its kernels, lazy state is made (graphs: traced)
             if args.replay_graphs:
@@ -252,7 +261,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--replay-graphs", action="store_true",
                         help="the network's kernels replayed as CUDA graphs (stamplib.blocks.graphs; not for records)")
     parser.add_argument("--override", action="append", default=[],
-                        help="method:field=value, a hyperparameter or speed switch (e.g. cotta:view_chunk=1); repeatable")
+                        help="method:field=value, a hyperparameter or execution option (e.g. cotta:view_chunk=1); repeatable")
     parser.add_argument("--warmup", type=int, default=1,
                         help="untimed batches before the reset (default 1; with --replay-graphs also after it)")
     parser.add_argument("--small", action="store_true", help="CPU smoke sizes: tiny network, 32 px, 2 batches of 8")

@@ -33,7 +33,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_throughput import PAPER, SMALL, Synthetic, parse_overrides  # noqa: E402
+from gpu_throughput import PAPER, SMALL, Synthetic, parse_overrides, split_options  # noqa: E402
 
 from stamplib import methods  # noqa: E402
 
@@ -76,8 +76,9 @@ def optimizer_step_counters(method: Any) -> frozenset[int]:
                      if isinstance(state.get("step"), torch.Tensor) and state["step"].device.type == "cpu")
 
 
-def count_method(world: Synthetic, name: str, steps: int, device: str, overrides: dict[str, Any]) -> dict[str, Any]:
-    method = world.method(name, device, overrides)
+def count_method(world: Synthetic, name: str, steps: int, device: str, options: dict[str, Any]) -> dict[str, Any]:
+    overrides, execution = split_options(options, methods.Execution())
+    method = world.method(name, device, overrides, execution)
     batches = iter(world.stream.batches(device))
     method.step(next(batches).x)  # warm-up: lazy state, caches
     mode = Counting(optimizer_step_counters(method))
@@ -87,7 +88,7 @@ def count_method(world: Synthetic, name: str, steps: int, device: str, overrides
     kernels = sum(n for op, n in mode.ops.items() if op not in NO_KERNEL)
     syncs = sum(n for op, n in mode.ops.items() if op in SYNCING)
     top = [f"{op} {n / steps:.0f}" for op, n in mode.ops.most_common(8)]
-    return {"method": name, "options": overrides, "ops_per_step": round(kernels / steps, 1),
+    return {"method": name, "options": options, "ops_per_step": round(kernels / steps, 1),
             "syncs_per_step": round(syncs / steps, 1), "optimizer_reads_per_step": round(mode.host_reads / steps, 1),
             "device_syncs_per_step": round((syncs - mode.host_reads) / steps, 1), "top_ops": top}
 

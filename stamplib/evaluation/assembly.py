@@ -2,7 +2,8 @@
 
 The runner, the explorer, the walkthrough and the benchmarks all build here, so a method run
 outside a table gets what a table's run gets: the data set's source model, source data for the
-methods that need it (EATA, OWTTT), the availability check and the spec's overrides."""
+methods that need it (EATA, OWTTT), the availability check and the spec's config (resolved
+once, by the spec)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def stand_in_overrides(method: str, dataset: str, setting: str) -> dict[str, Any
     off. They belong in the spec's overrides (and so in its key): give them to ``RunSpec.make``."""
     if not setting or setting == data.setting_of(dataset):
         return {}
-    fields = {f.name for f in dataclasses.fields(methods.resolve_config(method, setting))}
+    fields = {f.name for f in dataclasses.fields(methods.method_class(method).config_cls)}
     return {"clip_normalized_inputs": False} if "clip_normalized_inputs" in fields else {}
 
 
@@ -38,8 +39,7 @@ def source_data(spec: RunSpec, data_root: str | os.PathLike | None) -> methods.S
     cls = methods.method_class(spec.method)
     if not cls.needs_source_data:
         return None
-    config = methods.resolve_config(spec.method, spec.hyperparameter_setting(), **dict(spec.overrides))
-    limit = cls.source_images_needed(config)
+    limit = cls.source_images_needed(spec.config)
     images, labels = data.source_train(spec.dataset, data_root, limit=limit)
     # The name keys the cache of source statistics: a prefix must not pass for the whole set.
     name = spec.dataset if limit is None else f"{spec.dataset}[:{limit}]"
@@ -65,16 +65,18 @@ def layout_name(layout: torch.memory_format) -> str:
 def build_method(
     spec: RunSpec, device: str = "cpu", progress: bool = False, model: nn.Module | None = None,
     data_root: str | os.PathLike | None = None, replay_graphs: bool = False,
-    layout: torch.memory_format | None = None,
+    layout: torch.memory_format | None = None, execution: methods.Execution = methods.RECORD_EXECUTION,
 ) -> methods.TTAMethod:
     """The spec's method, ready to step on ``device``: around the data set's source model (or
     ``model``, e.g. random weights for a timing), with source data where the method needs it,
-    the spec's setting, seed and overrides. ``progress``: show the model's download;
+    the spec's config and seed. ``progress``: show the model's download;
     ``data_root``: where the data sets are (None: no data folder, enough for the data sets that
     ship with the package);
     ``replay_graphs``: the network's kernels replayed as CUDA graphs (:mod:`stamplib.blocks.graphs`;
     speed measurements only, never records); ``layout``: the network's memory layout (None: the
-    device's, :func:`network_layout`, as records run; another only to time the two)."""
+    device's, :func:`network_layout`, as records run; another only to time the two);
+    ``execution``: how the method computes (:class:`stamplib.methods.Execution`; records run the
+    defaults, another only to time it)."""
     # A partial data set copy fails here, naming every missing file, not at the 7th corruption.
     data.check_available(spec.dataset, spec.corruptions, spec.severity, data_root)
     network = models.source_model(spec.dataset, progress=progress) if model is None else model
@@ -82,9 +84,8 @@ def build_method(
     if replay_graphs:
         network = graphs.replayed(network)
     return methods.create(
-        spec.method, network, data.dataset(spec.dataset).num_classes,
-        setting=spec.hyperparameter_setting(), seed=spec.seed, source_data=source_data(spec, data_root),
-        **dict(spec.overrides),
+        spec.method, network, data.dataset(spec.dataset).num_classes, seed=spec.seed,
+        source_data=source_data(spec, data_root), config=spec.config, execution=execution,
     )
 
 

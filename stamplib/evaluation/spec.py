@@ -22,7 +22,8 @@ class RunSpec:
     ``overrides`` are hyperparameter overrides as sorted (name, value) pairs, each typed as its
     config field says (:func:`stamplib.methods.typed_overrides`), so the spec stays hashable and
     ``"true"`` and ``True`` name one record; build it from a dict with
-    ``RunSpec.make(..., overrides={...})``.
+    ``RunSpec.make(..., overrides={...})``. :attr:`config` is the method's config they give,
+    resolved once, here, for everyone who builds or reads the method of this spec.
 
     ``stream`` is how the test stream is made and fed (:class:`stamplib.data.StreamSpec`: the
     schedule, label order, outlier placement, batch size and the realistic protocol; the
@@ -64,9 +65,17 @@ class RunSpec:
             raise ValueError("the mixed schedule mixes the cell's corruptions in one stream: name two or more")
         if self.outliers == data.CLOSED_SET and self.outlier_ratio != 0.0:
             object.__setattr__(self, "outlier_ratio", 0.0)
-        typed = methods.typed_overrides(self.method, self.hyperparameter_setting(), dict(self.overrides))
+        setting = self.hyperparameter_setting()
+        typed = methods.typed_overrides(self.method, setting, dict(self.overrides))
         object.__setattr__(self, "overrides", tuple(sorted(typed.items())))
-        methods.resolve_config(self.method, self.hyperparameter_setting(), **typed)  # the config's own checks
+        # Not a field: it follows from the fields, so neither the key nor equality reads it.
+        object.__setattr__(self, "_config", methods.config_with(self.method, setting, typed))
+
+    @property
+    def config(self) -> Any:
+        """The method's hyperparameters: its setting's config with the overrides applied (checked
+        by the config itself), resolved once, when the spec was made."""
+        return self._config
 
     @property
     def resets_per_corruption(self) -> bool:

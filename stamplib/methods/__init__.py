@@ -1,5 +1,6 @@
 """TTA methods: ``available()`` lists them, ``create(name, model, num_classes, setting=...)``
-builds one. Every module of this package is imported here, so a new method module registers
+builds one (``config=`` a resolved config instead, e.g. a RunSpec's; ``execution=`` how it
+computes). Every module of this package is imported here, so a new method module registers
 itself with its ``@register`` decorator and nothing else needs editing."""
 
 import importlib
@@ -7,13 +8,16 @@ import pkgutil
 
 from stamplib.methods.base import (
     PAPER_ORDER,
+    RECORD_EXECUTION,
     SETTINGS,
+    Execution,
     SourceData,
     TTAMethod,
     TTAOutput,
     available,
     check_batch_size,
     check_setting,
+    config_with,
     create,
     field_types,
     listing_lines,
@@ -36,12 +40,15 @@ __all__ = [
     "PAPER_ORDER",
     "TABLE_ORDER",
     "SETTINGS",
+    "RECORD_EXECUTION",
+    "Execution",
     "SourceData",
     "TTAMethod",
     "TTAOutput",
     "available",
     "check_batch_size",
     "check_setting",
+    "config_with",
     "create",
     "field_types",
     "listing_lines",

@@ -53,6 +53,43 @@ class SourceData:
     labels: torch.Tensor  # long [N]
 
 
+@dataclass(frozen=True)
+class Execution:
+    """How a method computes, beside its config (what it computes): options that change the
+    speed and at most the float rounding, never the algorithm. They are no hyperparameters, so
+    no spec, key or tuning grid names them; a record is always computed with the defaults
+    (``Execution()``), and a method that has no use for an option ignores it.
+
+    ``batched_views``: STAMP's K views go through ``view_chunk`` views per forward (False: the
+    plain loop, one forward per view). ``view_chunk``: views per forward for STAMP's views and
+    CoTTA's augmented teacher views, each view normalised with its own BN statistics (0: chosen
+    by device and image count, :func:`stamplib.blocks.bn.views_per_forward`). ``channels_last``:
+    STAMP's inputs (and model) in channels-last. ``bf16_autocast``: STAMP's forwards under
+    bfloat16 autocast, on CUDA only (for timings: bfloat16 rounds more than float32 does).
+    Values given as text (a command line) are read as the field's type says."""
+
+    batched_views: bool = True
+    view_chunk: int = 0
+    channels_last: bool = False
+    bf16_autocast: bool = False
+
+    def __post_init__(self) -> None:
+        for name, hint in typing.get_type_hints(type(self)).items():
+            object.__setattr__(self, name, coerce(f"execution option {name!r}", getattr(self, name), hint))
+        if self.view_chunk < 0:
+            raise ValueError(f"execution option 'view_chunk' counts views per forward (0 = chosen by device), "
+                             f"got {self.view_chunk}")
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """The options' names (to tell them from a method's hyperparameters)."""
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+
+#: The execution every record is computed with: the defaults.
+RECORD_EXECUTION = Execution()
+
+
 #: Source statistics computed in this process, keyed by (source name, statistic name).
 _SOURCE_STATISTICS: dict[tuple[str, str], Any] = {}
 
@@ -175,6 +212,7 @@ class TTAMethod:
         config: Any,
         seed: int = 0,
         source_data: SourceData | None = None,
+        execution: Execution = RECORD_EXECUTION,
     ) -> None:
         assert num_classes >= 2, "a classifier needs at least two classes"
         if self.needs_source_data and source_data is None:
@@ -183,6 +221,7 @@ class TTAMethod:
         self.model = model
         self.num_classes = num_classes
         self.config = config
+        self.execution = execution
         self.seed = seed
         self.device = next(model.parameters()).device
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
@@ -473,8 +512,14 @@ def resolve_config(name: str, setting: str, **overrides: Any) -> Any:
     """The method's typed hyperparameters for ``setting`` with ``overrides`` applied: each value
     is checked against (and text converted to) its field's type, then the config's own checks
     run; either failure is one ValueError that names the hyperparameter."""
+    return config_with(name, setting, typed_overrides(name, setting, overrides))
+
+
+def config_with(name: str, setting: str, typed: dict[str, Any]) -> Any:
+    """The config of ``setting`` with overrides already typed (:func:`typed_overrides`) applied,
+    after the config's own checks: for whoever keeps the typed overrides too (a RunSpec), so
+    that they are typed once."""
     base = method_class(name).config_for(setting)
-    typed = typed_overrides(name, setting, overrides)
     try:
         return dataclasses.replace(base, **typed)
     except AssertionError as err:
@@ -487,17 +532,27 @@ def create(
     name: str,
     model: nn.Module,
     num_classes: int,
-    setting: str = "cifar10_c",
+    setting: str | None = None,
     seed: int = 0,
     source_data: SourceData | None = None,
+    *,
+    config: Any = None,
+    execution: Execution = RECORD_EXECUTION,
     **overrides: Any,
 ) -> TTAMethod:
     """Build method ``name`` around a private copy of ``model`` (the caller's model is untouched).
 
-    ``setting`` picks the hyperparameters (one of :data:`SETTINGS`); ``overrides`` replace
-    single hyperparameters; ``source_data`` is required by methods that compute source
-    statistics (EATA, OWTTT).
+    The hyperparameters are ``config`` as given (resolved already, e.g. a RunSpec's ``config``),
+    or else resolved here: ``setting``'s (one of :data:`SETTINGS`; cifar10_c if not named) with
+    ``overrides`` replacing single hyperparameters; giving both is refused. ``execution``: how
+    the method computes (:class:`Execution`: speed, not numbers). ``source_data`` is required by
+    methods that compute source statistics (EATA, OWTTT).
     """
-    config = resolve_config(name, setting, **overrides)
     cls = method_class(name)
-    return cls(copy.deepcopy(model), num_classes, config, seed=seed, source_data=source_data)
+    if config is None:
+        config = resolve_config(name, setting or "cifar10_c", **overrides)
+    elif setting is not None or overrides:
+        raise ValueError(f"give method {name!r} a resolved config= or a setting= with overrides, not both")
+    elif not isinstance(config, cls.config_cls):
+        raise ValueError(f"method {name!r} takes a {cls.config_cls.__name__}, got a {type(config).__name__}")
+    return cls(copy.deepcopy(model), num_classes, config, seed=seed, source_data=source_data, execution=execution)

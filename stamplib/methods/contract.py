@@ -135,8 +135,8 @@ def assert_same(a: Any, b: Any, path: str = "state") -> None:
 
 
 #: Attributes that are not state: the frozen initial state ``reset`` restores from, the
-#: read-only inputs, and the device.
-_NOT_STATE = {"_initial", "source_data", "config", "cfg", "device"}
+#: read-only inputs (the config and the execution options), and the device.
+_NOT_STATE = {"_initial", "source_data", "config", "execution", "device"}
 
 
 def method_state(method: Any) -> dict[str, Any]:

@@ -27,7 +27,7 @@ Quirks of the official code, reproduced by default, each behind a switch:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
@@ -53,19 +53,11 @@ class CottaConfig:
     loss: Literal["cross_entropy", "symmetric"] = "cross_entropy"  # §4 step 5: CIFAR / ImageNet
     clip_normalized_inputs: bool = False  # ImageNet quirk: augment the normalised tensor (§4)
     shared_augmentation: bool = True  # one parameter draw per batch, as torchvision on a batch
-    # Speed only (equal up to float rounding), so left out of the repr that records store:
-    # augmented views per teacher forward, each with its own BN statistics; 0 = one on a CPU
-    # (several for batches of a few images), on a GPU all that fit blocks.bn.VIEW_PIXEL_BUDGET
-    # (blocks.bn.views_per_forward, Cotta._augmented_logits). Measured:
-    # 1.5x on an H200 (docs/gpu_runbook.md §6.1); on one CPU thread the loop was 1.4-2.7x
-    # faster (gpu_throughput.py --device cpu --small --batch-size 64 --override cotta:view_chunk=32).
-    view_chunk: int = field(default=0, repr=False)
 
     def __post_init__(self) -> None:
         assert self.lr > 0 and 0.0 <= self.restore_prob <= 1.0 and 0.0 <= self.ema_momentum <= 1.0
         assert self.num_augmentations >= 1
         assert self.loss in ("cross_entropy", "symmetric"), self.loss
-        assert self.view_chunk >= 0, "view_chunk counts augmented views per forward (0 = choose by device)"
 
 
 @register("cotta")
@@ -131,10 +123,14 @@ class Cotta(TTAMethod):
         Several views go through one forward when :func:`views_per_forward` says so, each
         normalised with its own BN statistics (view_groups), so the teacher sees what K separate
         forwards show it; the views are drawn in the loop's order, so the draws are the same.
+        How many is the execution's ``view_chunk`` (0: one on a CPU, several for batches of a
+        few images; on a GPU all that fit blocks.bn.VIEW_PIXEL_BUDGET). Measured: 1.5x on an
+        H200 (docs/gpu_runbook.md §6.1); on one CPU thread the loop was 1.4-2.7x faster
+        (gpu_throughput.py --device cpu --small --batch-size 64 --override cotta:view_chunk=32).
         """
         cfg = self.config
         k, (b, c, h, w) = cfg.num_augmentations, x.shape
-        per_forward = views_per_forward(cfg.view_chunk, k, x.device, pixels_per_view=b * h * w)
+        per_forward = views_per_forward(self.execution.view_chunk, k, x.device, pixels_per_view=b * h * w)
         if per_forward == 1:
             return torch.stack([
                 self.teacher(cotta_augment_batch(x, self.generator, self.normalization, cfg.shared_augmentation))

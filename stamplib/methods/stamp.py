@@ -14,7 +14,8 @@ Per batch (stamp.md §4, §8):
 
 Defaults reproduce the authors' code; ``variant="paper"`` switches every row of §9 where the
 paper says otherwise, and the ablation switches (memory, weighting, sam, lr_decay, num_views,
-consistency_filter) serve Table 5 and Figs. 3–4.
+consistency_filter) serve Table 5 and Figs. 3–4. How the views are computed (batched, chunked,
+channels-last, bfloat16) is no hyperparameter: :class:`~stamplib.methods.base.Execution` says.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from stamplib.blocks.memory import ClassBalancedMemory
 from stamplib.blocks.normalization import IMAGENET_MEAN
 from stamplib.blocks.sam import SAM
 from stamplib.blocks.views import ViewKind, make_views
-from stamplib.methods.base import TTAMethod, TTAOutput, register
+from stamplib.methods.base import RECORD_EXECUTION, Execution, TTAMethod, TTAOutput, register
 
 Weighting = Literal["adaptive", "static", "eata", "none"]
 
@@ -64,33 +65,35 @@ class StampConfig:
     score_eps: float = 1e-5  # row 6 (paper: exact entropy)
     schedule: Literal["periodic", "clamped"] = "periodic"  # row 7
     xi_update: Literal["before_step", "after_step"] = "before_step"  # row 8
-    # speed only (same results up to float rounding); see Stamp._view_logits
-    batched_views: bool = True  # False: the plain loop, one forward per view
-    view_chunk: int = 0  # views per forward, each with its own BN statistics; 0 = auto
-    channels_last: bool = False  # inputs too in channels-last (a CPU record's network already is)
-    bf16_autocast: bool = False  # bfloat16 autocast for every forward, on CUDA only
 
     def __post_init__(self) -> None:
         assert self.lr > 0 and self.alpha > 0, "lr and alpha must be positive"
         assert self.num_views >= 1 and self.capacity >= 1 and self.period >= 1, (
             "num_views, capacity and period must be at least 1")
-        assert self.view_chunk >= 0, "view_chunk counts views per forward (0 = auto)"
         assert self.weighting in ("adaptive", "static", "eata", "none"), self.weighting
+        if self.variant == "paper":  # the config says what runs: every row of §9 as the paper has it
+            for name, value in PAPER_SWITCHES.items():
+                object.__setattr__(self, name, value)
 
-    def resolved(self) -> StampConfig:
-        """This config with ``variant='paper'`` expanded into the individual switches."""
-        if self.variant == "code":
-            return self
-        return dataclasses.replace(
-            self,
-            consistency_reference="source_eval",
-            compare_label="averaged",
-            stored_label="averaged",
-            loss_scale="sum",
-            score_eps=0.0,
-            schedule="clamped",
-            xi_update="after_step",
-        )
+    def __repr__(self) -> str:
+        """The dataclass's repr, then the execution options at the values every record runs under
+        (``Execution()``): records written while those options sat in this config name them
+        there, and a record stays current only while this text is what it stores."""
+        fields = (f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self) if f.repr)
+        recorded = (f"{name}={getattr(RECORD_EXECUTION, name)!r}" for name in Execution.names())
+        return f"{type(self).__qualname__}({', '.join([*fields, *recorded])})"
+
+
+#: The switches ``variant="paper"`` sets (stamp.md §9 rows 1–8, where the paper and the code differ).
+PAPER_SWITCHES = {
+    "consistency_reference": "source_eval",
+    "compare_label": "averaged",
+    "stored_label": "averaged",
+    "loss_scale": "sum",
+    "score_eps": 0.0,
+    "schedule": "clamped",
+    "xi_update": "after_step",
+}
 
 
 
@@ -120,20 +123,19 @@ class Stamp(TTAMethod):
     }
 
     def setup(self) -> None:
-        self.cfg = self.config.resolved()
-        cfg = self.cfg
+        cfg = self.config
         if cfg.consistency_reference == "source_eval":
             self.reference = copy.deepcopy(self.model).eval()
         params = self.adapt_bn_affine(exclude_last_stage=True)
         if cfg.consistency_reference == "bn_stats":
             self.reference = copy.deepcopy(self.model)
         self.reference.requires_grad_(False)
-        self.memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
-        if cfg.channels_last:
+        self.memory_format = torch.channels_last if self.execution.channels_last else torch.contiguous_format
+        if self.execution.channels_last:
             # Module.to keeps the Parameter objects (only their data moves): ``params`` holds.
             self.model.to(memory_format=self.memory_format)
             self.reference.to(memory_format=self.memory_format)
-        self.autocast = cfg.bf16_autocast and self.device.type == "cuda"  # never on CPU
+        self.autocast = self.execution.bf16_autocast and self.device.type == "cuda"  # never on CPU
         if cfg.sam:
             self.optimizer = SAM(params, torch.optim.SGD, rho=cfg.rho, lr=cfg.lr)
         else:
@@ -146,17 +148,17 @@ class Stamp(TTAMethod):
     def reset_buffers(self) -> None:
         self.memory.clear()
         self.adaptation_steps = 0
-        self._set_lr(self.cfg.lr)
+        self._set_lr(self.config.lr)
 
     # -- per batch --------------------------------------------------------------------------------
     def step(self, x: torch.Tensor) -> TTAOutput:
-        fill = torch.tensor(self.cfg.crop_fill, device=x.device, dtype=x.dtype)
-        views = make_views(x, self.cfg.num_views, self.cfg.view_kind, self.generator, fill=fill)
+        fill = torch.tensor(self.config.crop_fill, device=x.device, dtype=x.dtype)
+        views = make_views(x, self.config.num_views, self.config.view_kind, self.generator, fill=fill)
         return self.step_on_views(views)
 
     def step_on_views(self, views: torch.Tensor) -> TTAOutput:
         """One STAMP step on given views [K, B, 3, H, W] (view 0 = the clean batch)."""
-        cfg = self.cfg
+        cfg = self.config
         k, b = views.shape[:2]
         clean = views[0]
         with torch.no_grad():
@@ -190,10 +192,10 @@ class Stamp(TTAMethod):
         """The clean view alone (a busy method has no time for K views), scored with the
         entropy ``step`` uses."""
         probs = torch.softmax(self._forward(self.model, x), dim=1)
-        return TTAOutput(probs, prob_entropy(probs, self.cfg.score_eps))
+        return TTAOutput(probs, prob_entropy(probs, self.config.score_eps))
 
     def views_per_forward(self, num_views: int, device: torch.device, pixels_per_view: int) -> int:
-        """Views per forward: ``view_chunk``, or (0 = auto) :func:`blocks.bn.views_per_forward`'s
+        """Views per forward: the execution's ``view_chunk``, or (0 = auto) :func:`blocks.bn.views_per_forward`'s
         choice for views of ``pixels_per_view`` pixels (batch size × height × width).
 
         Every view keeps its own BN statistics (stamp.md §4.1 step 5, §9 row 16) whatever the
@@ -203,9 +205,9 @@ class Stamp(TTAMethod):
         cache), while views of a few images are grouped; on a GPU the single big launch keeps
         the device busy.
         """
-        if not self.cfg.batched_views:
+        if not self.execution.batched_views:
             return 1
-        return views_per_forward(self.cfg.view_chunk, num_views, device, pixels_per_view)
+        return views_per_forward(self.execution.view_chunk, num_views, device, pixels_per_view)
 
     def _view_logits(self, views: torch.Tensor) -> torch.Tensor:
         """Logits [K, B, C] of the K views, each view normalised with its own BN statistics."""
@@ -222,7 +224,7 @@ class Stamp(TTAMethod):
         return torch.cat(parts)
 
     def _forward(self, model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
-        """Logits of ``model`` on ``x`` in the configured memory format, in ``x``'s precision
+        """Logits of ``model`` on ``x`` in the execution's memory format, in ``x``'s precision
         (bf16 autocast computes in bfloat16 and hands back float32 for float32 inputs)."""
         x = x.contiguous(memory_format=self.memory_format)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.autocast):
@@ -236,7 +238,7 @@ class Stamp(TTAMethod):
         'static' detaches them; 'eata' uses exp(H_thr − H) detached; 'none' is plain mean entropy.
         """
         entropy = logit_entropy(logits)
-        weighting = self.cfg.weighting
+        weighting = self.config.weighting
         if weighting == "none":
             return entropy.mean()
         if weighting == "eata":
@@ -244,13 +246,13 @@ class Stamp(TTAMethod):
         weights = torch.softmax(-entropy, dim=0)
         if weighting == "static":
             weights = weights.detach()
-        if self.cfg.loss_scale == "sum":
+        if self.config.loss_scale == "sum":
             return (entropy * weights).sum()
         return (entropy * scale * weights).mean()
 
     def _adapt(self, data: torch.Tensor, scale: int) -> torch.Tensor:
         """One (SAM) update on ``data``; returns the loss before it (detached)."""
-        cfg = self.cfg
+        cfg = self.config
         if cfg.memory and cfg.xi_update == "before_step":
             self.memory.update_frequency()
         with torch.enable_grad():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -116,3 +117,43 @@ def test_a_stream_option_given_as_text_is_read_as_its_field_says() -> None:
     with pytest.raises(ValueError, match="stream option 'batch_size' takes an integer, got 'many'"):
         StreamSpec.parse({"batch_size": "many"})
     assert StreamSpec(schedule="continual", realistic=True).building() == StreamSpec()  # the cache's key
+
+
+def test_building_a_method_from_a_spec_resolves_its_config_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 50, item 4: the spec resolves the config (overrides typed once, the config made
+    once) and everyone who builds its method takes it: EATA's source data and methods.create.
+    Counted where it cannot be missed: every config EATA is given runs EATAConfig.__post_init__,
+    every typed value passes validation.coerce."""
+    from stamplib.evaluation.assembly import build_method
+    from stamplib.methods import base
+    from stamplib.methods.eata import EATAConfig
+
+    made, typed = [], []
+    checks, coerce = EATAConfig.__post_init__, base.coerce
+    monkeypatch.setattr(EATAConfig, "__post_init__", lambda config: (made.append(config), checks(config))[1])
+    monkeypatch.setattr(base, "coerce", lambda *args: (typed.append(args[0]), coerce(*args))[1])
+    # Text, as a command line gives it; 64 source images keep the Fisher information quick.
+    spec = RunSpec.make("eata", overrides={"lr": "0.001", "fisher_samples": "64"})
+    method = build_method(spec, "cpu")
+    assert len(made) == 1 and sorted(typed) == ["hyperparameter 'fisher_samples' of 'eata'",
+                                                "hyperparameter 'lr' of 'eata'"]
+    assert method.config is spec.config and spec.config.lr == 0.001
+    assert spec.overrides == (("fisher_samples", 64), ("lr", 0.001))
+    assert spec.with_(seed=1).config == spec.config  # a changed spec resolves its own, equal here
+    assert spec == RunSpec.make("eata", overrides={"lr": 0.001, "fisher_samples": 64})  # the config is no field: keys and equality as before
+
+
+def test_an_execution_option_is_no_hyperparameter_of_the_spec() -> None:
+    """Speed options are given to build_method, never to the spec: its config has none of
+    them, and an override naming one is refused, as any unknown hyperparameter is."""
+    from stamplib import methods
+    from stamplib.evaluation.assembly import build_method
+
+    spec = RunSpec.make("stamp", overrides={"num_views": 2})
+    fields = {f.name for f in dataclasses.fields(spec.config)}
+    assert not fields & set(methods.Execution.names()) and "num_views" in fields
+    with pytest.raises(ValueError, match=r"unknown hyperparameter\(s\) \['bf16_autocast'\]"):
+        RunSpec.make("stamp", overrides={"bf16_autocast": True})
+    method = build_method(spec, "cpu", execution=methods.Execution(view_chunk=2, channels_last=True))
+    assert method.config is spec.config and method.execution.view_chunk == 2
+    assert build_method(spec, "cpu").execution == methods.Execution()  # what records run

@@ -5,6 +5,7 @@ the method contract (tests/methods/test_contract.py), the memory in tests/blocks
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -13,6 +14,7 @@ from torch import nn
 
 from stamplib import methods
 from stamplib.blocks.views import make_views
+from stamplib.methods import Execution
 from stamplib.methods.stamp import cosine_step_size
 from stamplib.models import create as create_model
 from tests.oracles.stamp import OracleStamp
@@ -122,8 +124,10 @@ VIEWS_ATOL = 1e-10
 
 def test_batched_view_forward_equals_the_per_view_loop():
     x = torch.rand(16, 3, 32, 32, dtype=torch.float64)
-    fast = methods.create("stamp", tiny_net(4).double(), 4, setting="cifar10_c", batched_views=True, view_chunk=16)
-    loop = methods.create("stamp", tiny_net(4).double(), 4, setting="cifar10_c", batched_views=False)
+    fast = methods.create("stamp", tiny_net(4).double(), 4, setting="cifar10_c",
+                          execution=Execution(batched_views=True, view_chunk=16))
+    loop = methods.create("stamp", tiny_net(4).double(), 4, setting="cifar10_c",
+                          execution=Execution(batched_views=False))
     views = make_views(x, 16, "cotta", torch.Generator().manual_seed(0))
     with torch.no_grad():
         assert torch.allclose(fast._view_logits(views), loop._view_logits(views), rtol=0, atol=VIEWS_ATOL)
@@ -136,10 +140,10 @@ def test_chunked_view_forwards_equal_the_per_view_loop(chunk, channels_last):
     memory format, keeps per-view BN statistics: the logits of the plain loop (issue 9)."""
     x = torch.rand(16, 3, 32, 32, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
     views = make_views(x, 16, "cotta", torch.Generator().manual_seed(0))
-    loop = methods.create("stamp", tiny_net(4).double(), 4, setting="cifar10_c", batched_views=False)
-    fast = methods.create(
-        "stamp", tiny_net(4).double(), 4, setting="cifar10_c", view_chunk=chunk, channels_last=channels_last
-    )
+    loop = methods.create("stamp", tiny_net(4).double(), 4, setting="cifar10_c",
+                          execution=Execution(batched_views=False))
+    fast = methods.create("stamp", tiny_net(4).double(), 4, setting="cifar10_c",
+                          execution=Execution(view_chunk=chunk, channels_last=channels_last))
     with torch.no_grad():
         expected = loop._view_logits(views)
         assert torch.allclose(fast._view_logits(views), expected, rtol=0, atol=VIEWS_ATOL)
@@ -147,7 +151,7 @@ def test_chunked_view_forwards_equal_the_per_view_loop(chunk, channels_last):
 
 
 def test_auto_view_chunk_is_one_on_cpu_but_for_small_batches_all_on_cuda_and_bf16_stays_off_on_cpu():
-    stamp = methods.create("stamp", tiny_net(4), 4, setting="cifar10_c", bf16_autocast=True)
+    stamp = methods.create("stamp", tiny_net(4), 4, setting="cifar10_c", execution=Execution(bf16_autocast=True))
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert stamp.views_per_forward(16, cpu, 64 * 32 * 32) == 1
     assert stamp.views_per_forward(16, cpu, 16 * 32 * 32) == 1
@@ -169,12 +173,33 @@ def test_views_are_sampled_per_image_and_per_view():
 
 # -- paper variant -------------------------------------------------------------------------------------
 def test_paper_variant_switches_every_row_of_section_9():
-    cfg = methods.resolve_config("stamp", "cifar10_c", variant="paper").resolved()
+    code = methods.resolve_config("stamp", "cifar10_c")
+    cfg = methods.resolve_config("stamp", "cifar10_c", variant="paper")
+    assert (code.consistency_reference, code.score_eps, code.schedule) == ("bn_stats", 1e-5, "periodic")
     assert (cfg.consistency_reference, cfg.compare_label, cfg.stored_label) == ("source_eval", "averaged", "averaged")
     assert (cfg.loss_scale, cfg.score_eps, cfg.schedule, cfg.xi_update) == ("sum", 0.0, "clamped", "after_step")
     stamp = methods.create("stamp", tiny_net(4), 4, setting="cifar10_c", variant="paper", num_views=2)
+    assert stamp.config == dataclasses.replace(cfg, num_views=2)  # one name for what runs: the method reads the switches from its config
+    assert isinstance(stamp.reference, nn.Module) and not stamp.reference.training  # row 1: the source in eval mode
     out = stamp.step(torch.rand(8, 3, 32, 32))
     assert torch.isfinite(out.probs).all()
+
+
+def test_execution_options_are_no_hyperparameters_but_records_still_name_them() -> None:
+    """The speed options left STAMP's config for :class:`Execution`: an override refuses them,
+    the method reads them from its execution, and the config's repr (what records store) ends
+    with them at the values every record runs under, as records written before say."""
+    with pytest.raises(ValueError, match=r"unknown hyperparameter\(s\) \['view_chunk'\]"):
+        methods.resolve_config("stamp", "cifar10_c", view_chunk=4)
+    stamp = methods.create("stamp", tiny_net(4), 4, setting="cifar10_c", execution=Execution(view_chunk=4))
+    assert stamp.execution.view_chunk == 4 and not hasattr(stamp.config, "view_chunk")
+    assert stamp.views_per_forward(16, torch.device("cpu"), 64 * 32 * 32) == 4
+    assert repr(stamp.config).endswith(
+        "xi_update='before_step', batched_views=True, view_chunk=0, channels_last=False, bf16_autocast=False)")
+    assert repr(stamp.config) == repr(methods.resolve_config("stamp", "cifar10_c"))
+    assert Execution(view_chunk="8", channels_last="true") == Execution(view_chunk=8, channels_last=True)
+    with pytest.raises(ValueError, match="view_chunk"):
+        Execution(view_chunk=-1)
 
 
 @pytest.mark.parametrize(
