@@ -28,7 +28,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cpu_layout import alternating, quick_stream_spec  # noqa: E402
 
-from stamplib import data  # noqa: E402
+from stamplib import data, methods  # noqa: E402
 from stamplib.blocks.bn import views_per_forward  # noqa: E402
 from stamplib.evaluation.assembly import build_method, build_stream  # noqa: E402
 from stamplib.evaluation.runner import StreamResult, run_stream  # noqa: E402
@@ -37,8 +37,8 @@ VIEWS = {"stamp": 16, "cotta": 32}
 
 
 def one_run(method: str, batch_size: int, view_chunk: int) -> StreamResult:
-    spec = quick_stream_spec(method, stream=data.StreamSpec(batch_size=batch_size), overrides={"view_chunk": view_chunk})
-    tta = build_method(spec, "cpu")
+    spec = quick_stream_spec(method, stream=data.StreamSpec(batch_size=batch_size))
+    tta = build_method(spec, "cpu", execution=methods.Execution(view_chunk=view_chunk))
     tta.reset()
     return run_stream(tta, build_stream(spec), "cpu")
 

@@ -70,14 +70,15 @@ def seconds_per_batch(
     return (time.perf_counter() - wall) / batches, (time.process_time() - cpu) / batches
 
 
-def build_stamp(args: argparse.Namespace, **overrides) -> Stamp:
-    """STAMP (CIFAR10-C hyperparameters) around a seeded random network, memory already full."""
+def build_stamp(args: argparse.Namespace, **execution) -> Stamp:
+    """STAMP (CIFAR10-C hyperparameters) around a seeded random network, memory already full,
+    computing as ``--channels-last``, ``--bf16`` and the ``execution`` options (e.g. view_chunk) say."""
     with torch.random.fork_rng():
         torch.manual_seed(0)
         net = models.create(ARCHITECTURES[args.model], CLASSES)
     stamp = methods.create(
         "stamp", net.to(args.device), CLASSES, setting="cifar10_c",
-        channels_last=args.channels_last, bf16_autocast=args.bf16, **overrides,
+        execution=methods.Execution(channels_last=args.channels_last, bf16_autocast=args.bf16, **execution),
     )
     assert isinstance(stamp, Stamp)
     g = torch.Generator().manual_seed(1)
@@ -90,7 +91,7 @@ def floor_step(stamp: Stamp, views: torch.Tensor, memory: torch.Tensor, bf16: bo
     k, b, _, h, w = views.shape
     model, chunk = stamp.model, stamp.views_per_forward(k, views.device, b * h * w)
     parts = [p.reshape(-1, *views.shape[2:]) for p in views.split(chunk)]
-    if stamp.cfg.channels_last:
+    if stamp.execution.channels_last:
         parts = [p.contiguous(memory_format=torch.channels_last) for p in parts]
         memory = memory.contiguous(memory_format=torch.channels_last)
     clean = parts[0][:BATCH] if chunk > 1 else parts[0]

@@ -124,8 +124,8 @@ def _method_outputs(method, name: str, replay_graphs: bool) -> list[torch.Tensor
 
 def test_cotta_views_in_one_forward_equal_the_loop_on_cuda(record_property) -> None:
     """CoTTA's 32 teacher views in one forward (the default on CUDA) against one forward per view."""
-    loop = build_method(RunSpec.make("cotta", dataset=DATASET, profile="smoke",
-                                     overrides={"aug_threshold": 1.01, "view_chunk": 1}), "cuda")
+    loop = build_method(RunSpec.make("cotta", dataset=DATASET, profile="smoke", overrides={"aug_threshold": 1.01}),
+                        "cuda", execution=methods.Execution(view_chunk=1))
     batched = build_method(RunSpec.make("cotta", dataset=DATASET, profile="smoke",
                                         overrides={"aug_threshold": 1.01}), "cuda")
     largest = max(float((a - b).abs().max()) for a, b in
