@@ -233,7 +233,6 @@ def test_the_three_cases_are_one_line_in_a_real_process(tmp_path: Path) -> None:
 
 def test_the_stream_flags_make_one_stream_object(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from stamplib.data import StreamSpec
-
     from stamplib.evaluation import runner
 
     seen = []
