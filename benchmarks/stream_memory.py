@@ -137,7 +137,7 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
     images = int(np.load(folder / f"{CORRUPTIONS[0]}.npy", mmap_mode="r").shape[0])
     stream = (images + outliers_for_ratio(images, 0.2)) * (SIZE * SIZE * 3 + 8)
     return {
-        "method": args.method, "corruptions": len(record["per_corruption"]), "images_per_corruption": images,
+        "method": args.method, "corruptions": len(record.per_corruption), "images_per_corruption": images,
         "stream_mib": stream / 2**20, "all_streams_mib": len(CORRUPTIONS) * stream / 2**20,
         "budget_mib": data.stream_cache_budget() / 2**20, "before": before,
         "peak_max_rss_mib": max_rss_mib(), "peak_rss_anon_mib": (anonymous.peak_kib or 0) / 1024,

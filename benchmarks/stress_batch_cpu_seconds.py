@@ -55,10 +55,10 @@ def main() -> None:
         record = run(spec, scratch, force=True)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         row = {"method": spec.method, "batch": size, "cpu_s": round(cpu, 1), "wall_s": round(wall, 1),
-               "record_s": record["seconds"], "h": round(record["mean"]["h"], 2)}
+               "record_s": record.seconds, "h": round(record.mean.h, 2)}
         if cell.corruptions:
             seed0 = committed.get(cell.spec)
-            row["quiet_committed_gaussian_s"] = None if seed0 is None else seed0["per_corruption"]["gaussian_noise"]["seconds"]
+            row["quiet_committed_gaussian_s"] = None if seed0 is None else seed0.per_corruption["gaussian_noise"].seconds
         print(json.dumps(row), flush=True)
 
 

@@ -143,7 +143,7 @@ def test_the_record_names_the_command_the_context_carries(tmp_path: Path, digits
 
     spec = RunSpec(method="source", corruptions=("none",), profile="smoke")
     record = run(spec, context_for(tmp_path / "a", command="python -m stamplib run --method source"))
-    assert record["provenance"]["command"] == "python -m stamplib run --method source"
-    own = run(spec, context_for(tmp_path / "b"))["provenance"]["command"]
+    assert record.provenance.command == "python -m stamplib run --method source"
+    own = run(spec, context_for(tmp_path / "b")).provenance.command
     assert own.split()[0].startswith("python") and "stamplib run" not in own
     assert "STAMPLIB_GRID_FAULT" not in paths.ENVIRONMENT  # the grid's fault injection is an argument

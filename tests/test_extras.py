@@ -169,7 +169,7 @@ try:
 except MissingExtra as err:
     refused = str(err)
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in set({blocked!r}))
-print(json.dumps({{"acc": record["mean"]["acc"], "local_ok": local.ok, "refused": refused, "loaded": loaded}}))
+print(json.dumps({{"acc": record.mean.acc, "local_ok": local.ok, "refused": refused, "loaded": loaded}}))
 """
 
 

@@ -17,17 +17,18 @@ NaN) and :func:`rescore` says that they must be recomputed.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 
 from stamplib import paths
-from stamplib.evaluation.metrics import aggregate, check_metrics, score_outputs
+from stamplib.evaluation.metrics import check_metrics, score_outputs
+from stamplib.evaluation.record import Record
 
 #: The arrays of one stream, with their stored dtypes.
 FIELDS = {"prediction": np.int16, "ood_score": np.float32, "label": np.int16, "index": np.int32}
@@ -96,40 +97,33 @@ class NoOutputsError(LookupError):
     """A record that predates per-sample outputs (or whose file is gone)."""
 
 
-def record_outputs(record: Mapping[str, Any], directory: Path) -> dict[str, StreamOutputs]:
+def record_outputs(record: Record, directory: Path) -> dict[str, StreamOutputs]:
     """The outputs of ``record`` (stored in ``directory``, the results store's root)."""
-    name = record.get("outputs")
-    if not name:
+    if not record.outputs:
         raise NoOutputsError(
-            f"record {record.get('key')} ({record['spec']['method']}) was made before records kept their "
+            f"record {record.key} ({record.spec.method}) was made before records kept their "
             "per-sample outputs; recompute it (python -m stamplib run ... --force) to re-score it"
         )
-    path = Path(directory) / name
+    path = Path(directory) / record.outputs
     if not path.is_file():
-        raise NoOutputsError(f"record {record.get('key')} names its outputs file {path}, which is missing; recompute it")
+        raise NoOutputsError(f"record {record.key} names its outputs file {path}, which is missing; recompute it")
     return load_outputs(path)
 
 
-def rescore(record: Mapping[str, Any], directory: Path, metrics: Iterable[str] | None = None) -> dict[str, Any]:
-    """A copy of ``record`` whose per-corruption metrics ``metrics`` (default: every registered
-    one) are computed from its stored outputs, and whose mean is recomputed over corruptions.
-    No method runs. Raises :class:`NoOutputsError` for a record without outputs."""
+def rescore(record: Record, directory: Path, metrics: Iterable[str] | None = None) -> Record:
+    """``record`` with its per-corruption metrics ``metrics`` (default: every registered one)
+    computed from its stored outputs, and its mean recomputed over corruptions. No method runs.
+    Raises :class:`NoOutputsError` for a record without outputs."""
     names = check_metrics(metrics) if metrics is not None else None
     streams = record_outputs(record, directory)
-    per_corruption = {c: dict(m) for c, m in record["per_corruption"].items()}
-    missing = [c for c in per_corruption if c not in streams]
+    missing = [c for c in record.per_corruption if c not in streams]
     if missing:
-        raise NoOutputsError(f"the outputs of record {record.get('key')} lack the corruption(s) {missing}")
-    for corruption, row in per_corruption.items():
-        row.update(streams[corruption].score(names))
-    out = dict(record)
-    out["per_corruption"] = per_corruption
-    out["mean"] = aggregate(per_corruption)
-    return out
+        raise NoOutputsError(f"the outputs of record {record.key} lack the corruption(s) {missing}")
+    return record.with_rows({c: dataclasses.replace(row, scores={**row.scores, **streams[c].score(names)})
+                             for c, row in record.per_corruption.items()})
 
 
-def rescore_all(records: Iterable[Mapping[str, Any]], directory: Path,
-                metrics: Iterable[str] | None = None) -> list[dict[str, Any]]:
+def rescore_all(records: Iterable[Record], directory: Path, metrics: Iterable[str] | None = None) -> list[Record]:
     """:func:`rescore` for each record that has outputs; older records are returned unchanged
     (their newer metrics stay NaN in the tables)."""
     out = []
@@ -137,5 +131,5 @@ def rescore_all(records: Iterable[Mapping[str, Any]], directory: Path,
         try:
             out.append(rescore(record, directory, metrics))
         except NoOutputsError:
-            out.append(dict(record))
+            out.append(record)
     return out

@@ -20,10 +20,9 @@ keeps the C(g) of its stored corruptions."""
 
 from __future__ import annotations
 
-import math
 import platform
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -33,19 +32,27 @@ from stamplib import data, methods
 from stamplib.blocks import graphs
 from stamplib.blocks.entropy import logit_entropy
 from stamplib.evaluation.assembly import build_method, build_stream, layout_name, network_layout
-from stamplib.evaluation.metrics import METRIC_LABELS, aggregate, stream_metrics
+from stamplib.evaluation.metrics import METRIC_LABELS, stream_metrics
 from stamplib.evaluation.outputs import StreamOutputs
 from stamplib.evaluation.precision import apply_tf32_policy
 from stamplib.evaluation.provenance import provenance
+from stamplib.evaluation.record import (
+    Mean,
+    Provenance,
+    Realistic,
+    Record,
+    RelativeSpeed,
+    Row,
+    Severity,
+    StreamSection,
+    Trace,
+)
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
 from stamplib.evaluation.traces import StreamTracer, synchronize
 from stamplib.paths import RunContext
 from stamplib.version import __version__
 
-#: The stream fields a record's ``stream`` section names only where they are set, so that a
-#: record of the older fields stays as it was.
-LATER_STREAM_FIELDS = ("batch_size", "label_shift", "mixed_domains", "gradual")
 
 @dataclass
 class StreamResult:
@@ -96,34 +103,6 @@ def run_stream(
         labels.append(batch.y.cpu())
     return StreamResult(torch.cat(probs), torch.cat(scores), torch.cat(labels), time.perf_counter() - start,
                         adapted, len(probs))
-
-
-#: A measured ratio up to this much above an integer counts as that integer: timing noise alone
-#: must not give a method whose step is one forward (BN Stats) C(g) = 2.
-SPEED_TOLERANCE = 0.1
-
-
-@dataclass(frozen=True)
-class RelativeSpeed:
-    """C(g) of the realistic protocol: how many batches pass while the method adapts on one.
-    Measured (with the two least timings it came from) or fixed by the spec (times None)."""
-
-    value: int
-    step_seconds: float | None = None  # the method's step on one batch (least of several timings)
-    forward_seconds: float | None = None  # the source model's forward on the same batch (likewise)
-
-    @classmethod
-    def from_times(cls, step_seconds: float, forward_seconds: float) -> RelativeSpeed:
-        """C(g) = the ratio of the two times rounded up (Alfarra et al.), within :data:`SPEED_TOLERANCE`."""
-        ratio = step_seconds / max(forward_seconds, 1e-9)
-        return cls(max(1, math.ceil(ratio - SPEED_TOLERANCE)), round(step_seconds, 6), round(forward_seconds, 6))
-
-    @classmethod
-    def from_metrics(cls, metrics: dict[str, Any]) -> RelativeSpeed:
-        return cls(int(metrics["relative_speed"]), metrics.get("step_seconds"), metrics.get("forward_seconds"))
-
-    def as_metrics(self) -> dict[str, Any]:
-        return {"relative_speed": self.value, "step_seconds": self.step_seconds, "forward_seconds": self.forward_seconds}
 
 
 def measure_relative_speed(spec: RunSpec, stream: data.Stream, context: RunContext, repeats: int = 5
@@ -189,17 +168,13 @@ def _versions() -> dict[str, str]:
     }
 
 
-def result_metrics(result: StreamResult) -> dict[str, Any]:
-    """A stream's metrics, sample counts, time and collapse flag, as a record's row."""
+def result_row(result: StreamResult, **realistic: Any) -> Row:
+    """A stream's metrics, sample counts, time and collapse flag, as a record's row (``realistic``:
+    the protocol's speed and batch counts)."""
     reason = collapse_reason(result)
-    return {
-        **stream_metrics(result.probs, result.ood_score, result.labels),
-        "n_id": int((result.labels >= 0).sum()),
-        "n_outliers": int(result.is_outlier.sum()),
-        "seconds": round(result.seconds, 3),
-        "collapsed": reason is not None,
-        "collapse_reason": reason,
-    }
+    return Row(stream_metrics(result.probs, result.ood_score, result.labels), collapsed=reason is not None,
+               collapse_reason=reason, n_id=int((result.labels >= 0).sum()), n_outliers=int(result.is_outlier.sum()),
+               seconds=round(result.seconds, 3), **realistic)
 
 
 def concatenate(results: list[StreamResult]) -> StreamResult:
@@ -214,13 +189,13 @@ def concatenate(results: list[StreamResult]) -> StreamResult:
 def run_corruption(
     method: methods.TTAMethod, spec: RunSpec, corruption: str, context: RunContext, first_position: int = 0,
     speed: RelativeSpeed | None = None,
-) -> tuple[dict[str, Any], StreamOutputs, dict[str, list[Any]] | None]:
-    """One corruption of a cell (no reset here): its metrics, outputs and trace (None when the
+) -> tuple[Row, StreamOutputs, Trace | None]:
+    """One corruption of a cell (no reset here): its row, outputs and trace (None when the
     method reports nothing). The stream lives only in here, so a stream too large for the
     stream cache is released before the next corruption's is built. ``first_position``: where
     the stream starts among all the samples the method has seen since its reset (traces).
     ``speed``: C(g) of a realistic spec; None fixes it from the spec or measures it on this
-    stream (the metrics then carry it). The gradual schedule runs one stream per severity
+    stream (the row then carries it). The gradual schedule runs one stream per severity
     (:func:`stamplib.data.gradual_severities`) and pools them; its row lists each level's
     metrics under ``severities``."""
     gradual, device = spec.stream.schedule == "gradual", context.device
@@ -237,24 +212,21 @@ def run_corruption(
         for name, column in (tracer.trace() if tracer.reported else {}).items():
             trace.setdefault(name, []).extend(column)
         if gradual:
-            rows.append({"severity": severity, **stream_metrics(results[-1].probs, results[-1].ood_score,
-                                                                results[-1].labels)})
+            rows.append(Severity(severity, stream_metrics(results[-1].probs, results[-1].ood_score, results[-1].labels)))
     result = concatenate(results)
-    metrics = result_metrics(result)
-    if spec.stream.realistic:
-        metrics.update(speed.as_metrics(), adapted_batches=result.adapted_batches, batches=result.batches)
-    if rows:
-        metrics["severities"] = rows
+    realistic = (dict(speed=speed, adapted_batches=result.adapted_batches, batches=result.batches)
+                 if spec.stream.realistic else {})
+    row = result_row(result, severities=tuple(rows) if rows else None, **realistic)
     outputs = StreamOutputs.from_tensors(result.probs, result.ood_score, result.labels)
-    return metrics, outputs, trace or None
+    return row, outputs, Trace.from_json(trace) if trace else None
 
 
 def run_mixed_domains(
     method: methods.TTAMethod, spec: RunSpec, context: RunContext,
-) -> tuple[dict[str, dict[str, Any]], dict[str, StreamOutputs], dict[str, Any]]:
+) -> tuple[dict[str, Row], dict[str, StreamOutputs], Row]:
     """Every corruption's stream in one shuffled stream (:func:`stamplib.data.interleave`), fed
     through ``method`` without a reset (none here: the caller resets once). Returns each
-    corruption's metrics and outputs (its samples, in the order they came) and the metrics of
+    corruption's row and outputs (its samples, in the order they came) and the row of
     the whole stream. A corruption's ``seconds`` is the whole run's time times its share of the
     samples. No trace: a trace follows one corruption's stream."""
     stream, source = data.interleave([build_stream(spec, c, data_root=context.data_root) for c in spec.corruptions],
@@ -265,106 +237,133 @@ def run_mixed_domains(
         mine = source == index
         part = StreamResult(whole.probs[mine], whole.ood_score[mine], whole.labels[mine],
                             whole.seconds * float(mine.float().mean()))
-        per_corruption[corruption] = result_metrics(part)
+        per_corruption[corruption] = result_row(part)
         outputs[corruption] = StreamOutputs.from_tensors(part.probs, part.ood_score, part.labels)
-    return per_corruption, outputs, result_metrics(whole)
+    return per_corruption, outputs, result_row(whole)
 
 
-def run(spec: RunSpec, context: RunContext, *, force: bool = False, progress: bool = False) -> dict[str, Any]:
+def run(spec: RunSpec, context: RunContext, *, force: bool = False, progress: bool = False) -> Record:
     """Compute ``spec`` (or return its stored record, unless ``force``) where ``context`` says:
     the data sets from its data root, on its device, the record into its results store, naming
     its command."""
     store = ResultsStore(context.results)
     if not force:
-        record = store.get(spec)
-        if record is not None:
-            return record
+        stored = store.get(spec)
+        if stored is not None:
+            return stored
     apply_tf32_policy(context.allow_tf32)  # a record is a fidelity run: float32, not TF32, on a GPU
-    device, stream = context.device, spec.stream
-    method = build_method(spec, device, progress, data_root=context.data_root)
-    per_corruption: dict[str, dict[str, Any]] = {}
-    outputs: dict[str, StreamOutputs] = {}
-    traces: dict[str, dict[str, list[Any]]] = {}
+    method = build_method(spec, context.device, progress, data_root=context.data_root)
     record_provenance = provenance(spec.dataset, context.data_root, context.command,
-                                   layout_name(network_layout(device)))
-    checkpoint_sha = record_provenance["checkpoint"]["sha256"]
-    resumable = stream.resets_per_corruption and len(spec.corruptions) > 1
-    started, kept_seconds = time.perf_counter(), 0.0
-    speed: RelativeSpeed | None = None  # realistic: C(g), fixed or measured once per cell
-    whole_stream = None  # mixed domains: the metrics over the one stream
-    mixed = stream.schedule == "mixed"
-    if mixed:
-        method.reset()
-        per_corruption, outputs, whole_stream = run_mixed_domains(method, spec, context)
-    for corruption in tqdm(() if mixed else spec.corruptions, desc=f"{spec.method}/{spec.outliers}",
-                           disable=not progress, leave=False):
+                                   layout_name(network_layout(context.device)))
+    started = time.perf_counter()
+    cell = SCHEDULE_LOOPS[spec.stream.schedule](method, spec, context, store, record_provenance["checkpoint"]["sha256"], progress)
+    rows = cell.rows
+    mean = Mean.of(rows)  # averaged over all, with the collapsed ones named
+    record = Record(
+        key=spec.key(), spec=spec, per_corruption=rows, mean=mean,
+        collapsed=tuple(sorted(c for c, row in rows.items() if row.collapsed)),
+        config=repr(method.config),
+        seconds=round(time.perf_counter() - started + cell.kept_seconds, 3),  # kept: of an interrupted run
+        device=context.device, versions=_versions(), provenance=Provenance.from_json(record_provenance),
+        trace=cell.traces, realistic=cell.realistic(spec), stream=StreamSection.of(spec, cell.whole),
+    )
+    return store.put(record, cell.outputs)
+
+
+@dataclass
+class Cell:
+    """What a schedule's loop computed: each corruption's row, outputs and trace, the seconds of
+    the corruptions kept from an interrupted run, the mixed schedule's whole-stream row, and the
+    realistic protocol's C(g)."""
+
+    rows: dict[str, Row] = field(default_factory=dict)
+    outputs: dict[str, StreamOutputs] = field(default_factory=dict)
+    traces: dict[str, Trace] = field(default_factory=dict)
+    kept_seconds: float = 0.0
+    whole: Row | None = None
+    speed: RelativeSpeed | None = None  # realistic: fixed or measured once per cell
+
+    def add(self, corruption: str, row: Row, outputs: StreamOutputs, trace: Trace | None) -> None:
+        self.rows[corruption], self.outputs[corruption] = row, outputs
+        if trace is not None:
+            self.traces[corruption] = trace
+        if self.speed is None and row.speed is not None:  # the first corruption's C(g); a resumed cell keeps it
+            self.speed = row.speed
+
+    @property
+    def samples(self) -> int:
+        return sum(row.samples for row in self.rows.values())
+
+    def realistic(self, spec: RunSpec) -> Realistic | None:
+        if not spec.stream.realistic:
+            return None
+        rows = self.rows.values()
+        return Realistic(self.speed, not spec.stream.relative_speed, sum(r.adapted_batches for r in rows),
+                         sum(r.batches for r in rows))
+
+
+def _corruptions(spec: RunSpec, progress: bool) -> Any:
+    return tqdm(spec.corruptions, desc=f"{spec.method}/{spec.outliers}", disable=not progress, leave=False)
+
+
+def run_episodic(method: methods.TTAMethod, spec: RunSpec, context: RunContext, store: ResultsStore,
+                 checkpoint_sha: str | None, progress: bool) -> Cell:
+    """The paper's protocol: the method reset before each corruption. With several corruptions
+    each is kept in the store as it finishes, and a rerun resumes at the first not kept."""
+    cell, resumable = Cell(), len(spec.corruptions) > 1
+    for corruption in _corruptions(spec, progress):
         kept = store.partial(spec, corruption, checkpoint_sha) if resumable else None
         if kept is not None:
-            per_corruption[corruption], outputs[corruption], trace = kept
-            kept_seconds += float(per_corruption[corruption].get("seconds", 0.0))
-        else:
-            if stream.resets_per_corruption or not per_corruption:  # else one reset, before the first
-                method.reset()
-            seen = 0 if stream.resets_per_corruption else sum(m["n_id"] + m["n_outliers"] for m in per_corruption.values())
-            per_corruption[corruption], outputs[corruption], trace = run_corruption(
-                method, spec, corruption, context, seen, speed)
-            if resumable:
-                store.put_partial(spec, corruption, per_corruption[corruption], outputs[corruption], trace or None,
-                                  checkpoint_sha)
-        if stream.realistic and speed is None:  # the first corruption's C(g); a resumed cell keeps it
-            speed = RelativeSpeed.from_metrics(per_corruption[corruption])
-        if trace:
-            traces[corruption] = trace
-    record = {
-        "key": spec.key(),
-        "spec": spec.to_dict(),
-        "config": repr(method.config),
-        "per_corruption": per_corruption,
-        "mean": aggregate(per_corruption),  # averaged over all, with "collapsed": [names] flagged
-        "collapsed": sorted(c for c, m in per_corruption.items() if m["collapsed"]),
-        "seconds": round(time.perf_counter() - started + kept_seconds, 3),  # kept: of an interrupted run
-        "device": device,
-        "versions": _versions(),
-        "provenance": record_provenance,
-    }
-    if traces:
-        record["trace"] = traces
-    if stream.realistic:
-        rows = per_corruption.values()
-        record["realistic"] = {**speed.as_metrics(), "measured": not stream.relative_speed,
-                               "adapted_batches": sum(m["adapted_batches"] for m in rows),
-                               "batches": sum(m["batches"] for m in rows)}
-    record.update(stream_section(spec, whole_stream))
-    store.put(record, outputs)
-    return record
+            cell.add(corruption, *kept)
+            cell.kept_seconds += kept[0].seconds or 0.0
+            continue
+        method.reset()
+        row, outputs, trace = run_corruption(method, spec, corruption, context, 0, cell.speed)
+        if resumable:
+            store.put_partial(spec, corruption, row, outputs, trace, checkpoint_sha)
+        cell.add(corruption, row, outputs, trace)
+    return cell
 
 
-def stream_section(spec: RunSpec, whole_stream: dict[str, Any] | None) -> dict[str, Any]:
-    """A record's ``stream`` section, for a stream other than the paper's: the continual
-    schedule, Dirichlet order and outlier bursts always, the later fields only where set (as
-    the key holds them), so that a record of the older fields stays as it was."""
-    keyed = spec.stream.key_fields()
-    continual = spec.stream.schedule == "continual"
-    later = {name: value for name, value in keyed.items() if name in LATER_STREAM_FIELDS}
-    if not (continual or spec.stream.dirichlet or spec.stream.outlier_burst or later):
-        return {}
-    section = {"continual": continual, "order": list(spec.corruptions), "dirichlet": spec.stream.dirichlet,
-               "outlier_burst": spec.stream.outlier_burst, **later}
-    return {"stream": {**section, "whole": whole_stream} if whole_stream is not None else section}
+def run_continual(method: methods.TTAMethod, spec: RunSpec, context: RunContext, store: ResultsStore,
+                  checkpoint_sha: str | None, progress: bool) -> Cell:
+    """The continual and gradual schedules: one reset, then the corruptions in turn (gradual: each
+    through its severities, :func:`run_corruption`), the method's
+    state carried from one to the next (so an interrupted cell restarts from the beginning)."""
+    cell = Cell()
+    method.reset()
+    for corruption in _corruptions(spec, progress):
+        cell.add(corruption, *run_corruption(method, spec, corruption, context, cell.samples, cell.speed))
+    return cell
 
 
-def summary_lines(record: dict[str, Any]) -> list[str]:
+def run_mixed(method: methods.TTAMethod, spec: RunSpec, context: RunContext, store: ResultsStore,
+              checkpoint_sha: str | None, progress: bool) -> Cell:
+    """The mixed schedule: one reset, then every corruption in one shuffled stream."""
+    method.reset()
+    cell = Cell()
+    rows, outputs, cell.whole = run_mixed_domains(method, spec, context)
+    for corruption, row in rows.items():
+        cell.add(corruption, row, outputs[corruption], None)
+    return cell
+
+
+#: The loop of each schedule (:data:`stamplib.data.SCHEDULES`).
+SCHEDULE_LOOPS = {"episodic": run_episodic, "continual": run_continual, "gradual": run_continual, "mixed": run_mixed}
+
+
+def summary_lines(record: Record) -> list[str]:
     """What ``run`` prints of a record: each corruption's metrics (a collapse named), their
     mean, and the realistic protocol's C(g)."""
-    shown = [m for m in METRIC_LABELS if m in record["mean"]]  # a stored older record has fewer
+    shown = [m for m in METRIC_LABELS if m in record.mean.scores]  # a stored older record has fewer
     lines = [f"{'corruption':20s}" + "".join(f" {METRIC_LABELS[m]:>8s}" for m in shown)]
-    for name, m in record["per_corruption"].items():
-        flag = "  COLLAPSED: " + m["collapse_reason"] if m["collapsed"] else ""
-        lines.append(f"{name:20s}" + "".join(f" {m[k]:8.1f}" for k in shown) + flag)
-    lines.append(f"{'mean':20s}" + "".join(f" {record['mean'][k]:8.1f}" for k in shown))
-    if "realistic" in record:
-        r = record["realistic"]
-        how = "measured" if r["measured"] else "fixed"
-        lines.append(f"realistic protocol: C(g) = {r['relative_speed']} ({how}), adapted on {r['adapted_batches']} "
-                     f"of {r['batches']} batches")
+    for name, row in record.per_corruption.items():
+        flag = "  COLLAPSED: " + row.collapse_reason if row.collapsed else ""
+        lines.append(f"{name:20s}" + "".join(f" {row.scores[k]:8.1f}" for k in shown) + flag)
+    lines.append(f"{'mean':20s}" + "".join(f" {record.mean.scores[k]:8.1f}" for k in shown))
+    if record.realistic is not None:
+        r = record.realistic
+        how = "measured" if r.measured else "fixed"
+        lines.append(f"realistic protocol: C(g) = {r.speed.value} ({how}), adapted on {r.adapted_batches} "
+                     f"of {r.batches} batches")
     return lines

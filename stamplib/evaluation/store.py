@@ -17,6 +17,7 @@ is stale — a default changed since it was computed — and counts as absent, s
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -36,23 +37,22 @@ from stamplib.evaluation.outputs import (
     rescore_all,
     save_outputs,
 )
+from stamplib.evaluation.record import Record, Row, Trace
 from stamplib.evaluation.spec import RunSpec
 
-#: Fields without which a record is useless (a JSON file written by something else, or edited).
-_REQUIRED = ("key", "spec", "mean")
 
-
-def _read(path: Path) -> dict[str, Any] | None:
+def _read(path: Path) -> Record | None:
     """A complete record from ``path``, or None with a warning (it will be recomputed)."""
     try:
-        record = json.loads(path.read_text())
+        stored = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         warnings.warn(f"ignoring unreadable results record {path} ({exc}); it will be recomputed", stacklevel=3)
         return None
-    if not isinstance(record, dict) or any(k not in record for k in _REQUIRED):
-        warnings.warn(f"ignoring incomplete results record {path}; it will be recomputed", stacklevel=3)
+    try:
+        return Record.from_json(stored)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # written by something else, or edited
+        warnings.warn(f"ignoring incomplete results record {path} ({exc!r}); it will be recomputed", stacklevel=3)
         return None
-    return record
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -108,34 +108,38 @@ class ResultsStore:
     def path(self, spec: RunSpec) -> Path:
         return self.root / f"{spec.method}__{spec.dataset}__{spec.outliers}__{spec.key()}.json"
 
-    def get(self, spec: RunSpec) -> dict[str, Any] | None:
+    def get(self, spec: RunSpec) -> Record | None:
         path = self.path(spec)
         if not path.is_file():
             return None
         record = _read(path)
-        if record is None or record.get("key") != spec.key():
+        if record is None or record.key != spec.key():
             return None
-        if "config" in record and record["config"] != current_config(spec):
+        if record.config is not None and record.config != current_config(spec):
             return None  # computed under other defaults
         return record
 
-    def put(self, record: dict[str, Any], outputs: Mapping[str, StreamOutputs] | None = None) -> Path:
-        """Store ``record``; with ``outputs`` (per-sample outputs by corruption) first write them
-        beside it and name the file in ``record["outputs"]``, so a stored record's outputs exist."""
-        spec = RunSpec.from_dict(record["spec"])
-        path = self.path(spec)
+    def put(self, record: Record, outputs: Mapping[str, StreamOutputs] | None = None) -> Record:
+        """Store ``record`` and return it as stored; with ``outputs`` (per-sample outputs by
+        corruption) first write them beside it and name the file in its ``outputs``, so a stored
+        record's outputs exist."""
+        path = self.path(record.spec)
         if outputs is not None:
-            record["outputs"] = save_outputs(outputs_path(path), outputs).name
-        paths.atomic_write_bytes(path, json.dumps(record, indent=1, sort_keys=True).encode())
-        self.clear_partials(spec)
-        return path
+            record = dataclasses.replace(record, outputs=save_outputs(outputs_path(path), outputs).name)
+        paths.atomic_write_bytes(path, json.dumps(record.to_json(), indent=1, sort_keys=True).encode())
+        self.clear_partials(record.spec)
+        return record
 
-    def rescored(self, records: Iterable[dict[str, Any]], metrics: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    def rescored(self, records: Iterable[Record], metrics: Iterable[str] | None = None) -> list[Record]:
         """``records`` (of this store) with ``metrics`` computed from their stored outputs;
         records without outputs unchanged (:func:`stamplib.evaluation.outputs.rescore_all`)."""
         return rescore_all(records, self.root, metrics)
 
-    def records(self) -> list[dict[str, Any]]:
+    def records_by_key(self) -> dict[str, Record]:
+        """Every complete record (:meth:`records`) by its key."""
+        return {record.key: record for record in self.records()}
+
+    def records(self) -> list[Record]:
         """Every complete record. Temporary files of a killed writer (``.tmp-*``, hidden) are
         skipped, and so — with a warning — are unreadable or incomplete ones."""
         out = []
@@ -152,19 +156,20 @@ class ResultsStore:
     def partial_dir(self, spec: RunSpec) -> Path:
         return self.grid_dir / "partial" / spec.key()
 
-    def put_partial(self, spec: RunSpec, corruption: str, row: Mapping[str, Any], outputs: StreamOutputs,
-                    trace: Mapping[str, Any] | None, checkpoint_sha256: str | None) -> None:
+    def put_partial(self, spec: RunSpec, corruption: str, row: Row, outputs: StreamOutputs,
+                    trace: Trace | None, checkpoint_sha256: str | None) -> None:
         """Keep one finished corruption of ``spec`` until its record is stored. The outputs are
         written first and the JSON last, so a JSON always has its outputs."""
         folder = self.partial_dir(spec)
         save_outputs(folder / f"{corruption}{OUTPUTS_SUFFIX}", {corruption: outputs})
         entry = {"key": spec.key(), "corruption": corruption, "config": current_config(spec),
-                 "checkpoint_sha256": checkpoint_sha256, "row": dict(row), "trace": trace}
+                 "checkpoint_sha256": checkpoint_sha256, "row": row.to_json(),
+                 "trace": trace.to_json() if trace is not None else None}
         paths.atomic_write_bytes(folder / f"{corruption}.json", json.dumps(entry, sort_keys=True).encode())
 
     def partial(self, spec: RunSpec, corruption: str, checkpoint_sha256: str | None
-                ) -> tuple[dict[str, Any], StreamOutputs, dict[str, Any] | None] | None:
-        """A finished corruption of ``spec`` kept by :meth:`put_partial`, as (metrics row,
+                ) -> tuple[Row, StreamOutputs, Trace | None] | None:
+        """A finished corruption of ``spec`` kept by :meth:`put_partial`, as (row,
         outputs, trace), or None when absent, unreadable, or made under other hyperparameters
         or another source model (then it is computed again)."""
         folder = self.partial_dir(spec)
@@ -176,7 +181,8 @@ class ResultsStore:
             outputs = load_outputs(folder / f"{corruption}{OUTPUTS_SUFFIX}")[corruption]
         except (OSError, KeyError, ValueError):
             return None
-        return entry["row"], outputs, entry.get("trace")
+        trace = entry.get("trace")
+        return Row.from_json(entry["row"]), outputs, Trace.from_json(trace) if trace else None
 
     def clear_partials(self, spec: RunSpec) -> None:
         shutil.rmtree(self.partial_dir(spec), ignore_errors=True)

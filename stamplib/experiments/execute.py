@@ -8,18 +8,19 @@ SLURM jobs. Cells a grid job is computing right now are left to it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from tqdm.auto import tqdm
 
 from stamplib import methods
 from stamplib.evaluation.metrics import check_metrics
+from stamplib.evaluation.record import Record
 from stamplib.evaluation.runner import run
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
 from stamplib.paths import RunContext
 
-Records = dict[str, dict[str, Any]]  # spec key → record
+Records = dict[str, Record]  # spec key → record
 
 
 class Planned(Protocol):
@@ -77,7 +78,7 @@ def _stored_or_run(the_plan: Planned, context: RunContext, compute_missing: bool
 
 def _with_traces(specs: Sequence[RunSpec], records: Records, context: RunContext) -> Records:
     """Records made before their method reported traces, computed again."""
-    untraced = [s for s in specs if (r := records.get(s.key())) is not None and "trace" not in r
+    untraced = [s for s in specs if (r := records.get(s.key())) is not None and not r.trace
                 and methods.method_class(s.method).reports_trace]
     return {s.key(): run(s, context, force=True) for s in untraced}
 
@@ -85,5 +86,5 @@ def _with_traces(specs: Sequence[RunSpec], records: Records, context: RunContext
 def _rescored(records: Records, wanted: Sequence[str], store: ResultsStore) -> Records:
     """Records that lack one of the ``wanted`` metrics, scored again from their stored outputs."""
     stale = [r for r in records.values()
-             if any(name not in row for row in r["per_corruption"].values() for name in wanted)]
-    return {r["key"]: r for r in store.rescored(stale, wanted)}
+             if any(name not in row.scores for row in r.per_corruption.values() for name in wanted)]
+    return {r.key: r for r in store.rescored(stale, wanted)}

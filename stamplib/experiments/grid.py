@@ -33,7 +33,6 @@ import dataclasses
 import math
 import os
 import shutil
-import signal
 import socket
 import sys
 import time
@@ -132,21 +131,6 @@ def _job_id() -> str:
     return f"local-{socket.gethostname()}-{os.getpid()}"
 
 
-def _inject_fault(spec: RunSpec, fault: str) -> None:
-    """Tests only: ``fault`` = ``MODE:KEY:FLAG_FILE`` makes the job that reaches cell KEY die
-    (``kill``: SIGKILL to itself, like an out-of-memory kill or a lost node) or fail
-    (``raise``) the first time, and creates FLAG_FILE so that a retry succeeds."""
-    if not fault:
-        return
-    mode, key, flag = fault.split(":", 2)
-    if key != spec.key() or Path(flag).exists():
-        return
-    Path(flag).touch()
-    if mode == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
-    raise RuntimeError(f"injected fault in cell {key}")
-
-
 class CellsFailed(RuntimeError):
     """Raised at the end of a job in which some cells raised (the others were computed)."""
 
@@ -157,10 +141,9 @@ def run_group(
     threads: int | None = None,
     time_limit_s: float | None = None,
     log_file: str | None = None,
-    fault: str = "",
 ) -> dict[str, str]:
     """The job function: compute a group of cells where ``context`` says (its results store,
-    data root and device; the records name its command). ``fault``: :func:`_inject_fault`.
+    data root and device; the records name its command).
 
     Finished cells are skipped, cells claimed by another live job are left to it, and the
     others are marked running (this job's id, host, pid, start, deadline) until each is
@@ -194,7 +177,6 @@ def run_group(
     try:
         for spec in mine:
             try:
-                _inject_fault(spec, fault)
                 run(spec, context)
                 outcome[spec.key()] = "done"
             except Exception:
@@ -223,15 +205,14 @@ class CellGroup:
     already stored and continues with the rest."""
 
     def __init__(self, spec_dicts: list[dict[str, Any]], context: RunContext, threads: int | None,
-                 time_limit_s: float | None, fault: str = "") -> None:
+                 time_limit_s: float | None) -> None:
         self.spec_dicts = spec_dicts
         self.context = context
         self.threads = threads
         self.time_limit_s = time_limit_s
-        self.fault = fault
 
     def __call__(self) -> dict[str, str]:
-        return run_group(self.spec_dicts, self.context, self.threads, self.time_limit_s, fault=self.fault)
+        return run_group(self.spec_dicts, self.context, self.threads, self.time_limit_s)
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
         """Resubmit this job as it is. submitit requeues any callable that has this method;
@@ -308,10 +289,6 @@ class GridReport:
     jobs: list[str] = field(default_factory=list)  # ids of the jobs submitted
 
     @property
-    def failed_specs(self) -> list[RunSpec]:
-        return [s for f in self.failed for s in f.specs]
-
-    @property
     def ok(self) -> bool:
         return not self.failed and not self.missing
 
@@ -350,12 +327,12 @@ def _local_log(store: ResultsStore, group: Sequence[RunSpec]) -> Path:
 
 
 def _submit_inprocess(groups: list[list[RunSpec]], store: ResultsStore, context: RunContext,
-                      bar: Any, fault: str) -> list[_Handle]:
+                      bar: Any) -> list[_Handle]:
     handles = []
     for group in groups:
         log = _local_log(store, group)
         try:
-            run_group(_spec_dicts(group), context, None, None, str(log), fault)
+            run_group(_spec_dicts(group), context, None, None, str(log))
             err = None
         except CellsFailed as exc:
             err = str(exc)
@@ -419,14 +396,14 @@ def _pool_init(counter: Any, device: str, threads: int) -> None:
 
 
 def _pool_run_group(spec_dicts: list[dict[str, Any]], context: RunContext, threads: int,
-                    log_file: str, fault: str = "") -> dict[str, str]:
+                    log_file: str) -> dict[str, str]:
     """:func:`run_group` on this pool worker's own device."""
     mine = dataclasses.replace(context, device=_WORKER_DEVICE or context.device)
-    return run_group(spec_dicts, mine, threads, None, log_file, fault)
+    return run_group(spec_dicts, mine, threads, None, log_file)
 
 
-def _submit_pool(groups: list[list[RunSpec]], store: ResultsStore, context: RunContext, jobs: int,
-                 fault: str) -> tuple[Any, list[_Handle]]:
+def _submit_pool(groups: list[list[RunSpec]], store: ResultsStore, context: RunContext, jobs: int
+                 ) -> tuple[Any, list[_Handle]]:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -438,7 +415,7 @@ def _submit_pool(groups: list[list[RunSpec]], store: ResultsStore, context: RunC
     handles = []
     for i, group in enumerate(groups):
         log = _local_log(store, group)
-        future = pool.submit(_pool_run_group, _spec_dicts(group), context, threads, str(log), fault)
+        future = pool.submit(_pool_run_group, _spec_dicts(group), context, threads, str(log))
 
         def error(f: Any = future) -> str | None:
             exc = f.exception()
@@ -468,7 +445,7 @@ def _submitit_error(job: Any) -> str | None:
 
 
 def _submit_submitit(groups: list[list[RunSpec]], store: ResultsStore, context: RunContext,
-                     options: ExecutorOptions, fault: str) -> list[_Handle]:
+                     options: ExecutorOptions) -> list[_Handle]:
     folder = store.grid_dir / "logs" / "%j"
     executor = _submitit_executor(options, folder, context.device)
     time_limit_s = 60.0 * options.time_min + 120.0  # a marker outlives its job by two minutes at most
@@ -476,7 +453,7 @@ def _submit_submitit(groups: list[list[RunSpec]], store: ResultsStore, context: 
     with executor.batch():  # one SLURM job array, throttled by slurm_array_parallelism
         for group in groups:
             jobs.append(executor.submit(CellGroup(_spec_dicts(group), context, options.cpus_per_task,
-                                                  time_limit_s, fault)))
+                                                  time_limit_s)))
     return [_Handle(group, str(job.job_id), Path(job.paths.stderr), job.done,
                     lambda j=job: _submitit_error(j)) for group, job in zip(groups, jobs)]
 
@@ -499,7 +476,6 @@ def run_grid(
     retry_failed: bool = False,
     poll_s: float | None = None,
     keep_order: bool = False,
-    fault: str = "",
 ) -> GridReport:
     """Compute the missing cells of ``specs`` with the ``options``' executor where ``context``
     says (every job gets it: its results store, data root, device and command), and report what
@@ -511,8 +487,7 @@ def run_grid(
     after submission unless ``wait``. A job that ends with cells missing is reported in
     ``failed`` with those cells and its log, and its cells are recorded under
     ``<results>/.grid/failed`` until they are stored. With ``keep_order`` the cells are
-    submitted in the order of ``specs`` (otherwise grouped by data set and method). ``fault``:
-    tests only (:func:`_inject_fault`).
+    submitted in the order of ``specs`` (otherwise grouped by data set and method).
     """
     if options.executor != "local":
         _submitit()  # a missing extra stops the grid before any source model is loaded
@@ -531,11 +506,11 @@ def run_grid(
         pool = None
         try:
             if options.executor == "local" and options.jobs == 1:
-                handles = _submit_inprocess(groups, store, context, bar, fault)
+                handles = _submit_inprocess(groups, store, context, bar)
             elif options.executor == "local":
-                pool, handles = _submit_pool(groups, store, context, options.jobs, fault)
+                pool, handles = _submit_pool(groups, store, context, options.jobs)
             else:
-                handles = _submit_submitit(groups, store, context, options, fault)
+                handles = _submit_submitit(groups, store, context, options)
             report.jobs = [h.job_id for h in handles]
             if waits:
                 default_poll = 30.0 if options.executor == "submitit" else 1.0

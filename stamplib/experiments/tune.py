@@ -419,12 +419,12 @@ def select(job: TuneJob, store: ResultsStore) -> TuneResult:
     rows, missing = [], []
     for overrides, spec in zip(job.cells(), job.specs()):
         record = store.get(spec)
-        mean = record["mean"] if record is not None else {}
         if record is None:
             missing.append(spec)
         row: dict[str, Any] = dict(overrides)
-        row.update({m: float(mean.get(m, math.nan)) for m in METRIC_LABELS})
-        row["collapsed"] = bool(mean.get("collapsed"))
+        row.update({m: float(record.mean.scores.get(m, math.nan)) if record is not None else math.nan
+                    for m in METRIC_LABELS})
+        row["collapsed"] = bool(record is not None and record.mean.collapsed)
         row["current"] = all(_same(overrides[n], current[n]) for n in job.names)
         row["key"] = spec.key()
         rows.append(row)

@@ -58,7 +58,7 @@ def tables(store: ResultsStore, profile: str = "quick") -> dict[str, pd.DataFram
     ``<M> paper`` and the spread over seeds (``<M> min``, ``<M> max``, ``<M> seeds``: each
     seed's value). ACC only in (c), the mean over the profile's corruptions beside the paper's
     mean over the same corruptions."""
-    records = {r["key"]: r for r in store.records()}
+    records = store.records_by_key()
     out = {}
     for letter, (experiment, _) in SETTINGS.items():
         plan = experiment.plan(profile=profile)
@@ -78,7 +78,7 @@ def corruption_tables(store: ResultsStore, profile: str = "quick") -> dict[str, 
     """Per setting, the setting's metric (H in (a) and (b), ACC in (c)) per method and corruption:
     :func:`~stamplib.report.reproduce.paper_table` rows per corruption, mean over seeds with
     the spread."""
-    records = {r["key"]: r for r in store.records()}
+    records = store.records_by_key()
     out = {}
     for letter, (experiment, metric) in SETTINGS.items():
         plan = experiment.plan(profile=profile)

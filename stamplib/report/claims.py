@@ -27,6 +27,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from scipy.stats import bootstrap
 
+from stamplib.evaluation.record import Record
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
 from stamplib.experiments import claims as ledger
@@ -42,7 +43,7 @@ METRIC_LABELS = {"acc": "ACC", "auroc": "AUROC", "h": "H"}
 BOOTSTRAP_RESAMPLES = 2000
 CONFIDENCE = 0.95
 
-Records = Mapping[str, Mapping[str, Any]]
+Records = Mapping[str, Record]
 
 
 # ------------------------------------------------------------------------------- a verdict
@@ -131,12 +132,12 @@ def _signed(value: float) -> str:
 # ------------------------------------------------------------------------------- judging
 
 
-def _metric(record: Mapping[str, Any], metric: str) -> float:
-    return float(record["mean"][metric])
+def _metric(record: Record, metric: str) -> float:
+    return float(record.mean.scores[metric])
 
 
-def _per_corruption(record: Mapping[str, Any], metric: str) -> dict[str, float]:
-    return {c: float(row[metric]) for c, row in record["per_corruption"].items()}
+def _per_corruption(record: Record, metric: str) -> dict[str, float]:
+    return {c: float(row.scores[metric]) for c, row in record.per_corruption.items()}
 
 
 def _combined(claim: Claim, value: Mapping[Arm, Any]) -> Any:
@@ -144,7 +145,7 @@ def _combined(claim: Claim, value: Mapping[Arm, Any]) -> Any:
     return np.min(np.stack([np.asarray(m.margin(value), dtype=float) for m in claim.margins]), axis=0)
 
 
-def _interval(claim: Claim, records: Mapping[tuple[Arm, int], Mapping[str, Any]], decided: Sequence[int],
+def _interval(claim: Claim, records: Mapping[tuple[Arm, int], Record], decided: Sequence[int],
               ) -> tuple[float, float] | None:
     """The stratified bootstrap's 95 % interval of the mean margin over ``decided`` seeds: the
     seeds are resampled within each corruption (one sample per corruption), the arms of one seed
@@ -152,7 +153,7 @@ def _interval(claim: Claim, records: Mapping[tuple[Arm, int], Mapping[str, Any]]
     if len(decided) < 2:
         return None
     arms = claim.arms
-    corruptions = sorted(set.intersection(*(set(records[(a, s)]["per_corruption"]) for a in arms for s in decided)))
+    corruptions = sorted(set.intersection(*(set(records[(a, s)].per_corruption) for a in arms for s in decided)))
     if not corruptions:
         return None
     samples = [np.array([[_per_corruption(records[(a, s)], claim.metric)[c] for s in decided] for a in arms])
@@ -178,7 +179,7 @@ def judge(claim: Claim, benchmark: Benchmark, records: Records) -> Verdict:
     """``claim`` on ``benchmark``, from ``records`` (by key)."""
     if not ledger.testable(claim, benchmark):
         return Verdict(claim, benchmark, seeds.Decision(seeds.PENDING), {}, {}, needs_data=True)
-    found: dict[tuple[Arm, int], Mapping[str, Any]] = {}
+    found: dict[tuple[Arm, int], Record] = {}
     missing: list[tuple[Arm, int]] = []
     missing_specs: list[RunSpec] = []
     for seed in benchmark.seeds:
@@ -208,7 +209,7 @@ def judge(claim: Claim, benchmark: Benchmark, records: Records) -> Verdict:
 
 def judge_all(store: ResultsStore, benchmark: Benchmark, claims: Sequence[Claim] = ledger.LEDGER) -> list[Verdict]:
     """Every claim of the ledger on ``benchmark``, from ``store``'s records."""
-    records = {r["key"]: r for r in store.records()}
+    records = store.records_by_key()
     return [judge(c, benchmark, records) for c in claims]
 
 

@@ -13,6 +13,7 @@ is collapsed when one of its corruptions is, named in ``collapsed_corruptions``)
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from stamplib.evaluation import metrics as _metrics
+from stamplib.evaluation.record import Mean, Record
 from stamplib.experiments.plans import Plan
 
 
@@ -42,44 +44,45 @@ def is_collapsed(value: object) -> bool:
     return bool(value)
 
 
-def _part(record: Mapping[str, Any], corruptions: tuple[str, ...]) -> dict[str, Any]:
-    """``record`` read on ``corruptions`` alone: its per-corruption metrics of those, and their
-    mean as the record's mean is made (each metric's mean over the corruptions)."""
-    per = {c: record["per_corruption"][c] for c in corruptions}
-    names = [k for k in metric_names() if all(k in m for m in per.values())]
-    mean = {k: sum(float(m[k]) for m in per.values()) / len(per) for k in names}
-    mean["collapsed"] = [c for c, m in per.items() if m["collapsed"]]
-    return {**record, "per_corruption": per, "mean": mean, "collapsed": mean["collapsed"],
-            "seconds": sum(float(m.get("seconds", math.nan)) for m in per.values())}
+def _part(record: Record, corruptions: tuple[str, ...]) -> Record:
+    """``record`` read on ``corruptions`` alone: its rows of those, and their mean as the
+    record's mean is made (each metric's mean over the corruptions)."""
+    per = {c: record.per_corruption[c] for c in corruptions}
+    names = [k for k in metric_names() if all(k in row.scores for row in per.values())]
+    collapsed = tuple(c for c, row in per.items() if row.collapsed)
+    mean = Mean({k: sum(float(row.scores[k]) for row in per.values()) / len(per) for k in names}, collapsed)
+    return dataclasses.replace(record, per_corruption=per, mean=mean, collapsed=collapsed,
+                               seconds=sum(float(math.nan if row.seconds is None else row.seconds)
+                                           for row in per.values()))
 
 
-def _rows(record: Mapping[str, Any], coordinates: Mapping[str, Any], per_corruption: bool,
+def _rows(record: Record, coordinates: Mapping[str, Any], per_corruption: bool,
           corruptions: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """The frame rows of ``record``; ``corruptions``: read those alone (empty: all)."""
-    if corruptions and tuple(corruptions) != tuple(record["per_corruption"]):
+    if corruptions and tuple(corruptions) != tuple(record.per_corruption):
         record = _part(record, corruptions)
-    spec = record["spec"]
-    base = {"dataset": spec["dataset"], "outliers": spec["outliers"], "method": spec["method"],
-            **coordinates, "seed": spec["seed"], "outlier_ratio": spec.get("outlier_ratio", math.nan)}
+    spec = record.spec
+    base = {"dataset": spec.dataset, "outliers": spec.outliers, "method": spec.method,
+            **coordinates, "seed": spec.seed, "outlier_ratio": spec.outlier_ratio}
     rows = []
     if per_corruption:
-        for corruption, m in record["per_corruption"].items():
-            rows.append({**base, "corruption": corruption, **_values(m),
-                         "collapsed": bool(m["collapsed"]), "seconds": m.get("seconds", math.nan)})
-    mean = record["mean"]
+        for corruption, row in record.per_corruption.items():
+            rows.append({**base, "corruption": corruption, **_values(row.scores),
+                         "collapsed": bool(row.collapsed), "seconds": math.nan if row.seconds is None else row.seconds})
     # Records written before the mean carried its own flag have it at the top level.
-    names = list(mean.get("collapsed", record.get("collapsed", [])))
-    rows.append({**base, "corruption": "mean", **_values(mean), "collapsed": bool(names),
-                 "collapsed_corruptions": ",".join(names), "seconds": record.get("seconds", math.nan)})
+    names = list(record.mean.collapsed if record.mean.collapsed is not None else record.collapsed or ())
+    rows.append({**base, "corruption": "mean", **_values(record.mean.scores), "collapsed": bool(names),
+                 "collapsed_corruptions": ",".join(names),
+                 "seconds": math.nan if record.seconds is None else record.seconds})
     return rows
 
 
-def results_frame(records: Iterable[Mapping[str, Any]], per_corruption: bool = False) -> pd.DataFrame:
+def results_frame(records: Iterable[Record], per_corruption: bool = False) -> pd.DataFrame:
     """The frame of any records (the results store's, or ``stamplib.run``'s)."""
     return pd.DataFrame([row for r in records for row in _rows(r, {}, per_corruption)])
 
 
-def plan_frame(plan: Plan, records: Mapping[str, Mapping[str, Any]], per_corruption: bool = False) -> pd.DataFrame:
+def plan_frame(plan: Plan, records: Mapping[str, Record], per_corruption: bool = False) -> pd.DataFrame:
     """The frame of a plan's cells that have a record (``records`` by spec key), with each
     cell's ``variant``, ``paper_dataset`` and ``paper_outliers``; a cell that names its
     ``corruptions`` reads its record on those alone."""

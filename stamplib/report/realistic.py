@@ -12,12 +12,12 @@ others with its latest model. :func:`protocol_table` puts the two side by side w
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import matplotlib.pyplot as plt
 import pandas as pd
 from scipy.stats import kendalltau
 
+from stamplib.evaluation.record import Record
 from stamplib.experiments.plans import PAPER_PROTOCOL, REALISTIC_PROTOCOL, Plan
 from stamplib.report.frames import over_seeds, plan_frame
 from stamplib.report.palette import method_colours
@@ -26,22 +26,22 @@ from stamplib.report.paper import method_label, outlier_label
 _METRICS = (("acc", "ACC"), ("auroc", "AUROC"), ("h", "H"))
 
 
-def _speeds(plan: Plan, records: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+def _speeds(plan: Plan, records: Mapping[str, Record]) -> pd.DataFrame:
     """C(g) and the share of adapted batches of every realistic record (median over seeds)."""
     rows = []
     for cell in plan.cells:
         record = records.get(cell.spec.key())
         if cell.variant == REALISTIC_PROTOCOL and record is not None:
-            realistic = record["realistic"]
+            realistic = record.realistic
             rows.append({"dataset": cell.spec.dataset, "outliers": cell.spec.outliers, "method": cell.spec.method,
-                         "C(g)": realistic["relative_speed"],
-                         "adapted %": 100.0 * realistic["adapted_batches"] / max(realistic["batches"], 1)})
+                         "C(g)": realistic.speed.value,
+                         "adapted %": 100.0 * realistic.adapted_batches / max(realistic.batches, 1)})
     if not rows:
         return pd.DataFrame(columns=["dataset", "outliers", "method", "C(g)", "adapted %"])
     return pd.DataFrame(rows).groupby(["dataset", "outliers", "method"], sort=False).median().reset_index()
 
 
-def protocol_table(plan: Plan, records: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+def protocol_table(plan: Plan, records: Mapping[str, Record]) -> pd.DataFrame:
     """One row per (data set, outlier set, method) in the plan's order: ACC, AUROC and H under the
     paper's protocol and the realistic one (mean over seeds and corruptions), ΔH = realistic −
     paper, C(g), the share of batches adapted on, and each protocol's rank by H (1 = best) among

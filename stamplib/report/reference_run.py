@@ -24,6 +24,7 @@ import pandas as pd
 import seaborn as sns
 
 from stamplib import paths
+from stamplib.evaluation.record import Mean, Record
 from stamplib.evaluation.store import ResultsStore
 from stamplib.experiments import claims, plans, reference
 from stamplib.methods import PAPER_ORDER, TABLE_ORDER
@@ -46,8 +47,8 @@ END = "<!-- reference-run:end -->"
 FIGURE = "reference_run"  # figures/reference_run.png, committed as the README's headline figure
 
 
-def _records(store: ResultsStore) -> dict[str, dict[str, Any]]:
-    return {r["key"]: r for r in store.records()}
+def _records(store: ResultsStore) -> dict[str, Record]:
+    return store.records_by_key()
 
 
 #: The seeds a reference cell may have: seed 0 for every cell, 1 and 2 for setting (a)'s
@@ -96,9 +97,9 @@ def closed_set(per_corruption: pd.DataFrame) -> pd.DataFrame:
 # ------------------------------------------------------------------------------- STAMP's variants in (a)
 
 
-def _stamp_h(records: Mapping[str, Mapping[str, Any]], spec: Any) -> float | None:
+def _stamp_h(records: Mapping[str, Record], spec: Any) -> float | None:
     record = records.get(spec.key())
-    return None if record is None else float(record["mean"]["h"])
+    return None if record is None else float(record.mean.h)
 
 
 def _weight_specs() -> dict[str, Any]:
@@ -130,29 +131,29 @@ def _hours(store: ResultsStore) -> dict[str, float]:
         specs = reference.experiment_cells(experiment)
         if letter == "a":
             specs += reference.experiment_cells(experiment, methods=reference.SPREAD_METHOD, seeds="1,2")
-        by_notebook[letter] = sum(records[s.key()]["seconds"] for s in specs if s.key() in records) / 3600
+        by_notebook[letter] = sum(records[s.key()].seconds for s in specs if s.key() in records) / 3600
     return by_notebook
 
 
-def machines_line(records: list[dict[str, Any]]) -> str:
+def machines_line(records: list[Record]) -> str:
     """Where a group of records was computed: each kind of device (``cuda:1`` counts as
     ``cuda``: a worker's index is not a machine) and torch version with its number of cells and
     hours (the records' own ``device``, ``versions`` and ``seconds``)."""
     groups: dict[tuple[str, str], list[float]] = {}
     for record in records:
-        device = str(record.get("device", "?")).split(":")[0]
-        where = (device, str(record.get("versions", {}).get("torch", "?")))
-        groups.setdefault(where, []).append(float(record.get("seconds", 0.0)))
+        device = str(record.device or "?").split(":")[0]
+        where = (device, str((record.versions or {}).get("torch", "?")))
+        groups.setdefault(where, []).append(float(record.seconds or 0.0))
     parts = [f"{device} with torch {torch} ({len(s)} cell{'s' if len(s) != 1 else ''}, {sum(s) / 3600:.2f} h)"
              for (device, torch), s in sorted(groups.items())]
     return "Computed on " + "; ".join(parts) + "."
 
 
-def _stamp_seeds(store: ResultsStore) -> list[dict[str, float]]:
+def _stamp_seeds(store: ResultsStore) -> list[Mean]:
     specs = reference.experiment_cells(SETTINGS["a"], methods=reference.SPREAD_METHOD,
                                        seeds=",".join(map(str, reference.SPREAD_SEEDS)))
     found = [store.get(s) for s in specs]
-    return [r["mean"] for r in found if r is not None]
+    return [r.mean for r in found if r is not None]
 
 
 _SPREAD_KINDS = (" min", " max", " seeds")
@@ -178,8 +179,8 @@ def _format(table: pd.DataFrame) -> pd.DataFrame:
 def _model_line(store: ResultsStore) -> str:
     shas = {}
     for record in store.records():
-        checkpoint = record.get("provenance", {}).get("checkpoint", {})
-        shas[checkpoint.get("name")] = checkpoint.get("sha256") or ""
+        checkpoint = record.provenance.checkpoint if record.provenance is not None else None
+        shas[checkpoint.name if checkpoint else None] = (checkpoint.sha256 if checkpoint else None) or ""
     parts = [f"`{name}` {acc:.1f} % clean accuracy (SHA-256 `{shas.get(name, '')[:16]}…`)"
              for name, acc in _clean_accuracies(store).items()]
     return "; ".join(parts) if parts else "no record yet"
@@ -234,7 +235,7 @@ def _seed_line(store: ResultsStore) -> list[str]:
     if len(found) < 2:
         return []
     spread = reference.seed_spread(store)
-    values = ", ".join(f"{m['acc']:.1f} / {m['auroc']:.1f} / {m['h']:.1f}" for m in found)
+    values = ", ".join(f"{m.acc:.1f} / {m.auroc:.1f} / {m.h:.1f}" for m in found)
     return [f"STAMP over seeds {', '.join(map(str, reference.SPREAD_SEEDS[:len(found)]))} in (a), ACC / AUROC / H: "
             f"{values}" + ("" if spread is None else
                            f"; largest spread of a corruption's ACC or AUROC {spread:.2f} pt") + ".", ""]
@@ -353,12 +354,12 @@ def _optional_sections(store: ResultsStore) -> list[str]:
     return lines
 
 
-def _variant_and_stream_sections(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
+def _variant_and_stream_sections(records: Mapping[str, Record]) -> list[str]:
     """Fig. 3's weights, Table 6's outlier shares and notebook 13's streams in (a), as stored."""
     lines = []
     weights = {name: records.get(spec.key()) for name, spec in _weight_specs().items()}
     if any(r is not None and name != "adaptive" for name, r in weights.items()):
-        rows = [{"weight": name, **({m.upper() if m != "auroc" else "AUROC": r["mean"][m] for m in ("acc", "auroc", "h")}
+        rows = [{"weight": name, **({"ACC": r.mean.acc, "AUROC": r.mean.auroc, "H": r.mean.h}
                                     if r is not None else {"ACC": math.nan, "AUROC": math.nan, "H": math.nan})}
                 for name, r in weights.items()]
         lines += ["*STAMP's weights (Fig. 3; the paper prints no values) in (a):*", "",
@@ -416,9 +417,9 @@ def _clean_accuracies(store: ResultsStore) -> dict[str, float]:
     """Clean test accuracy (%) of each source model the records name, from their provenance."""
     found = {}
     for record in store.records():
-        checkpoint = record.get("provenance", {}).get("checkpoint", {})
-        if checkpoint.get("clean_test_accuracy") is not None:
-            found[checkpoint["name"]] = 100 * float(checkpoint["clean_test_accuracy"])
+        checkpoint = record.provenance.checkpoint if record.provenance is not None else None
+        if checkpoint is not None and checkpoint.clean_test_accuracy is not None:
+            found[checkpoint.name] = 100 * float(checkpoint.clean_test_accuracy)
     return dict(sorted(found.items()))
 
 

@@ -4,19 +4,19 @@ and the methods under harder streams (continual, non-i.i.d. labels, outlier burs
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
+from stamplib.evaluation.record import Record
 from stamplib.experiments.plans import Plan
 from stamplib.report.palette import method_colours
 from stamplib.report.paper import method_label
 from stamplib.report.reproduce import labelled_title
 
 
-def trace_frame(plan: Plan, records: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+def trace_frame(plan: Plan, records: Mapping[str, Record]) -> pd.DataFrame:
     """One row per (cell, corruption, batch) of every traced record: ``method``, ``stream`` (the
     cell's variant), ``seed``, ``corruption``, ``batch``, the trace's columns, and
     ``filter_precision`` / ``memory_purity`` (shares of known-class samples; NaN where nothing
@@ -24,16 +24,16 @@ def trace_frame(plan: Plan, records: Mapping[str, Mapping[str, Any]]) -> pd.Data
     rows = []
     for cell in plan.cells:
         record = records.get(cell.spec.key())
-        if record is None or "trace" not in record:
+        if record is None or not record.trace:
             continue
-        for corruption, columns in record["trace"].items():
-            n = len(columns["seconds"])
-            for i in range(n):
+        for corruption, trace in record.trace.items():
+            columns = trace.columns()
+            for i in range(len(trace.seconds)):
                 row = {"method": cell.spec.method, "stream": cell.variant, "seed": cell.spec.seed,
                        "corruption": corruption, "batch": i}
                 row.update({k: v[i] for k, v in columns.items() if k != "memory_counts"})
-                if "memory_counts" in columns:
-                    row["memory_classes"] = sum(c > 0 for c in columns["memory_counts"][i])
+                if trace.memory_counts is not None:
+                    row["memory_classes"] = sum(c > 0 for c in trace.memory_counts[i])
                 rows.append(row)
     frame = pd.DataFrame(rows)
     if frame.empty:

@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from scipy.stats import kendalltau
 
+from stamplib.evaluation.record import Record
 from stamplib.experiments.plans import BATCH_AXIS, PAPER_STREAM, Plan
 from stamplib.report import seeds
 from stamplib.report.frames import over_seeds, plan_frame
@@ -27,7 +28,7 @@ from stamplib.report.paper import method_label
 COLUMNS = ["method", "axis", "stream", "ACC", "AUROC", "H", "rank"]
 
 
-def stress_table(plan: Plan, records: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+def stress_table(plan: Plan, records: Mapping[str, Record]) -> pd.DataFrame:
     """One row per (method, axis, stream) with a record: ACC, AUROC and H (mean over seeds and
     corruptions; for mixed domains, the mean of the per-corruption numbers, as for the paper's
     stream) and the method's rank by H among the methods on that stream (1 = best). Methods
@@ -47,7 +48,7 @@ def stress_table(plan: Plan, records: Mapping[str, Mapping[str, Any]]) -> pd.Dat
     return means[COLUMNS].reset_index(drop=True)
 
 
-def paper_stream_spread(plan: Plan, records: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+def paper_stream_spread(plan: Plan, records: Mapping[str, Record]) -> pd.DataFrame:
     """Each method's H on the paper's stream of each axis over the headline's seeds: the plan's
     paper-stream cells (its own seeds) and the same cells over its band's seeds (notebook 02's),
     read on the same corruptions. One row per (method, axis) with two or more seeds: ``H`` (the

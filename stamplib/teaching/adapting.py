@@ -23,6 +23,7 @@ from stamplib.blocks.entropy import exact_prob_entropy, logit_entropy
 from stamplib.data.streams import Stream
 from stamplib.evaluation.assembly import build_stream
 from stamplib.evaluation.metrics import METRIC_LABELS
+from stamplib.evaluation.record import Record
 from stamplib.experiments.course import ADAPTING, LONG_STREAM, LONG_STREAM_CLOSED
 from stamplib.experiments.plans import Plan
 from stamplib.models import source_model
@@ -219,7 +220,7 @@ def _check_entropy_from_logits(answer: Any, generator: torch.Generator) -> list[
 # ------------------------------------------------------------------------------- the lesson
 
 
-def comparison(plan: Plan, records: Mapping[str, Any]) -> pd.DataFrame:
+def comparison(plan: Plan, records: Mapping[str, Record]) -> pd.DataFrame:
     """ACC, AUROC and H per corruption and their mean of each method on the paper's stream
     (the cells without a variant), one row per (method, corruption)."""
     frame = plan_frame(plan, records, per_corruption=True)
@@ -365,7 +366,7 @@ def wide(frame: pd.DataFrame, metric: str = "acc") -> pd.DataFrame:
     return table.reindex(index=list(dict.fromkeys(frame["Method"])), columns=columns)
 
 
-def long_stream(plan: Plan, records: Mapping[str, Any], results: str | Path) -> pd.DataFrame:
+def long_stream(plan: Plan, records: Mapping[str, Record], results: str | Path) -> pd.DataFrame:
     """Per method and long-stream variant (with and without outliers), per corruption in stream
     order: ACC and the share of the most predicted class (:func:`per_corruption_shares`)."""
     parts = []

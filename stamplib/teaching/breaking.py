@@ -23,12 +23,13 @@ from matplotlib.ticker import MaxNLocator
 from stamplib import data
 from stamplib.blocks.entropy import SCORE_EPS, prob_entropy
 from stamplib.blocks.memory import ClassBalancedMemory
+from stamplib.evaluation.record import Record
 from stamplib.experiments import plans
 from stamplib.experiments.course import WHEN_IT_BREAKS, WITHOUT_SELF_WEIGHTS
 from stamplib.report.stress import stress_table
 from stamplib.teaching.exercises import close, exercise, first_match, integer, two_numbers, uniform
 from stamplib.teaching.piece_by_piece import stamp_for_checks
-from stamplib.teaching.records import corruptions_of, method_colours
+from stamplib.teaching.records import method_colours
 
 LESSON = WHEN_IT_BREAKS.notebook
 
@@ -42,14 +43,14 @@ AUTHORS_CODE_STREAM = {"dataset": "cifar10_builtin", "profile": "quick", "seed":
 # ------------------------------------------------------------------------------- the collapse
 
 
-def _record(plan: plans.Plan, records: Mapping[str, Any], method: str, variant: str = "") -> dict[str, Any] | None:
+def _record(plan: plans.Plan, records: Mapping[str, Record], method: str, variant: str = "") -> Record | None:
     for cell in plan.cells:
         if cell.spec.method == method and cell.variant == variant:
             return records.get(cell.spec.key())
     return None
 
 
-def stamp_records(plan: plans.Plan, records: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def stamp_records(plan: plans.Plan, records: Mapping[str, Record]) -> dict[str, Record]:
     """The paper's-stream records the collapse is read from: STAMP, STAMP without self-weights,
     BN Stats and Tent (label ``→`` record; missing ones left out)."""
     found = {
@@ -61,24 +62,24 @@ def stamp_records(plan: plans.Plan, records: Mapping[str, Any]) -> dict[str, dic
     return {label: r for label, r in found.items() if r is not None}
 
 
-def worst_corruption(record: Mapping[str, Any], chosen: str = "") -> str:
+def worst_corruption(record: Record, chosen: str = "") -> str:
     """``chosen`` when given (checked against the record), else the corruption where the
     record's H is lowest."""
-    corruptions = record["per_corruption"]
+    corruptions = record.per_corruption
     if chosen:
         if chosen not in corruptions:
             raise ValueError(f"corruption: {chosen!r} is not one of this run's corruptions ({', '.join(corruptions)})")
         return chosen
-    return min(corruptions, key=lambda c: corruptions[c]["h"])
+    return min(corruptions, key=lambda c: corruptions[c].h)
 
 
-def per_corruption(found: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+def per_corruption(found: Mapping[str, Record]) -> pd.DataFrame:
     """ACC, AUROC and H per corruption (and mean) of each record of :func:`stamp_records`."""
     rows = []
     for label, record in found.items():
-        ordered = [(c, record["per_corruption"][c]) for c in corruptions_of(record)]
-        for corruption, m in [*ordered, ("mean", record["mean"])]:
-            rows.append({"run": label, "corruption": corruption, "ACC": m["acc"], "AUROC": m["auroc"], "H": m["h"]})
+        ordered = [(c, record.per_corruption[c]) for c in record.corruptions]
+        for corruption, m in [*ordered, ("mean", record.mean)]:
+            rows.append({"run": label, "corruption": corruption, "ACC": m.acc, "AUROC": m.auroc, "H": m.h})
     return pd.DataFrame(rows)
 
 
@@ -109,18 +110,17 @@ def plot_per_corruption(frame: pd.DataFrame, metric: str = "ACC") -> plt.Figure:
     return fig
 
 
-def trace_frame(record: Mapping[str, Any]) -> pd.DataFrame:
+def trace_frame(record: Record) -> pd.DataFrame:
     """STAMP's trace per batch and corruption: samples through its filters and memory size."""
     rows = []
-    traces = record.get("trace", {})
-    for corruption in [c for c in corruptions_of(record) if c in traces]:
-        trace = traces[corruption]
-        for i, (n, size) in enumerate(zip(trace["n_passed"], trace["memory_size"])):
+    for corruption in [c for c in record.corruptions if c in record.trace]:
+        trace = record.trace[corruption]
+        for i, (n, size) in enumerate(zip(trace.n_passed, trace.memory_size)):
             rows.append({"corruption": corruption, "batch": i, "passed": n, "memory size": size})
     return pd.DataFrame(rows)
 
 
-def plot_collapse(record: Mapping[str, Any], corruption: str, class_names: Sequence[str]) -> plt.Figure:
+def plot_collapse(record: Record, corruption: str, class_names: Sequence[str]) -> plt.Figure:
     """Left: reliable samples per batch on every corruption. Right: the memory's content by
     (pseudo-)class along ``corruption``'s stream."""
     trace = trace_frame(record)
@@ -133,7 +133,7 @@ def plot_collapse(record: Mapping[str, Any], corruption: str, class_names: Seque
                      linewidth=2.5 if name == corruption else 1.2)
     axes[0].set(xlabel="batch", ylabel="samples through the filters", title="reliable samples per batch (of 64)")
     axes[0].legend(frameon=False)
-    counts = np.array(record["trace"][corruption]["memory_counts"])
+    counts = np.array(record.trace[corruption].memory_counts)
     names = [class_names[c] if c < len(class_names) else str(c) for c in range(counts.shape[1])]
     axes[1].stackplot(range(len(counts)), counts.T, labels=names)
     axes[1].set(xlabel="batch", ylabel="samples in memory",
@@ -146,35 +146,35 @@ def plot_collapse(record: Mapping[str, Any], corruption: str, class_names: Seque
     return fig
 
 
-def collapse_text(found: Mapping[str, Mapping[str, Any]], corruption: str, class_names: Sequence[str]) -> str:
+def collapse_text(found: Mapping[str, Record], corruption: str, class_names: Sequence[str]) -> str:
     """The collapse in numbers: the corruption's ACC against BN Stats', the filters' throughput
     on each corruption, the memory at the end, and STAMP without self-weights."""
     stamp, bn = found.get("STAMP"), found.get("BN Stats")
-    if stamp is None or bn is None or "trace" not in stamp:
+    if stamp is None or bn is None or not stamp.trace:
         return "STAMP's or BN Stats' record is missing: compute the cells first."
-    here = stamp["per_corruption"][corruption]
-    passed = {c: float(np.mean(stamp["trace"][c]["n_passed"])) for c in corruptions_of(stamp) if c in stamp["trace"]}
+    here = stamp.per_corruption[corruption]
+    passed = {c: float(np.mean(stamp.trace[c].n_passed)) for c in stamp.corruptions if c in stamp.trace}
     others = "; ".join(f"{c.replace('_', ' ')} {v:.1f}" for c, v in passed.items() if c != corruption)
     others = f" ({others})" if others else ""
-    last = stamp["trace"][corruption]["memory_counts"][-1]
+    last = stamp.trace[corruption].memory_counts[-1]
     top = int(np.argmax(last))
     name = class_names[top] if top < len(class_names) else str(top)
-    text = (f"On {corruption.replace('_', ' ')} STAMP recognises {here['acc']:.1f} % of the known-class images "
-            f"(BN Stats {bn['per_corruption'][corruption]['acc']:.1f} %; AUROC {here['auroc']:.1f}, H {here['h']:.1f}). "
+    text = (f"On {corruption.replace('_', ' ')} STAMP recognises {here.acc:.1f} % of the known-class images "
+            f"(BN Stats {bn.per_corruption[corruption].acc:.1f} %; AUROC {here.auroc:.1f}, H {here.h:.1f}). "
             f"There {'only ' if passed[corruption] < min(passed.values(), default=0) + 1e-9 and len(passed) > 1 else ''}"
             f"{passed[corruption]:.1f} samples per batch of 64 pass its filters{others}, and at the end "
             f"of the stream {last[top]} of the {sum(last)} samples in its memory are predicted *{name}*, "
             f"{sum(1 for n in last if n)} classes in all.")
     plain = found.get("STAMP, weighting=none")
     if plain is not None:
-        p = plain["per_corruption"][corruption]
+        p = plain.per_corruption[corruption]
         text += (f" The same memory without self-weights (`weighting=none`, Table 5's row 6) keeps "
-                 f"{p['acc']:.1f} % on {corruption.replace('_', ' ')} (AUROC {p['auroc']:.1f}, H {p['h']:.1f}; mean H "
-                 f"{plain['mean']['h']:.1f} against STAMP's {stamp['mean']['h']:.1f}).")
+                 f"{p.acc:.1f} % on {corruption.replace('_', ' ')} (AUROC {p.auroc:.1f}, H {p.h:.1f}; mean H "
+                 f"{plain.mean.h:.1f} against STAMP's {stamp.mean.h:.1f}).")
     return text
 
 
-def authors_code_text(plan: plans.Plan, found: Mapping[str, Mapping[str, Any]], corruption: str = "contrast") -> str:
+def authors_code_text(plan: plans.Plan, found: Mapping[str, Record], corruption: str = "contrast") -> str:
     """Ours against the authors' code on the stream where that comparison was made, or why it
     does not apply to this run."""
     stamp = found.get("STAMP")
@@ -184,13 +184,13 @@ def authors_code_text(plan: plans.Plan, found: Mapping[str, Mapping[str, Any]], 
     if stamp is None or not same_stream:
         return ("The authors' code was compared with ours on the quick profile's built-in CIFAR-10 stream, seed 0 "
                 "(issue 43): run this notebook in the quick profile to see that comparison.")
-    ours = stamp["per_corruption"][corruption]
+    ours = stamp.per_corruption[corruption]
     theirs = AUTHORS_CODE_ON_CONTRAST
-    gap = max(abs(ours[k] - theirs[k]) for k in theirs)
+    gap = max(abs(ours.scores[k] - theirs[k]) for k in theirs)
     return (f"The authors' own STAMP code, run outside this repository on this very stream (seed 0, the shipped "
             f"`ResNetTiny_10_jpeg`, the same CoTTA views), gives ACC / AUROC / H {theirs['acc']:.1f} / "
-            f"{theirs['auroc']:.1f} / {theirs['h']:.1f} on {corruption}; ours gives {ours['acc']:.1f} / "
-            f"{ours['auroc']:.1f} / {ours['h']:.1f}, within {gap:.1f} points (issue 43; on gaussian noise and defocus "
+            f"{theirs['auroc']:.1f} / {theirs['h']:.1f} on {corruption}; ours gives {ours.acc:.1f} / "
+            f"{ours.auroc:.1f} / {ours.h:.1f}, within {gap:.1f} points (issue 43; on gaussian noise and defocus "
             "blur the two agreed to 0.01 points). The collapse is the method's on this network and stream, not a "
             "bug of this reproduction.")
 
@@ -198,7 +198,7 @@ def authors_code_text(plan: plans.Plan, found: Mapping[str, Mapping[str, Any]], 
 # ------------------------------------------------------------------------------- harder streams
 
 
-def harder_streams(stress_plan: plans.Plan, records: Mapping[str, Any]) -> pd.DataFrame:
+def harder_streams(stress_plan: plans.Plan, records: Mapping[str, Record]) -> pd.DataFrame:
     """ACC, AUROC, H and rank of each method on each of notebook 13's streams in the plan."""
     return stress_table(stress_plan, records)
 
@@ -462,15 +462,14 @@ def class_names(dataset: str) -> tuple[str, ...]:
     return tuple(entry.class_names) if entry.class_names else tuple(str(c) for c in range(entry.num_classes))
 
 
-def memory_width(record: Mapping[str, Any]) -> pd.DataFrame:
+def memory_width(record: Record) -> pd.DataFrame:
     """Per corruption of a STAMP record: classes in the memory at the end of the stream, the
     largest class's share of it, and the mean samples through the filters per batch."""
     rows = []
-    traces = record.get("trace", {})
-    for corruption in [c for c in corruptions_of(record) if c in traces]:
-        trace = traces[corruption]
-        last = trace["memory_counts"][-1]
+    for corruption in [c for c in record.corruptions if c in record.trace]:
+        trace = record.trace[corruption]
+        last = trace.memory_counts[-1]
         rows.append({"corruption": corruption, "classes in memory": sum(1 for n in last if n),
                      "largest class (%)": 100.0 * max(last) / sum(last) if sum(last) else math.nan,
-                     "passed per batch": float(np.mean(trace["n_passed"]))})
+                     "passed per batch": float(np.mean(trace.n_passed))})
     return pd.DataFrame(rows)

@@ -19,6 +19,7 @@ import torch
 from sklearn.metrics import roc_curve
 
 from stamplib.evaluation import metrics
+from stamplib.evaluation.record import Record
 from stamplib.evaluation.traces import filter_precision
 from stamplib.experiments.course import LONG_STREAM, LONG_STREAM_CLOSED, OUTLIERS
 from stamplib.experiments.plans import Plan
@@ -33,7 +34,7 @@ from stamplib.teaching.exercises import (
     two_numbers,
     uniform,
 )
-from stamplib.teaching.records import corruptions_of, method_colours, per_batch, stream_outputs
+from stamplib.teaching.records import method_colours, per_batch, stream_outputs
 
 LESSON = OUTLIERS.notebook
 
@@ -225,7 +226,7 @@ def _check_precision_recall(answer: Any, generator: torch.Generator) -> list[str
 # ------------------------------------------------------------------------------- the lesson
 
 
-def table(plan: Plan, records: Mapping[str, Any]) -> pd.DataFrame:
+def table(plan: Plan, records: Mapping[str, Record]) -> pd.DataFrame:
     """ACC, AUROC and H (mean over corruptions) per method and stream of the plan."""
     frame = plan_frame(plan, records)
     if frame.empty:
@@ -234,20 +235,20 @@ def table(plan: Plan, records: Mapping[str, Any]) -> pd.DataFrame:
     return frame[["Method", "method", "stream", "acc", "auroc", "h", "collapsed"]].reset_index(drop=True)
 
 
-def _cell_record(plan: Plan, records: Mapping[str, Any], method: str, variant: str = "") -> dict[str, Any] | None:
+def _cell_record(plan: Plan, records: Mapping[str, Record], method: str, variant: str = "") -> dict[str, Any] | None:
     for cell in plan.cells:
         if cell.spec.method == method and cell.variant == variant:
             return records.get(cell.spec.key())
     return None
 
 
-def plot_scores(plan: Plan, records: Mapping[str, Any], results: str | Path,
+def plot_scores(plan: Plan, records: Mapping[str, Record], results: str | Path,
                 methods: tuple[str, ...] = ("bn_stats", "tent", "stamp")) -> plt.Figure:
     """Histograms of the OOD score of known-class samples and outliers, one row per method and
     one column per corruption, AUROC in each title; the last column: the ROC curves of the
     first corruption."""
     chosen = [(m, r) for m in methods if (r := _cell_record(plan, records, m)) is not None]
-    corruptions = corruptions_of(chosen[0][1]) if chosen else []
+    corruptions = chosen[0][1].corruptions if chosen else []
     fig, axes = plt.subplots(max(1, len(chosen)), len(corruptions) + 1, squeeze=False,
                              figsize=(3.3 * (len(corruptions) + 1), 2.4 * max(1, len(chosen))))
     colours = method_colours([method_label(m) for m, _ in chosen])
@@ -259,7 +260,7 @@ def plot_scores(plan: Plan, records: Mapping[str, Any], results: str | Path,
             bins = np.linspace(float(out.ood_score.min()), float(out.ood_score.max()) + 1e-9, 30)
             ax.hist(out.ood_score[~outlier], bins=bins, density=True, alpha=0.6, label="known classes")
             ax.hist(out.ood_score[outlier], bins=bins, density=True, alpha=0.6, label="outliers")
-            auc = record["per_corruption"][corruption]["auroc"]
+            auc = record.per_corruption[corruption].auroc
             ax.set_title(f"{method_label(method)}, {corruption.replace('_', ' ')}: AUROC {auc:.1f}", fontsize=9)
             ax.tick_params(axis="y", labelsize=7)
         row[0].set_ylabel("density")
@@ -299,7 +300,7 @@ def plot_h_plane(frame: pd.DataFrame) -> plt.Figure:
     return fig
 
 
-def h_plane_text(plan: Plan, records: Mapping[str, Any]) -> str:
+def h_plane_text(plan: Plan, records: Mapping[str, Record]) -> str:
     """Who has the highest mean H on the paper's stream, and where STAMP stands against it and
     against BN Stats, with the corruption that makes the difference (each word of direction
     read from the records)."""
@@ -315,7 +316,7 @@ def h_plane_text(plan: Plan, records: Mapping[str, Any]) -> str:
     if "stamp" not in h.index or "bn_stats" not in h.index:
         return text + "."
     stamp, bn = h.loc["stamp"], h.loc["bn_stats"]
-    stream_order = next(corruptions_of(r) for c in plan.cells if (r := records.get(c.spec.key())) is not None)
+    stream_order = next(r.corruptions for c in plan.cells if (r := records.get(c.spec.key())) is not None)
     corruptions = [c for c in stream_order if c in h.columns]
     text += f"; STAMP's mean H ({stamp['mean']:.1f}) is {'above' if stamp['mean'] > bn['mean'] else 'below'} BN Stats' " \
             f"({bn['mean']:.1f}). Per corruption, STAMP against BN Stats: " + ", ".join(
@@ -351,7 +352,7 @@ def outliers_text(frame: pd.DataFrame) -> str:
                 else "."))
 
 
-def long_stream_scores(plan: Plan, records: Mapping[str, Any], results: str | Path) -> pd.DataFrame:
+def long_stream_scores(plan: Plan, records: Mapping[str, Record], results: str | Path) -> pd.DataFrame:
     """Per batch of the long stream with outliers, for BN Stats and Tent: the mean OOD score
     (entropy) of known-class samples and of outliers (:func:`~stamplib.teaching.records.per_batch`)."""
     parts = []
@@ -412,22 +413,22 @@ def long_stream_text(frame: pd.DataFrame, shares: pd.DataFrame) -> str:
     return text + "."
 
 
-def filter_frame(plan: Plan, records: Mapping[str, Any], results: str | Path) -> pd.DataFrame:
+def filter_frame(plan: Plan, records: Mapping[str, Record], results: str | Path) -> pd.DataFrame:
     """One row per (filtering method, corruption, batch) of the paper's stream: samples through
     the filter, known-class samples in the batch, precision and recall of what passed."""
     rows = []
     for cell in plan.cells:
         record = records.get(cell.spec.key())
-        if cell.variant or record is None or "trace" not in record:
+        if cell.variant or record is None or not record.trace:
             continue
         outputs = stream_outputs(record, results)
-        batch_size = int(record["spec"].get("batch_size", 64))
-        for corruption in [c for c in corruptions_of(record) if c in record["trace"]]:
-            trace = record["trace"][corruption]
-            if "n_passed" not in trace:
+        batch_size = record.spec.stream.batch_size
+        for corruption in [c for c in record.corruptions if c in record.trace]:
+            trace = record.trace[corruption]
+            if trace.n_passed is None:
                 continue
             labels = outputs[corruption].label
-            for i, (n, outliers) in enumerate(zip(trace["n_passed"], trace["passed_outliers"])):
+            for i, (n, outliers) in enumerate(zip(trace.n_passed, trace.passed_outliers)):
                 known = int((labels[i * batch_size:(i + 1) * batch_size] >= 0).sum())
                 rows.append({"Method": method_label(cell.spec.method), "corruption": corruption, "batch": i,
                              "passed": n, "known": known,

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
+from stamplib.evaluation.record import Record
 from stamplib.evaluation.store import ResultsStore
 from stamplib.experiments import plans, reference
 from stamplib.report.paper import method_label
 from stamplib.teaching import breaking
-from stamplib.teaching.records import SeedSpread, corruptions_of, default_stores, seed_spread
+from stamplib.teaching.records import SeedSpread, default_stores, seed_spread
 
 
 def reference_stamp_spread() -> SeedSpread:
@@ -23,28 +23,28 @@ def reference_stamp_spread() -> SeedSpread:
     return seed_spread(spec, [("`results/reference`", ResultsStore(reference.reference_dir()))])
 
 
-def closing(plan: plans.Plan, records: Mapping[str, Any], results: str | Path) -> str:
+def closing(plan: plans.Plan, records: Mapping[str, Record], results: str | Path) -> str:
     """The overview's closing paragraphs, as Markdown: why STAMP's worst corruption is the
     lowest bar, and how large the seed noise is."""
     by_method = {c.spec.method: records.get(c.spec.key()) for c in plan.cells}
     stamp, bn = by_method.get("stamp"), by_method.get("bn_stats")
     lines = []
-    if stamp is not None and bn is not None and "trace" in stamp:
-        worst = min(stamp["per_corruption"], key=lambda c: stamp["per_corruption"][c]["h"])
-        names = breaking.class_names(stamp["spec"]["dataset"])
-        others = [c for c in corruptions_of(stamp) if c != worst]
-        lowest = min(r["per_corruption"][c]["h"] for r in by_method.values() if r for c in r["per_corruption"])
+    if stamp is not None and bn is not None and stamp.trace:
+        worst = min(stamp.per_corruption, key=lambda c: stamp.per_corruption[c].h)
+        names = breaking.class_names(stamp.spec.dataset)
+        others = [c for c in stamp.corruptions if c != worst]
+        lowest = min(row.h for r in by_method.values() if r for row in r.per_corruption.values())
         heading = (f"Why STAMP's {worst.replace('_', ' ')} bar is the lowest."
-                   if stamp["per_corruption"][worst]["h"] <= lowest else f"STAMP on {worst.replace('_', ' ')}.")
+                   if stamp.per_corruption[worst].h <= lowest else f"STAMP on {worst.replace('_', ' ')}.")
         lines += [f"**{heading}** "
                   + breaking.collapse_text({"STAMP": stamp, "BN Stats": bn}, worst, names)
                   + (f" On {' and '.join(o.replace('_', ' ') for o in others)} STAMP's H is "
-                     + " and ".join(f"{stamp['per_corruption'][o]['h']:.1f}" for o in others)
-                     + " against BN Stats' " + " and ".join(f"{bn['per_corruption'][o]['h']:.1f}" for o in others)
+                     + " and ".join(f"{stamp.per_corruption[o].h:.1f}" for o in others)
+                     + " against BN Stats' " + " and ".join(f"{bn.per_corruption[o].h:.1f}" for o in others)
                      + "." if others else "")
                   + (" A class-balanced memory can only balance the classes that pass its filters; entropy "
                      "minimisation on a memory mostly of one class can pull the network towards that class."
-                     if _top_share(stamp["trace"][worst]["memory_counts"][-1]) > 0.5 else "")
+                     if _top_share(stamp.trace[worst].memory_counts[-1]) > 0.5 else "")
                   + " Lesson 17 takes this apart (and runs STAMP without self-weights on the same stream).", ""]
     stores = default_stores(results)
     spreads = {c.spec.method: seed_spread(c.spec, stores) for c in plan.cells}

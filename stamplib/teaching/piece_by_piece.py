@@ -21,6 +21,7 @@ import torch
 
 from stamplib import methods
 from stamplib.blocks.memory import ClassBalancedMemory
+from stamplib.evaluation.record import Record
 from stamplib.evaluation.store import ResultsStore
 from stamplib.experiments import plans
 from stamplib.experiments.course import PIECE_BY_PIECE, SINGLE_VIEW
@@ -85,8 +86,8 @@ OFF_PATH = tuple(Step(name, adds, variant, row) for name, adds, variant, row in 
 TABLE5_CELL = ("cifar100_c", "svhn")
 
 
-def path_table(plan: plans.Plan, records: Mapping[str, Any], stores: Sequence[tuple[str, ResultsStore]],
-               off_path: plans.Plan | None = None, off_path_records: Mapping[str, Any] | None = None) -> pd.DataFrame:
+def path_table(plan: plans.Plan, records: Mapping[str, Record], stores: Sequence[tuple[str, ResultsStore]],
+               off_path: plans.Plan | None = None, off_path_records: Mapping[str, Record] | None = None) -> pd.DataFrame:
     """One row per step (then the off-path rows stored): ACC, AUROC, H (mean over corruptions),
     H on each corruption, H over the seeds found (text), and the paper's Table 5 row with its
     ACC, AUROC and H."""
@@ -119,15 +120,15 @@ def path_table(plan: plans.Plan, records: Mapping[str, Any], stores: Sequence[tu
     return pd.DataFrame(rows)
 
 
-def schedule_text(plan: plans.Plan, records: Mapping[str, Any]) -> str:
+def schedule_text(plan: plans.Plan, records: Mapping[str, Record]) -> str:
     """How far STAMP's cosine step size falls within one corruption's stream (before the reset),
     from its configuration and the number of batches in its record's trace."""
     spec = next((c.spec for c in reversed(plan.cells) if c.spec.method == "stamp"), None)
     record = records.get(spec.key()) if spec is not None else None
-    if record is None or "trace" not in record:
+    if record is None or not record.trace:
         return "STAMP's record is missing: compute the cells first."
     config = methods.resolve_config("stamp", spec.hyperparameter_setting(), **dict(spec.overrides))
-    batches = max(len(t["n_passed"]) for t in record["trace"].values())
+    batches = max(len(t.n_passed) for t in record.trace.values())
     end = stamp_cosine_step_size(config.lr, batches, config.period, periodic=True)
     return (f"Here a corruption's stream has {batches} batches (at most as many adaptation steps) and STAMP is reset "
             f"before the next, while the "

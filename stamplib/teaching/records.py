@@ -10,7 +10,7 @@ seed" instead of pretending to a spread (:func:`seed_spread`).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,10 +20,10 @@ import pandas as pd
 
 from stamplib import paths
 from stamplib.evaluation.outputs import StreamOutputs, record_outputs
+from stamplib.evaluation.record import Record
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
 from stamplib.report import palette
-from stamplib.report.paper import method_label
 
 #: The seeds a lesson looks for (the three that issue 41 computes for the built-in benchmark).
 SEEDS = (0, 1, 2)
@@ -44,25 +44,18 @@ def method_colours(names: Iterable[str]) -> dict[str, Any]:
             else palette.STAMP_VARIANT for n in names}
 
 
-def corruptions_of(record: Mapping[str, Any]) -> list[str]:
-    """The record's corruptions in stream order (its spec's), as its per-corruption rows have them
-    (stored records keep their keys sorted by name)."""
-    rows = record["per_corruption"]
-    return [c for c in record["spec"]["corruptions"] if c in rows] or list(rows)
-
-
-def stream_outputs(record: Mapping[str, Any], results: str | Path) -> dict[str, StreamOutputs]:
+def stream_outputs(record: Record, results: str | Path) -> dict[str, StreamOutputs]:
     """The record's per-sample outputs by corruption, in stream order (store root ``results``)."""
     return record_outputs(record, Path(results))
 
 
-def per_batch(record: Mapping[str, Any], results: str | Path) -> pd.DataFrame:
+def per_batch(record: Record, results: str | Path) -> pd.DataFrame:
     """One row per batch of the record's streams, in stream order: ``corruption``, ``batch``
     (counted over the whole run, so a continual stream's batches follow each other), ``acc``
     (percent of the batch's known-class samples predicted right), ``top_class_share`` (the share
     of the batch's known-class predictions that go to its most predicted class), and the mean
     OOD score of known-class samples and of outliers (NaN where the batch has none)."""
-    batch_size = int(record["spec"].get("batch_size", 64))
+    batch_size = record.spec.stream.batch_size
     rows, offset = [], 0
     for corruption, out in stream_outputs(record, results).items():
         for start in range(0, len(out.label), batch_size):
@@ -82,7 +75,7 @@ def per_batch(record: Mapping[str, Any], results: str | Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def per_corruption_shares(record: Mapping[str, Any], results: str | Path) -> pd.DataFrame:
+def per_corruption_shares(record: Record, results: str | Path) -> pd.DataFrame:
     """Per corruption of the record, in stream order: ``acc``, ``top_class_share`` over all its
     known-class predictions (the most predicted class's share), and ``outliers_top_share`` (the
     share of its outliers predicted as the outliers' most predicted class; NaN without outliers)."""
@@ -160,22 +153,9 @@ def seed_spread(spec: RunSpec, stores: Sequence[tuple[str, ResultsStore]], metri
             record = store.get(other)
             if record is None:
                 continue
-            row = record["mean"] if corruption == "mean" else record["per_corruption"].get(corruption)
-            if row is not None and metric in row:
-                values[seed], sources[seed] = float(row[metric]), label
+            row = record.mean if corruption == "mean" else record.per_corruption.get(corruption)
+            if row is not None and metric in row.scores:
+                values[seed], sources[seed] = float(row.scores[metric]), label
                 break
     return SeedSpread(values, sources)
 
-
-def spread_frame(cells: Iterable[tuple[str, RunSpec]], stores: Sequence[tuple[str, ResultsStore]],
-                 metric: str = "h") -> pd.DataFrame:
-    """One row per labelled spec: the metric under each seed found (columns ``seed 0`` …),
-    mean, min, max and the number of seeds."""
-    rows = []
-    for label, spec in cells:
-        spread = seed_spread(spec, stores, metric)
-        row: dict[str, Any] = {"step": label, "method": method_label(spec.method)}
-        row.update({f"seed {s}": spread.values.get(s, math.nan) for s in SEEDS})
-        row.update({"mean": spread.mean, "min": spread.low, "max": spread.high, "seeds": len(spread.values)})
-        rows.append(row)
-    return pd.DataFrame(rows)

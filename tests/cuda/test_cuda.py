@@ -99,9 +99,9 @@ def test_deterministic_kernels_repeat_bit_for_bit_or_say_why_not(name: str) -> N
 
 def test_a_cuda_record_is_traced_and_says_tf32_was_off(tmp_path) -> None:
     record = stamplib.run(_spec("stamp"), context_for(tmp_path, device="cuda"))
-    assert record["device"] == "cuda" and record["provenance"]["tf32"] == {"matmul": False, "cudnn": False}
-    trace = next(iter(record["trace"].values()))
-    assert all(s > 0 for s in trace["seconds"]) and all(m > 0 for m in trace["peak_memory_mb"])
+    assert record.device == "cuda" and record.provenance.tf32 == {"matmul": False, "cudnn": False}
+    trace = next(iter(record.trace.values()))
+    assert all(s > 0 for s in trace.seconds) and all(m > 0 for m in trace.peak_memory_mb)
 
 
 # -- issue 42: fewer launches ---------------------------------------------------------------------------

@@ -102,7 +102,7 @@ def test_a_cell_holds_one_stream_at_a_time_when_streams_do_not_fit(
     monkeypatch.setattr(runner, "build_stream", build_stream)
     spec = RunSpec(method="stamp", corruptions=("gaussian_noise", "fog", "contrast"), profile="smoke")
     record = stamplib.run(spec, context_for(tmp_path))
-    assert len(alive) == 3 and all(ref() is None for ref in alive) and len(record["per_corruption"]) == 3
+    assert len(alive) == 3 and all(ref() is None for ref in alive) and len(record.per_corruption) == 3
 
 
 def test_the_gather_equals_concatenating_then_indexing() -> None:

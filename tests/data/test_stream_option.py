@@ -1,7 +1,7 @@
 """Adding a stream option is what docs/architecture.md ("A stream option") says, and nothing
 more (issue 40): its two lines, taken from the page, are applied to a copy of the package, and
 the option runs end to end from the command line in a new process — keys of the specs that do
-not set it unchanged, the stream it makes what it says."""
+not set it unchanged, the stream it makes what it says, the record's stream section naming it."""
 
 from __future__ import annotations
 
@@ -70,6 +70,9 @@ def test_a_new_stream_option_is_one_file_and_runs_end_to_end(tmp_path: Path, dig
     here = RunSpec(method="source", dataset="digits", profile="smoke", corruptions=("none",))
     assert plain["key"] == here.key() and plain["spec"] == here.to_dict()  # a spec without it keeps its key
     assert reversed_["spec"] == {**here.to_dict(), "reverse": True} and reversed_["key"] != here.key()
+    # The record names it in its stream section, written from the StreamSpec (no list to update).
+    assert "stream" not in plain and reversed_["stream"] == {"continual": False, "order": ["none"], "dirichlet": 0.0,
+                                                             "outlier_burst": 0, "reverse": True}
     labels = [np.load(tmp_path / "results" / r["outputs"])["none.label"] for r in (plain, reversed_)]
     assert np.array_equal(labels[1], labels[0][::-1])  # the stream it made is the plain one, reversed
     # Its check is the field's: bad text is one line and exit code 2.

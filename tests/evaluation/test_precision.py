@@ -30,10 +30,10 @@ def test_records_are_computed_without_tf32_unless_asked_and_say_which(
     monkeypatch.delenv("STAMPLIB_TF32", raising=False)
     precision.set_tf32(True)  # e.g. PyTorch's own default for cuDNN
     record = stamplib.run(spec, paths.RunContext.build(results=tmp_path / "fidelity"))
-    assert record["provenance"]["tf32"] == {"matmul": False, "cudnn": False} == precision.tf32_state()
+    assert record.provenance.tf32 == {"matmul": False, "cudnn": False} == precision.tf32_state()
     monkeypatch.setenv("STAMPLIB_TF32", "1")  # read at the edge, into the context
     record = stamplib.run(spec, paths.RunContext.build(results=tmp_path / "fast"))
-    assert record["provenance"]["tf32"] == {"matmul": True, "cudnn": True}
+    assert record.provenance.tf32 == {"matmul": True, "cudnn": True}
 
 
 def _refused_by_torch() -> RuntimeError:

@@ -3,6 +3,7 @@ C-th batch and only predicts the others; C = 1 is today's protocol bit for bit."
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -33,12 +34,12 @@ def test_relative_speed_one_is_todays_protocol_bit_for_bit(tmp_path: Path, metho
     assert paper.key() != realistic.key()
     out_a, out_b = _outputs(store, paper), _outputs(store, realistic)
     assert out_a.keys() == out_b.keys() and all(np.array_equal(out_a[k], out_b[k]) for k in out_a)
-    for corruption, row in a["per_corruption"].items():
-        other = b["per_corruption"][corruption]
-        assert {k: v for k, v in row.items() if k != "seconds"} == {
-            k: v for k, v in other.items() if k in row and k != "seconds"}
-        assert other["relative_speed"] == 1 and other["adapted_batches"] == other["batches"] == 2
-    assert "realistic" not in a and b["realistic"]["relative_speed"] == 1 and not b["realistic"]["measured"]
+    for corruption, row in a.per_corruption.items():
+        other = b.per_corruption[corruption]
+        assert dataclasses.replace(row, seconds=None) == dataclasses.replace(
+            other, seconds=None, speed=None, adapted_batches=None, batches=None)
+        assert other.speed.value == 1 and other.adapted_batches == other.batches == 2
+    assert a.realistic is None and b.realistic.speed.value == 1 and not b.realistic.measured
 
 
 def test_every_third_batch_is_adapted_and_the_others_change_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -72,9 +73,9 @@ def test_every_third_batch_is_adapted_and_the_others_change_nothing(monkeypatch:
 def test_a_realistic_record_carries_its_relative_speed_and_adapted_batches(tmp_path: Path) -> None:
     spec = RunSpec(method="tent", stream=StreamSpec(realistic=True, relative_speed=2), **SMOKE)
     record = runner.run(spec, context_for(tmp_path))
-    assert record["realistic"] == {"relative_speed": 2, "step_seconds": None, "forward_seconds": None,
-                                   "measured": False, "adapted_batches": 2, "batches": 4}
-    assert record["spec"]["realistic"] is True and record["spec"]["relative_speed"] == 2
+    assert record.to_json()["realistic"] == {"relative_speed": 2, "step_seconds": None, "forward_seconds": None,
+                                             "measured": False, "adapted_batches": 2, "batches": 4}
+    assert record.to_json()["spec"]["realistic"] is True and record.to_json()["spec"]["relative_speed"] == 2
 
 
 def test_the_relative_speed_is_measured_once_per_cell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -86,9 +87,9 @@ def test_the_relative_speed_is_measured_once_per_cell(tmp_path: Path, monkeypatc
 
     monkeypatch.setattr(runner, "measure_relative_speed", measured)
     record = runner.run(RunSpec(method="tent", stream=StreamSpec(realistic=True), **SMOKE), context_for(tmp_path))
-    assert len(calls) == 1 and record["realistic"]["measured"]
-    assert record["realistic"]["relative_speed"] == 4  # 3.5 rounded up
-    assert [row["relative_speed"] for row in record["per_corruption"].values()] == [4, 4]
+    assert len(calls) == 1 and record.realistic.measured
+    assert record.realistic.speed.value == 4  # 3.5 rounded up
+    assert [row.speed.value for row in record.per_corruption.values()] == [4, 4]
 
 
 def test_rounding_up_forgives_timing_noise_only() -> None:

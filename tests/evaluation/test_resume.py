@@ -21,6 +21,7 @@ from stamplib import paths
 from stamplib.data import StreamSpec
 from stamplib.evaluation import runner
 from stamplib.evaluation.outputs import load_outputs, outputs_path
+from stamplib.evaluation.record import Record
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
 from tests.support import context_for
@@ -79,17 +80,18 @@ def _built_corruptions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return built
 
 
-def _without_timing(record: dict[str, Any]) -> dict[str, Any]:
+def _without_timing(record: Record) -> dict[str, Any]:
     def strip(mapping: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in mapping.items() if k not in _TIMING}
 
+    stored = record.to_json()
     return {
-        "per_corruption": {c: strip(row) for c, row in record["per_corruption"].items()},
-        "mean": strip(record["mean"]),
-        "trace": {c: strip(columns) for c, columns in record.get("trace", {}).items()},
-        "config": record["config"],
-        "key": record["key"],
-        "provenance": record["provenance"]["checkpoint"],
+        "per_corruption": {c: strip(row) for c, row in stored["per_corruption"].items()},
+        "mean": strip(stored["mean"]),
+        "trace": {c: strip(columns) for c, columns in stored.get("trace", {}).items()},
+        "config": record.config,
+        "key": record.key,
+        "provenance": record.provenance.checkpoint,
     }
 
 
@@ -120,7 +122,7 @@ def test_killed_episodic_cell_resumes_at_its_second_corruption_with_identical_bi
     whole = stamplib.run(SPEC, context_for(whole_store))
     assert built == list(CORRUPTIONS)
     assert _without_timing(resumed) == _without_timing(whole)
-    assert resumed["trace"]  # STAMP reports, so the comparison above covered its traces
+    assert resumed.trace  # STAMP reports, so the comparison above covered its traces
     _assert_same_outputs(outputs_path(resumed_store.path(SPEC)), outputs_path(whole_store.path(SPEC)))
 
 
@@ -142,7 +144,7 @@ def test_a_kept_corruption_of_another_source_model_or_config_is_computed_again(
     spec = RunSpec(method="bn_stats", corruptions=("gaussian_noise", "contrast"), profile="smoke")
     record = stamplib.run(spec, context_for(store))
     outputs = load_outputs(outputs_path(store.path(spec)))["gaussian_noise"]
-    row = record["per_corruption"]["gaussian_noise"]
+    row = record.per_corruption["gaussian_noise"]
     store.path(spec).unlink()
 
     store.put_partial(spec, "gaussian_noise", row, outputs, None, checkpoint_sha256="0" * 64)
@@ -151,7 +153,7 @@ def test_a_kept_corruption_of_another_source_model_or_config_is_computed_again(
     assert built == ["gaussian_noise", "contrast"]  # kept under another model's hash: not trusted
     store.path(spec).unlink()
 
-    sha = record["provenance"]["checkpoint"]["sha256"]
+    sha = record.provenance.checkpoint.sha256
     store.put_partial(spec, "gaussian_noise", row, outputs, None, checkpoint_sha256=sha)
     entry = store.partial_dir(spec) / "gaussian_noise.json"
     entry.write_text(entry.read_text().replace("BNStats", "Other"))  # other hyperparameters
@@ -162,5 +164,5 @@ def test_a_kept_corruption_of_another_source_model_or_config_is_computed_again(
     store.path(spec).unlink()
     store.put_partial(spec, "gaussian_noise", row, outputs, None, checkpoint_sha256=sha)
     built.clear()
-    assert stamplib.run(spec, context_for(store))["per_corruption"]["gaussian_noise"] == row
+    assert stamplib.run(spec, context_for(store)).per_corruption["gaussian_noise"] == row
     assert built == ["contrast"]

@@ -20,6 +20,7 @@ import stamplib
 from stamplib import data, methods, models, paths
 from stamplib.data import loaders
 from stamplib.evaluation import runner
+from stamplib.evaluation.record import Record
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
 from stamplib.methods.base import SETTINGS, TTAMethod, TTAOutput, register
@@ -37,8 +38,8 @@ def test_run_stores_one_record_and_skips_on_rerun(tmp_path, monkeypatch):
     store = ResultsStore(tmp_path / "store")
     spec = RunSpec(method="bn_stats", corruptions=("none", "contrast"), profile="smoke")
     record = stamplib.run(spec, context_for(store))
-    assert set(record["per_corruption"]) == {"none", "contrast"}
-    assert record["per_corruption"]["none"]["n_id"] == 64 and record["per_corruption"]["none"]["n_outliers"] == 16
+    assert set(record.per_corruption) == {"none", "contrast"}
+    assert record.per_corruption["none"].n_id == 64 and record.per_corruption["none"].n_outliers == 16
     assert list((tmp_path / "store").glob("*.json")) == [store.path(spec)]
 
     def boom(*args, **kwargs):
@@ -125,7 +126,7 @@ def test_killed_grid_resumes_without_recomputing_or_trusting_partial_files(
     stray = results / f".tmp-999999-{store.path(poisoned).name}"
     stray.write_text(json.dumps(fake))
     with pytest.warns(UserWarning, match="unreadable"):
-        assert all(r["mean"]["acc"] >= 0 for r in store.records())  # temporary files are never read
+        assert all(r.mean.acc >= 0 for r in store.records())  # temporary files are never read
 
     computed = []
     real_run_stream = runner.run_stream
@@ -144,9 +145,9 @@ def test_killed_grid_resumes_without_recomputing_or_trusting_partial_files(
         assert p.read_bytes() == payload and p.stat().st_mtime_ns == mtime
     assert _records_on_disk(results) == sorted(store.path(s) for s in GRID_SPECS)  # exactly one each
     records = store.records()
-    assert sorted(r["key"] for r in records) == sorted(s.key() for s in GRID_SPECS)
-    assert all(0 <= r["mean"]["acc"] <= 100 for r in records)
-    assert store.get(poisoned)["mean"]["acc"] >= 0 and store.get(last) is not None
+    assert sorted(r.key for r in records) == sorted(s.key() for s in GRID_SPECS)
+    assert all(0 <= r.mean.acc <= 100 for r in records)
+    assert store.get(poisoned).mean.acc >= 0 and store.get(last) is not None
 
 
 
@@ -156,10 +157,10 @@ def test_every_method_runs_a_cell_on_the_digits_benchmark(name: str, tmp_path: P
     setting from the data set registry, finite numbers for every corruption."""
     spec = RunSpec(method=name, corruptions=("none", "gaussian_noise"), profile="smoke")
     record = stamplib.run(spec, context_for(tmp_path))
-    for m in record["per_corruption"].values():
-        assert m["n_id"] == 64 and m["n_outliers"] == 16
-        assert all(0.0 <= m[k] <= 100.0 for k in ("acc", "auroc", "h")), m
-    assert record["config"] == repr(methods.resolve_config(name, "cifar10_c"))
+    for m in record.per_corruption.values():
+        assert m.n_id == 64 and m.n_outliers == 16
+        assert all(0.0 <= m.scores[k] <= 100.0 for k in ("acc", "auroc", "h")), m
+    assert record.config == repr(methods.resolve_config(name, "cifar10_c"))
 
 
 def test_run_twice_gives_identical_records(tmp_path: Path, digits_model: torch.nn.Module) -> None:
@@ -169,11 +170,11 @@ def test_run_twice_gives_identical_records(tmp_path: Path, digits_model: torch.n
     torch.manual_seed(99)
     second = stamplib.run(spec, context_for(tmp_path / "b"), force=True)
 
-    def numbers(record: dict) -> dict:
-        return {c: {k: v for k, v in m.items() if k != "seconds"} for c, m in record["per_corruption"].items()}
+    def numbers(record: Record) -> dict:
+        return {c: {k: v for k, v in m.to_json().items() if k != "seconds"} for c, m in record.per_corruption.items()}
 
     assert json.dumps(numbers(first)) == json.dumps(numbers(second))  # bitwise: same repr of every float
-    assert first["mean"] == second["mean"]
+    assert first.mean == second.mean
 
 
 def test_set_deterministic_switches_and_restores(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -245,14 +246,14 @@ def test_collapsed_corruptions_are_flagged_in_records(
              for name in fake_methods}
     nan_rec, zero_rec = (stamplib.run(specs[n], context_for(store)) for n in fake_methods)
 
-    pc = nan_rec["per_corruption"]
-    assert not pc["none"]["collapsed"] and pc["gaussian_noise"]["collapsed"]
-    assert pc["gaussian_noise"]["collapse_reason"] == "non-finite outputs"
-    assert nan_rec["mean"]["collapsed"] == ["gaussian_noise"] == nan_rec["collapsed"]
+    pc = nan_rec.per_corruption
+    assert not pc["none"].collapsed and pc["gaussian_noise"].collapsed
+    assert pc["gaussian_noise"].collapse_reason == "non-finite outputs"
+    assert nan_rec.mean.collapsed == ("gaussian_noise",) == nan_rec.collapsed
     # still averaged (not dropped): the mean ACC includes the collapsed stream's ACC
-    assert nan_rec["mean"]["acc"] == pytest.approx((pc["none"]["acc"] + pc["gaussian_noise"]["acc"]) / 2)
-    assert zero_rec["mean"]["collapsed"] == ["none", "gaussian_noise"]
-    assert "single class (0)" in zero_rec["per_corruption"]["none"]["collapse_reason"]
+    assert nan_rec.mean.acc == pytest.approx((pc["none"].acc + pc["gaussian_noise"].acc) / 2)
+    assert zero_rec.mean.collapsed == ("none", "gaussian_noise")
+    assert "single class (0)" in zero_rec.per_corruption["none"].collapse_reason
 
     # (how tables flag them: tests/report/test_tables.py)
 
@@ -263,15 +264,16 @@ def test_continual_resets_once_and_records_the_order(tmp_path: Path, digits_mode
     base = RunSpec(method="tent", dataset="digits", outliers="noise", corruptions=corruptions, profile="smoke")
     episodic = stamplib.run(base, context_for(tmp_path))
     continual = stamplib.run(base.with_stream(schedule="continual"), context_for(tmp_path))
-    assert continual["stream"] == {"continual": True, "order": list(corruptions), "dirichlet": 0.0, "outlier_burst": 0}
-    assert "stream" not in episodic
+    assert continual.stream.to_json() == {"continual": True, "order": list(corruptions), "dirichlet": 0.0,
+                                          "outlier_burst": 0}
+    assert episodic.stream is None and "stream" not in episodic.to_json()
     first, second = corruptions
     # the first corruption starts from the source model either way; the second does not
-    assert continual["per_corruption"][first]["acc"] == episodic["per_corruption"][first]["acc"]
-    assert continual["per_corruption"][first]["auroc"] == episodic["per_corruption"][first]["auroc"]
-    a, b = (np.load(tmp_path / r["outputs"]) for r in (episodic, continual))
+    assert continual.per_corruption[first].acc == episodic.per_corruption[first].acc
+    assert continual.per_corruption[first].auroc == episodic.per_corruption[first].auroc
+    a, b = (np.load(tmp_path / r.outputs) for r in (episodic, continual))
     assert not np.array_equal(a[f"{second}.ood_score"], b[f"{second}.ood_score"])
     np.testing.assert_array_equal(a[f"{first}.ood_score"], b[f"{first}.ood_score"])
     shifted = stamplib.run(base.with_stream(dirichlet=0.1, outlier_burst=16), context_for(tmp_path))
-    assert shifted["stream"]["dirichlet"] == 0.1 and shifted["per_corruption"][first]["n_outliers"] == \
-        episodic["per_corruption"][first]["n_outliers"]
+    assert shifted.stream.dirichlet == 0.1 and shifted.per_corruption[first].n_outliers == \
+        episodic.per_corruption[first].n_outliers

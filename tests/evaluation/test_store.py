@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from stamplib.evaluation.record import Record
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
 
@@ -20,7 +21,8 @@ def _smoke(method: str, **kw) -> RunSpec:
 
 
 def _fake_record(store: ResultsStore, spec: RunSpec) -> None:
-    store.put({"key": spec.key(), "spec": spec.to_dict(), "mean": {}, "per_corruption": {}, "collapsed": []})
+    store.put(Record.from_json({"key": spec.key(), "spec": spec.to_dict(), "mean": {}, "per_corruption": {},
+                                "collapsed": []}))
 
 
 def _marker(store: ResultsStore, spec: RunSpec, **fields) -> None:
@@ -33,7 +35,7 @@ def _marker(store: ResultsStore, spec: RunSpec, **fields) -> None:
 def test_store_writes_atomically_and_ignores_partial_files(tmp_path, monkeypatch):
     store = ResultsStore(tmp_path)
     spec = RunSpec(method="source", corruptions=("none",), profile="smoke")
-    record = {"key": spec.key(), "spec": spec.to_dict(), "mean": {}}
+    record = Record.from_json({"key": spec.key(), "spec": spec.to_dict(), "mean": {}})
 
     def interrupted(src, dst):
         raise KeyboardInterrupt

@@ -71,21 +71,21 @@ def test_the_tracer_counts_exactly_what_a_method_reports() -> None:
 def test_tracing_methods_report_on_the_builtin_benchmark(name: str, tmp_path, digits_model) -> None:
     spec = RunSpec(method=name, corruptions=("gaussian_noise",), profile="smoke")
     record = stamplib.run(spec, context_for(tmp_path))
-    trace = record["trace"]["gaussian_noise"]
-    n_batches = len(trace["seconds"])
+    trace = record.trace["gaussian_noise"]
+    n_batches = len(trace.seconds)
     assert n_batches >= 2 and methods.method_class(name).reports_trace
-    for passed, outliers in zip(trace["n_passed"], trace["passed_outliers"]):
+    for passed, outliers in zip(trace.n_passed, trace.passed_outliers):
         assert 0 <= outliers <= passed <= 64
-    if "memory_size" in trace:  # the memory methods
-        assert all(0 <= o <= s <= 64 for o, s in zip(trace["memory_outliers"], trace["memory_size"]))
-        assert [sum(c) for c in trace["memory_counts"]] == trace["memory_size"]
-    assert any(v == v for v in trace["loss"])  # some batch adapted (NaN ≠ NaN)
+    if trace.memory_size is not None:  # the memory methods
+        assert all(0 <= o <= s <= 64 for o, s in zip(trace.memory_outliers, trace.memory_size))
+        assert tuple(sum(c) for c in trace.memory_counts) == trace.memory_size
+    assert any(v == v for v in trace.loss)  # some batch adapted (NaN ≠ NaN)
 
 
 def test_methods_without_reports_have_no_trace_and_tracing_changes_no_output(tmp_path, digits_model) -> None:
     record = stamplib.run(RunSpec(method="tent", corruptions=("gaussian_noise",), profile="smoke"),
                           context_for(tmp_path))
-    assert "trace" not in record and not methods.method_class("tent").reports_trace
+    assert not record.trace and "trace" not in record.to_json() and not methods.method_class("tent").reports_trace
     stream = stamplib.data.build_stream("digits", "noise", "gaussian_noise", max_id=96)
     plain, traced = (methods.create("sotta", digits_model, 8, seed=0) for _ in range(2))
     a = run_stream(plain, stream)

@@ -2,29 +2,36 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from pathlib import Path
 
 import pytest
 
 import stamplib
+from stamplib.evaluation.record import Record
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
 from stamplib.experiments import grid
+from tests.experiments import faults
 from tests.support import context_for, pretend_gpus
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _fake_record(store: ResultsStore, spec: RunSpec) -> None:
-    store.put({"key": spec.key(), "spec": spec.to_dict(), "mean": {}, "per_corruption": {}, "collapsed": []})
+    store.put(Record.from_json({"key": spec.key(), "spec": spec.to_dict(), "mean": {}, "per_corruption": {},
+                                "collapsed": []}))
 
 
 def _smoke(method: str, **kw) -> RunSpec:
     return RunSpec(method=method, dataset="digits", outliers="noise", profile="smoke", **kw)
 
 
-def _metrics(record: dict) -> dict:
+def _metrics(record: Record) -> tuple:
     """What a cell measured, without its timings."""
-    per = {c: {k: v for k, v in m.items() if k != "seconds"} for c, m in record["per_corruption"].items()}
-    return {"per_corruption": per, "mean": record["mean"], "collapsed": record["collapsed"]}
+    per = {c: dataclasses.replace(row, seconds=None) for c, row in record.per_corruption.items()}
+    return per, record.mean, record.collapsed
 
 
 # -- cells ------------------------------------------------------------------------------------------------
@@ -57,15 +64,23 @@ def test_cells_per_job_and_grouping():
 def test_local_failure_is_reported_with_its_cell_and_log_then_retried_alone(tmp_path, monkeypatch, digits_model):
     store = ResultsStore(tmp_path / "results")
     good, bad = _smoke("source"), _smoke("bn_stats")
-    fault = f"raise:{bad.key()}:{tmp_path / 'fault-once'}"
-    report = grid.run_grid([good, bad], context_for(store), progress=False, fault=fault)
+    real_run, flag = grid.run, tmp_path / "fault-once"
+
+    def fails_once(spec, context, **kwargs):
+        if spec.key() == bad.key() and not flag.exists():
+            flag.touch()
+            raise RuntimeError(f"injected fault in cell {spec.key()}")
+        return real_run(spec, context, **kwargs)
+
+    monkeypatch.setattr(grid, "run", fails_once)
+    report = grid.run_grid([good, bad], context_for(store), progress=False)
     assert report.done == [good] and report.missing == [bad] and not report.ok
     [failed] = report.failed
     assert failed.specs == [bad] and failed.log is not None and "injected fault" in failed.log.read_text()
     assert bad.key() in failed.summary() and str(failed.log) in failed.summary()
     assert store.failure(bad)["log"] == str(failed.log)
     stamp_of_good = store.path(good).stat().st_mtime_ns
-    retry = grid.run_grid([good, bad], context_for(store), progress=False, retry_failed=True, fault=fault)
+    retry = grid.run_grid([good, bad], context_for(store), progress=False, retry_failed=True)
     assert retry.ok and len(retry.done) == 2 and retry.jobs and len(retry.jobs) == 1
     assert store.path(good).stat().st_mtime_ns == stamp_of_good  # never recomputed
     assert store.failure(bad) is None
@@ -79,8 +94,11 @@ def test_submitit_grid_survives_a_killed_job_and_matches_in_process_runs(tmp_pat
     specs = [_smoke("source"), _smoke("bn_stats"), _smoke("tent"), _smoke("tent", seed=1)]
     victim = grid.group_cells(specs, 2)[0][1]  # the second cell of the first job
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv(faults.VICTIM, f"{victim.key()}:{tmp_path / 'fault-once'}")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setattr(grid, "CellGroup", faults.KilledAtCell)  # submitit's jobs import it from tests/
     executor = grid.ExecutorOptions("submitit-local", jobs=2, cells_per_job=2, cpus_per_task=1, time_min=5)
-    options = dict(progress=False, fault=f"kill:{victim.key()}:{tmp_path / 'fault-once'}")
+    options = dict(progress=False)
 
     first = grid.run_grid(specs, context_for(store), executor, **options)
     assert len(first.jobs) == 2 and len(first.done) == 3 and first.missing == [victim]

@@ -14,6 +14,7 @@ import torch
 from stamplib import methods
 from stamplib.data import downloads
 from stamplib.evaluation import provenance
+from stamplib.evaluation.record import Checkpoint, Record
 from stamplib.evaluation.runner import run
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
@@ -28,15 +29,14 @@ def test_a_record_names_its_checkpoint_data_code_and_command(
 ) -> None:
     spec = RunSpec(method="source", corruptions=("gaussian_noise",), profile="smoke")
     record = run(spec, context_for(tmp_path, command="python -m stamplib run --method source"))
-    made = record["provenance"]
+    made = record.provenance
     side = checkpoints.read_sidecar(checkpoints.checkpoint_path(DIGITS_CHECKPOINT))
-    assert made["checkpoint"] == {"name": DIGITS_CHECKPOINT, "sha256": side["sha256"],
-                                  "clean_test_accuracy": side["clean_test_accuracy"]}
-    assert made["data"] == {"name": "digits", "builtin": True}
-    assert made["command"] == "python -m stamplib run --method source"
-    assert set(made["git"]) == {"commit", "dirty"}
+    assert made.checkpoint == Checkpoint(DIGITS_CHECKPOINT, side["sha256"], side["clean_test_accuracy"])
+    assert made.data == {"name": "digits", "builtin": True}
+    assert made.command == "python -m stamplib run --method source"
+    assert set(made.git) == {"commit", "dirty"}
     # provenance is not part of what a record says: the stored record reads back equal
-    assert ResultsStore(tmp_path).get(spec)["provenance"] == made
+    assert ResultsStore(tmp_path).get(spec).provenance == made
 
 
 def test_data_provenance_hashes_the_archive_in_the_data_root(data_root: Path) -> None:
@@ -72,9 +72,13 @@ def test_data_provenance_reads_the_unpack_marker_when_only_the_folder_is_there(t
     assert (tmp_path / "cifar10-jpeg" / "test" / "airplane" / "0000.jpg").read_bytes() == b"jpeg bytes"
 
 
-def _record(spec: RunSpec, acc: float, auroc: float) -> dict:
+def _json(spec: RunSpec, acc: float, auroc: float) -> dict:
     per = {c: {"acc": acc, "auroc": auroc, "h": 0.0} for c in spec.corruptions}
     return {"key": spec.key(), "spec": spec.to_dict(), "per_corruption": per, "mean": per[spec.corruptions[0]]}
+
+
+def _record(spec: RunSpec, acc: float, auroc: float) -> Record:
+    return Record.from_json(_json(spec, acc, auroc))
 
 
 def test_recompute_comparison_uses_point_one_for_deterministic_methods_and_the_seed_spread_otherwise(
@@ -116,9 +120,10 @@ def test_without_a_seed_spread_stochastic_methods_stay_unchecked(tmp_path: Path)
 def test_a_missing_or_nan_metric_counts_as_a_difference() -> None:
     spec = RunSpec(method="source", corruptions=("gaussian_noise", "contrast"))
     ref = _record(spec, 50.0, 50.0)
-    new = _record(spec, 50.0, 50.0)
+    new = _json(spec, 50.0, 50.0)
     new["per_corruption"]["contrast"]["auroc"] = float("nan")
     del new["per_corruption"]["gaussian_noise"]
+    new = Record.from_json(new)
     found = {(d.corruption, d.metric) for d in reference.compare_records(ref, new, 0.1)}
     assert found == {("gaussian_noise", "acc"), ("gaussian_noise", "auroc"), ("contrast", "auroc")}
 
@@ -127,9 +132,10 @@ def test_a_closed_set_record_without_auroc_equals_its_recomputation() -> None:
     """No outliers, no AUROC: NaN on both sides is agreement (it once flagged every closed-set
     cell of a recomputation as different)."""
     spec = RunSpec(method="source", outliers="none", corruptions=("gaussian_noise",))
-    ref, new = _record(spec, 50.0, float("nan")), _record(spec, 50.04, float("nan"))
-    assert reference.compare_records(ref, new, 0.1) == []
+    ref, new = _record(spec, 50.0, float("nan")), _json(spec, 50.04, float("nan"))
+    assert reference.compare_records(ref, Record.from_json(new), 0.1) == []
     new["per_corruption"]["gaussian_noise"]["acc"] = 51.0
+    new = Record.from_json(new)
     assert [(d.corruption, d.metric) for d in reference.compare_records(ref, new, 0.1)] == [("gaussian_noise", "acc")]
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from stamplib import cli, methods, models
 from stamplib.evaluation import metrics
+from stamplib.evaluation.record import Record
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
 from stamplib.experiments import grid, tune
@@ -153,9 +154,10 @@ class _FakeStore:
     """Records with chosen means, by key: select() only asks for them."""
 
     def __init__(self, job: tune.TuneJob, means: list[dict[str, float] | None]) -> None:
-        self.records = {s.key(): None if m is None else {"mean": m} for s, m in zip(job.specs(), means)}
+        self.records = {s.key(): None if m is None else Record.from_json({"key": s.key(), "spec": s.to_dict(), "mean": m})
+                        for s, m in zip(job.specs(), means)}
 
-    def get(self, spec: RunSpec) -> dict | None:
+    def get(self, spec: RunSpec) -> Record | None:
         return self.records[spec.key()]
 
 
@@ -194,7 +196,7 @@ def test_a_two_point_grid_chooses_the_best_stored_cell_and_writes_its_table(tmp_
     store = ResultsStore(tmp_path / "results")
     job = tune.TuneJob("tent", profile="smoke", grid={"lr": (1e-3, 0.05)})
     result = tune.tune(job, context_for(store))
-    stored = [store.get(spec)["mean"]["h"] for spec in job.specs()]  # independently of select()
+    stored = [store.get(spec).mean.h for spec in job.specs()]  # independently of select()
     best = max(range(len(stored)), key=lambda i: (stored[i], -i))
     assert stored[0] != stored[1]  # otherwise the grid would not test the choice
     assert result.chosen == job.cells()[best] and result.value == stored[best]

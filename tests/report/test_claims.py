@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from stamplib.evaluation.record import Record
 from stamplib.evaluation.store import ResultsStore
 from stamplib.experiments import claims as C
 from stamplib.experiments import plans
@@ -22,15 +23,15 @@ BENCH = C.REFERENCE  # the quick profile on real images, seeds 0–2: planning r
 T1 = plans.TABLE1.notebook
 
 
-def _record(spec, value: float, per_corruption: Mapping[str, float] | None = None) -> dict:
+def _record(spec, value: float, per_corruption: Mapping[str, float] | None = None, seconds: float = 60.0) -> Record:
     per = {c: {"acc": v, "auroc": v, "h": v} for c, v in
            (per_corruption or {c: value for c in spec.corruptions}).items()}
     mean = float(np.mean([row["h"] for row in per.values()]))
-    return {"key": spec.key(), "spec": spec.to_dict(), "per_corruption": per,
-            "mean": {"acc": mean, "auroc": mean, "h": mean}, "seconds": 60.0, "device": "cpu"}
+    return Record.from_json({"key": spec.key(), "spec": spec.to_dict(), "per_corruption": per,
+                             "mean": {"acc": mean, "auroc": mean, "h": mean}, "seconds": seconds, "device": "cpu"})
 
 
-def _records(values: Mapping[C.Arm, Mapping[int, float]], bench: C.Benchmark = BENCH) -> dict[str, dict]:
+def _records(values: Mapping[C.Arm, Mapping[int, float]], bench: C.Benchmark = BENCH) -> dict[str, Record]:
     out = {}
     for arm, by_seed in values.items():
         for seed, value in by_seed.items():
@@ -147,8 +148,7 @@ def test_the_ledger_plans_its_cells_on_every_benchmark_cheapest_claim_first(tmp_
     cheap, dear = C.Claim("cheap", "w", "x", "acc", (C.Difference(TENT, BN),), "p"), ABOVE
     costly = C.Claim("dear", "w", "x", "acc", (C.Difference(C.Arm(T1, "cotta"), BN),), "p")
     for arm, seconds in ((TENT, 10.0), (BN, 10.0), (C.Arm(T1, "cotta"), 5000.0)):
-        record = _record(C.spec(arm, BENCH, 0), 70.0)
-        store.put({**record, "seconds": seconds})
+        store.put(_record(C.spec(arm, BENCH, 0), 70.0, seconds=seconds))
     order = C.cheapest_first(BENCH, store, "cpu", ledger=(costly, cheap, dear))
     assert [(s.method, s.seed) for s in order] == [("tent", 1), ("bn_stats", 1), ("tent", 2), ("bn_stats", 2),
                                                    ("cotta", 1), ("cotta", 2)]

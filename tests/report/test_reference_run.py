@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from stamplib.evaluation.record import Record
+from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
 from stamplib.experiments import claims, reference
 from stamplib.report import reference_run
@@ -40,11 +42,11 @@ def test_every_committed_record_names_the_checksum_of_its_shared_model() -> None
                 "ResNet18_8_jpeg": "57eba0b52d0749f8efb27ab3c6af743a6fffdc192193353bfef4279e8f014149"}
     records = COMMITTED.records()
     for record in records:
-        checkpoint = record["provenance"]["checkpoint"]
-        assert checkpoint["sha256"] == expected[checkpoint["name"]], record["key"]
-        assert record["provenance"]["git"]["dirty"] is False, record["key"]
+        checkpoint = record.provenance.checkpoint
+        assert checkpoint.sha256 == expected[checkpoint.name], record.key
+        assert record.provenance.git["dirty"] is False, record.key
     keys = {s.key() for s in reference.specs() + reference.extra_specs() + claims.ledger_cells(claims.REFERENCE)}
-    assert {r["key"] for r in records} <= keys  # nothing in the store that is not a reference cell or a claim's
+    assert {r.key for r in records} <= keys  # nothing in the store that is not a reference cell or a claim's
 
 
 def test_the_section_is_replaced_between_its_markers_only() -> None:
@@ -55,7 +57,7 @@ def test_the_section_is_replaced_between_its_markers_only() -> None:
         reference_run.replace_block("no markers", "x")
 
 
-def _fake_record(spec, acc: float, auroc: float) -> dict:
+def _fake_record(spec, acc: float, auroc: float) -> Record:
     h = 2 * acc * auroc / (acc + auroc)
     row = {"acc": acc, "auroc": auroc, "h": h, "collapsed": False, "collapse_reason": None, "seconds": 60.0,
            "n_id": 2000, "n_outliers": 500}
@@ -63,15 +65,17 @@ def _fake_record(spec, acc: float, auroc: float) -> dict:
     if spec.stream.realistic:
         for c in per:
             per[c].update(relative_speed=3, adapted_batches=14, batches=40)
-        realistic = {"relative_speed": 3, "adapted_batches": 42, "batches": 120}
-        return {"key": spec.key(), "spec": spec.to_dict(), "per_corruption": per, "seconds": 60.0 * len(per),
-                "mean": {"acc": acc - 5, "auroc": auroc, "h": h - 5, "collapsed": []}, "realistic": realistic,
-                "provenance": {"checkpoint": {"name": "ResNet18_10_jpeg", "sha256": "ab" * 32,
-                                              "clean_test_accuracy": 0.876}}}
-    return {"key": spec.key(), "spec": spec.to_dict(), "per_corruption": per, "seconds": 60.0 * len(per),
-            "mean": {"acc": acc, "auroc": auroc, "h": h, "collapsed": []},
-            "provenance": {"checkpoint": {"name": "ResNet18_10_jpeg", "sha256": "ab" * 32,
-                                          "clean_test_accuracy": 0.876}}}
+        realistic = {"relative_speed": 3, "measured": True, "adapted_batches": 42, "batches": 120}
+        return Record.from_json({"key": spec.key(), "spec": spec.to_dict(), "per_corruption": per,
+                                 "seconds": 60.0 * len(per), "mean": {"acc": acc - 5, "auroc": auroc, "h": h - 5,
+                                                                      "collapsed": []},
+                                 "realistic": realistic, "provenance": _PROVENANCE})
+    return Record.from_json({"key": spec.key(), "spec": spec.to_dict(), "per_corruption": per, "seconds": 60.0 * len(per),
+                             "mean": {"acc": acc, "auroc": auroc, "h": h, "collapsed": []}, "provenance": _PROVENANCE})
+
+
+_PROVENANCE = {"checkpoint": {"name": "ResNet18_10_jpeg", "sha256": "ab" * 32, "clean_test_accuracy": 0.876},
+               "data": {}, "git": {}, "command": "made up"}
 
 
 def test_a_complete_store_renders_every_setting_the_seeds_and_the_optional_cells(tmp_path: Path) -> None:
@@ -104,12 +108,14 @@ def test_a_complete_store_renders_every_setting_the_seeds_and_the_optional_cells
 
 
 def test_the_machines_line_names_each_device_and_torch_with_its_cells_and_hours() -> None:
-    records = [{"device": "cpu", "versions": {"torch": "2.14.1"}, "seconds": 3600.0},
-               {"device": "cpu", "versions": {"torch": "2.14.1"}, "seconds": 1800.0},
-               {"device": "cuda:0", "versions": {"torch": "2.11.0"}, "seconds": 36.0}]
-    assert reference_run.machines_line(records) == (
+    spec = RunSpec(method="source", dataset="digits", profile="smoke")
+    ran = [{"device": "cpu", "versions": {"torch": "2.14.1"}, "seconds": 3600.0},
+           {"device": "cpu", "versions": {"torch": "2.14.1"}, "seconds": 1800.0},
+           {"device": "cuda:0", "versions": {"torch": "2.11.0"}, "seconds": 36.0},
+           {"device": "cuda", "versions": {"torch": "2.11.0"}, "seconds": 36.0}]
+    records = [Record.from_json({"key": spec.key(), "spec": spec.to_dict(), "mean": {}, **r}) for r in ran]
+    assert reference_run.machines_line(records[:3]) == (
         "Computed on cpu with torch 2.14.1 (2 cells, 1.50 h); cuda with torch 2.11.0 (1 cell, 0.01 h).")
-    records.append({"device": "cuda", "versions": {"torch": "2.11.0"}, "seconds": 36.0})
     assert reference_run.machines_line(records).endswith("cuda with torch 2.11.0 (2 cells, 0.02 h).")
 
 
