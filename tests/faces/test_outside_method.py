@@ -44,7 +44,7 @@ def test_the_template_runs_from_the_cli(package: Path, tmp_path: Path, digits_mo
     assert run.returncode == 0, run.stderr[-2000:]
     (record_file,) = (tmp_path / "results").glob("*.json")
     record = json.loads(record_file.read_text())
-    assert record.spec.method == NAME and 0 <= record.mean.acc <= 100
+    assert record["spec"]["method"] == NAME and 0 <= record["mean"]["acc"] <= 100
 
 
 def _installed_wheel(tmp_path: Path) -> Path:
