@@ -92,11 +92,9 @@ class CellStatus(NamedTuple):
 
 
 def current_config(spec: RunSpec) -> str:
-    """The method's hyperparameters for ``spec`` as the code resolves them now, as the runner
-    records them (``repr`` of the typed config)."""
-    from stamplib import methods
-
-    return repr(methods.resolve_config(spec.method, spec.hyperparameter_setting(), **dict(spec.overrides)))
+    """The method's hyperparameters for ``spec`` as the code resolves them now (the spec's
+    config), as the runner records them (``repr`` of the typed config)."""
+    return repr(spec.config)
 
 
 class ResultsStore:

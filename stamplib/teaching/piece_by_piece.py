@@ -127,7 +127,7 @@ def schedule_text(plan: plans.Plan, records: Mapping[str, Record]) -> str:
     record = records.get(spec.key()) if spec is not None else None
     if record is None or not record.trace:
         return "STAMP's record is missing: compute the cells first."
-    config = methods.resolve_config("stamp", spec.hyperparameter_setting(), **dict(spec.overrides))
+    config = spec.config
     batches = max(len(t.n_passed) for t in record.trace.values())
     end = stamp_cosine_step_size(config.lr, batches, config.period, periodic=True)
     return (f"Here a corruption's stream has {batches} batches (at most as many adaptation steps) and STAMP is reset "
