@@ -197,6 +197,7 @@ class _NoConfig:
 class _NaNOnSecondStream(TTAMethod):
     """Source predictions, but non-finite outputs on the second corruption's stream."""
 
+    config_cls = _NoConfig
     configs = dict.fromkeys(SETTINGS, _NoConfig())
 
     def setup(self) -> None:
@@ -215,6 +216,7 @@ class _NaNOnSecondStream(TTAMethod):
 
 
 class _AlwaysClassZero(TTAMethod):
+    config_cls = _NoConfig
     configs = dict.fromkeys(SETTINGS, _NoConfig())
 
     def step(self, x: torch.Tensor) -> TTAOutput:
