@@ -41,10 +41,14 @@ class RobustBN2d(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.training:
             var, mean = torch.var_mean(x, dim=(0, 2, 3), unbiased=False)
-            mean = (1.0 - self.momentum) * self.running_mean + self.momentum * mean
-            var = (1.0 - self.momentum) * self.running_var + self.momentum * var
-            self.running_mean = mean.detach().clone()
-            self.running_var = var.detach().clone()
+            # (1 − m)·stored + m·batch for both statistics with one operator per list (issue 51):
+            # the same elementwise multiplications and addition, in the same order, as one per statistic.
+            mean, var = torch._foreach_add(torch._foreach_mul([self.running_mean, self.running_var], 1.0 - self.momentum),
+                                           torch._foreach_mul([mean, var], self.momentum))
+            # Stored without a copy: nothing writes the statistics in place (a forward replaces them) and
+            # no backward keeps them (subtraction and the ε addition save no input), so sharing the
+            # graph's storage is safe (tests/blocks/test_robust_bn.py writes them before a backward).
+            self.running_mean, self.running_var = mean.detach(), var.detach()
         else:
             mean, var = self.running_mean, self.running_var
         out = (x - mean.view(1, -1, 1, 1)) / torch.sqrt(var.view(1, -1, 1, 1) + self.eps)

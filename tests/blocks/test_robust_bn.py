@@ -77,3 +77,64 @@ def test_use_robust_bn_swaps_every_bn_and_copies_affine() -> None:
         assert torch.equal(new.weight, old.weight) and new.weight is not old.weight
         assert torch.equal(new.running_mean, old.running_mean) and new.momentum == 0.05 and new.eps == old.eps
 
+
+
+class AuthorsRobustBN(nn.Module):
+    """The official RobustBN2d's arithmetic, statistic by statistic with copies (baselines.md §7):
+    the oracle the layer's one-operator-per-list update must equal bit for bit."""
+
+    def __init__(self, bn: nn.BatchNorm2d, momentum: float) -> None:
+        super().__init__()
+        self.momentum, self.eps = momentum, bn.eps
+        self.source_mean, self.source_var = bn.running_mean.clone(), bn.running_var.clone()
+        self.weight, self.bias = nn.Parameter(bn.weight.detach().clone()), nn.Parameter(bn.bias.detach().clone())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training:
+            b_var, b_mean = torch.var_mean(x, dim=[0, 2, 3], unbiased=False, keepdim=False)
+            mean = (1 - self.momentum) * self.source_mean + self.momentum * b_mean
+            var = (1 - self.momentum) * self.source_var + self.momentum * b_var
+            self.source_mean, self.source_var = mean.detach().clone(), var.detach().clone()
+            mean, var = mean.view(1, -1, 1, 1), var.view(1, -1, 1, 1)
+        else:
+            mean, var = self.source_mean.view(1, -1, 1, 1), self.source_var.view(1, -1, 1, 1)
+        x = (x - mean) / torch.sqrt(var + self.eps)
+        return x * self.weight.view(1, -1, 1, 1) + self.bias.view(1, -1, 1, 1)
+
+
+def test_robust_bn_equals_the_authors_arithmetic_bit_for_bit_in_float32() -> None:
+    """Issue 51 updates both statistics with one operator per list and stores them without a copy;
+    outputs, statistics and every gradient stay those of the official layer, exactly."""
+    ours, theirs = RobustBN2d(source_bn(8), momentum=0.05), AuthorsRobustBN(source_bn(8), momentum=0.05)
+    g = torch.Generator().manual_seed(4)
+    for step in range(3):
+        x = (torch.randn(16, 8, 6, 6, generator=g) * 2 + 0.3).requires_grad_(True)
+        x2 = x.detach().clone().requires_grad_(True)
+        mine, official = ours.train()(x), theirs.train()(x2)
+        assert torch.equal(mine, official)
+        (mine.square().mean() + mine[:, 0].sum()).backward()
+        (official.square().mean() + official[:, 0].sum()).backward()
+        assert torch.equal(x.grad, x2.grad) and torch.equal(ours.weight.grad, theirs.weight.grad)
+        assert torch.equal(ours.bias.grad, theirs.bias.grad)
+        assert torch.equal(ours.running_mean, theirs.source_mean) and torch.equal(ours.running_var, theirs.source_var)
+        assert not ours.running_mean.requires_grad and not ours.running_var.requires_grad
+        with torch.no_grad():
+            assert torch.equal(ours.eval()(x), theirs.eval()(x2)), f"eval forward after train step {step}"
+
+
+def test_robust_bn_statistics_written_before_a_pending_backward_leave_the_gradient_alone() -> None:
+    """The stored statistics share storage with the forward's graph (no copy, issue 51); writing
+    them in place between forward and backward (a reset's state load does) changes neither the
+    gradient nor the written values."""
+    bn = source_bn(4)
+    rbn, again = RobustBN2d(bn, momentum=0.5).train(), RobustBN2d(bn, momentum=0.5).train()
+    x = torch.randn(8, 4, 3, 3, generator=torch.Generator().manual_seed(5), requires_grad=True)
+    x2 = x.detach().clone().requires_grad_(True)
+    out, expected = rbn(x), again(x2)
+    with torch.no_grad():
+        rbn.running_mean.copy_(bn.running_mean)
+        rbn.running_var.copy_(bn.running_var)
+    (out * torch.arange(4.0).view(1, -1, 1, 1)).square().sum().backward()
+    (expected * torch.arange(4.0).view(1, -1, 1, 1)).square().sum().backward()
+    assert torch.equal(x.grad, x2.grad) and torch.equal(rbn.weight.grad, again.weight.grad)
+    assert torch.equal(rbn.running_mean, bn.running_mean) and torch.equal(rbn.running_var, bn.running_var)
