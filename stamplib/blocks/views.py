@@ -193,13 +193,9 @@ def _affine_grid_window(
     return grid.view(theta.shape[0], out_h, out_w, 2)
 
 
-def _blur_kernels(n: int, g: torch.Generator, device, kernel: int = _BLUR_KERNEL) -> torch.Tensor:
-    """Normalised 1-D Gaussian kernels [n, kernel], σ ~ U(0.001, 0.5) per draw (torchvision's rule)."""
-    return _blur_kernels_from(torch.rand(n, generator=g, device=device), kernel)
-
-
 def _blur_kernels_from(raw_sigma: torch.Tensor, kernel: int = _BLUR_KERNEL) -> torch.Tensor:
-    """:func:`_blur_kernels` from the U(0, 1) draws of σ."""
+    """Normalised 1-D Gaussian kernels [n, kernel] from the U(0, 1) draws of σ, one per row:
+    σ ~ U(0.001, 0.5) (torchvision's rule)."""
     sigma = _scaled(raw_sigma, 0.001, 0.5)
     half = (kernel - 1) / 2
     pos = torch.linspace(-half, half, kernel, device=raw_sigma.device)
@@ -280,7 +276,8 @@ class _CottaDraws:
         draw per call, spread over the call's images). Element-wise arithmetic only, so one
         pass over many calls' draws gives each call's numbers (tests/blocks/test_views.py)."""
         def rows(t: torch.Tensor) -> torch.Tensor:
-            return t if repeat == 1 else t.repeat_interleave(repeat, dim=0)
+            # Each row ``repeat`` times in a row: an expanded view copied once, no count to read back.
+            return t if repeat == 1 else t.unsqueeze(1).expand(-1, repeat, *t.shape[1:]).flatten(0, 1)
         d = u.factors.shape[1] * repeat
         view = (d, 1, 1, 1)
         factors = (
