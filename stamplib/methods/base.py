@@ -134,7 +134,9 @@ class BatchReport:
     adds what needs labels: :mod:`stamplib.evaluation.traces`)."""
 
     passed: torch.Tensor | None = None  # bool [B]: the samples its filter let through
-    loss: float | None = None  # the adaptation loss of this batch (None: no update)
+    # The adaptation loss of this batch (None: no update); a 0-dim tensor stays on its device until
+    # the tracer reads it after the batch's own synchronisation, so a step never waits for it.
+    loss: torch.Tensor | float | None = None
     memory_tags: torch.Tensor | None = None  # long [M]: each memory item's tag (:meth:`TTAMethod.sample_tags`)
     memory_labels: torch.Tensor | None = None  # long [M]: the memory's pseudo-labels
     step_size: float | None = None  # the step size (learning rate) of this batch's update
@@ -288,7 +290,7 @@ class TTAMethod:
         :meth:`sample_tags` gave them; ``step_size``: the one this batch's update used (or would
         have, had it adapted). The batch's own tags, if it took some, go with it."""
         assert passed is None or passed.dtype == torch.bool, "passed is a bool mask over the batch"
-        value = None if loss is None else float(loss.detach() if isinstance(loss, torch.Tensor) else loss)
+        value = loss.detach() if isinstance(loss, torch.Tensor) else None if loss is None else float(loss)
         self._report = BatchReport(passed, value, memory_tags, memory_labels, step_size, self._batch_tags)
         self._batch_tags = None
 
