@@ -12,11 +12,15 @@ keeps on the CPU (not capturable, not fused): host scalars on any device, so no 
 CPU run it dispatches nothing and is not counted here: the methods say in a comment where they
 copy (issue 51: one copy per step in OWTTT, RoTTA and SoTTA).
 
+Some blocks take another code path on a GPU than on a CPU (the CoTTA views' masked colour jitter
+and flip, without the index lists whose ``nonzero`` is a sync): ``--gpu-paths`` makes them take
+the GPU's paths on the CPU, so the counts are what a GPU dispatches.
+
 Same worlds as ``gpu_throughput.py`` (synthetic stream, stand-in network at the paper's shapes,
 batch 64); one warm-up step, then ``--steps`` counted steps.
 
 Usage: .venv/bin/python benchmarks/launch_count.py [--methods cotta,stamp] [--steps 2]
-           [--override cotta:view_chunk=32] [--out counts.json]
+           [--override cotta:view_chunk=32] [--gpu-paths] [--out counts.json]
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_throughput import PAPER, SMALL, Synthetic, parse_overrides, split_options  # noqa: E402
 
 from stamplib import methods  # noqa: E402
+from stamplib.blocks import views  # noqa: E402
 
 #: Operators whose result the host must see before it can go on (a sync on CUDA).
 SYNCING = {"_local_scalar_dense", "nonzero", "masked_select", "unique", "_unique2", "repeat_interleave",
@@ -102,8 +107,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=0,
                         help="image side (default: the paper's 32 px); the counts hardly depend on it, the CPU time does")
     parser.add_argument("--override", action="append", default=[], help="method:field=value, repeatable")
+    parser.add_argument("--gpu-paths", action="store_true",
+                        help="blocks take the code paths they take on a GPU (counts of what a GPU dispatches)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
+    if args.gpu_paths:
+        views._gpu_paths = lambda x: True  # the one switch between the views' CPU and GPU paths
     args.batches, args.batch_size, args.bf16, args.channels_last = args.steps + 1, 8 if args.small else 64, False, False
     names = [n for n in args.methods.split(",") if n] or list(methods.TABLE_ORDER)
     overrides = parse_overrides(args.override)
@@ -115,7 +124,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{r['method']:<12} {r['ops_per_step']:9.0f} {r['syncs_per_step']:11.0f} "
               f"{r['optimizer_reads_per_step']:10.0f} {r['device_syncs_per_step']:7.0f}  {', '.join(r['top_ops'])}")
     if args.out:
-        Path(args.out).write_text(json.dumps({"device": args.device, "steps": args.steps, "rows": rows}, indent=1))
+        Path(args.out).write_text(json.dumps({"device": args.device, "steps": args.steps, "gpu_paths": args.gpu_paths,
+                                              "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

@@ -57,6 +57,24 @@ def test_launch_count_counts_operators_and_synchronisations_on_the_cpu(tmp_path:
     assert batched["ops_per_step"] < loop["cotta"]["ops_per_step"] / 1.5
 
 
+def test_launch_count_counts_the_gpu_paths_on_the_cpu(tmp_path: Path) -> None:
+    """``--gpu-paths`` (issue 51): STAMP's views take their masked GPU paths, and a STAMP step
+    then has no device synchronisation, where the CPU's index-list paths have some."""
+    counts = {}
+    for flag in ([], ["--gpu-paths"]):
+        out = tmp_path / f"counts{len(flag)}.json"
+        done = subprocess.run(
+            [sys.executable, "benchmarks/launch_count.py", "--small", "--methods", "stamp", "--steps", "1",
+             *flag, "--out", str(out)],
+            cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
+        assert done.returncode == 0, done.stderr
+        report = json.loads(out.read_text())
+        assert report["gpu_paths"] == bool(flag)
+        [counts[bool(flag)]] = report["rows"]
+    assert counts[False]["device_syncs_per_step"] > 0 and counts[True]["device_syncs_per_step"] == 0
+
+
 def test_gpu_profile_runs_small_on_the_cpu(tmp_path: Path) -> None:
     """benchmarks/gpu_profile.py (issue 51 item 3) on the tiny network: per method a wall time,
     the operators it dispatched and its top host operators; no device kernels on a CPU."""

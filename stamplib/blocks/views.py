@@ -46,6 +46,13 @@ ViewKind = Literal["cotta", "crop_flip"]
 _BLUR_KERNEL = 5  # CoTTA's GaussianBlur(kernel_size=5)
 
 
+def _gpu_paths(x: torch.Tensor) -> bool:
+    """Whether the views take their GPU code paths for ``x`` (masked selection instead of index
+    lists, so no host synchronisation; whole batches instead of cache-sized chunks).
+    ``benchmarks/launch_count.py --gpu-paths`` replaces it to count those paths on a CPU."""
+    return x.device.type == "cuda"
+
+
 def _scaled(raw: torch.Tensor, low: float, high: float) -> torch.Tensor:
     """U(0, 1) draws mapped to U(low, high)."""
     return raw * (high - low) + low
@@ -115,7 +122,7 @@ def _jitter(x: torch.Tensor, factors: tuple[torch.Tensor, ...], order: torch.Ten
         for op in order[0].tolist():
             x = _jitter_op(op, x, factors[op])
         return x
-    if x.device.type == "cuda":
+    if _gpu_paths(x):
         return _jitter_masked(x, factors, order)
     for slot in range(5):
         # Every image has exactly one op in this slot: each op runs on its own images only.
@@ -145,7 +152,7 @@ def _jitter_masked(x: torch.Tensor, factors: tuple[torch.Tensor, ...], order: to
 def _flip_rows(x: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
     """Mirror the images whose ``flip`` [d, 1, 1, 1] is set (d = 1: all or none), in place on a
     CPU (only those images are copied); on a GPU without the host synchronisation of nonzero."""
-    if x.device.type == "cuda":
+    if _gpu_paths(x):
         return torch.where(flip.view(-1, 1, 1, 1), x.flip(-1), x)
     flipped = flip.view(-1).expand(x.shape[0]).nonzero().squeeze(1)
     x.index_copy_(0, flipped, x.index_select(0, flipped).flip(-1))
@@ -341,7 +348,7 @@ def _cotta(
     draws = _CottaDraws.draw(_draws(n, shared), h + 2 * (h // 2), w + 2 * (w // 2), g, x.device)
     noise = torch.randn((n, c, h, w), generator=g, device=x.device)
     out = torch.empty((n, c, h, w), dtype=x.dtype, device=x.device) if out is None else out
-    chunk = n if x.device.type == "cuda" else _CPU_CHUNK
+    chunk = n if _gpu_paths(x) else _CPU_CHUNK
     for start in range(0, n, chunk):
         stop = min(start + chunk, n)
         if copies == 1:
