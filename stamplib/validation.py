@@ -82,14 +82,19 @@ def coerce(what: str, value: Any, hint: Any) -> Any:
             return text.lower() in _TRUE
         raise refused
     if hint in (int, float):
+        number = None
         if is_int(value) or (hint is float and isinstance(value, numbers.Real) and not isinstance(value, bool)):
-            return hint(value)
-        if text is not None:
+            number = hint(value)
+        elif text is not None:
             try:
-                return hint(text)
+                number = hint(text)
             except ValueError:
                 pass
-        raise refused
+        if number is None:
+            raise refused
+        if not math.isfinite(number):  # the one rule from Python too (RunSpec.make, explore), as flags.py's parser
+            raise ValueError(f"{what} takes a finite number, got {value!r}: give a finite value")
+        return number
     if hint is str:
         if text is not None:
             return text

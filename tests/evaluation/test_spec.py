@@ -58,6 +58,15 @@ def test_runspec_refuses_bad_names_and_values(kwargs: dict, match: str) -> None:
         RunSpec(method="tent", **kwargs)
 
 
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan"), "inf", "nan", 1e400])
+def test_a_hyperparameter_that_is_not_finite_is_refused_from_python_too(value: object) -> None:
+    """The command line's rule (stamplib.flags) holds for RunSpec.make and explore, which pass
+    their overrides through the same coercion."""
+    with pytest.raises(ValueError, match="'lr' of 'tent' takes a finite number, got .*: give a finite value"):
+        RunSpec.make("tent", {"lr": value}, profile="smoke")
+    assert RunSpec.make("tent", {"lr": 2e-3}, profile="smoke").config.lr == 2e-3
+
+
 def test_runspec_takes_a_single_corruption_name() -> None:
     # "fog" must not become ('f', 'o', 'g') and then fail as three unknown corruptions.
     assert RunSpec(method="tent", corruptions="fog").corruptions == ("fog",)
