@@ -184,3 +184,23 @@ def test_owttt_alignment_under_tf32_is_the_float32_result() -> None:
         method.reset_buffers()
         losses.append(method.alignment_loss(feats))
     assert torch.isfinite(losses[1]) and torch.equal(losses[0], losses[1])
+
+
+def test_steps_on_cuda_wait_for_the_device_only_where_the_algorithm_branches(tmp_path) -> None:
+    """Issue 51: ``benchmarks/launch_count.py --device cuda`` finds no device synchronisation in
+    a step of STAMP, RoTTA, SoTTA or OWTTT, and one in CoTTA's (whether the anchor asks for the
+    views); the host copies each method names in a comment are not dispatched operators."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path / "counts.json"
+    done = subprocess.run(
+        [sys.executable, "benchmarks/launch_count.py", "--device", "cuda", "--methods", "stamp,rotta,sotta,owttt,cotta",
+         "--steps", "1", "--out", str(out)],
+        cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    device_syncs = {r["method"]: r["device_syncs_per_step"] for r in json.loads(out.read_text())["rows"]}
+    assert device_syncs == {"stamp": 0, "rotta": 0, "sotta": 0, "owttt": 0, "cotta": 1}, device_syncs
