@@ -634,7 +634,8 @@ def cmd_course(args: argparse.Namespace) -> int:
 
 def _claims_parser(sub: Any) -> None:
     p = sub.add_parser("claims", help="the paper's claims (the ledger) judged over seeds: on the built-in benchmark "
-                                      "and the reference run (render: docs/claims.md and figures/claims.png), or on "
+                                      "and the reference run (render: docs/claims.md, figures/claims.png and every page "
+                                      "that quotes them: README.md, docs/reference_run.md, docs/builtin_benchmark.md), or on "
                                       "a store of your own (judge)")
     p.add_argument("action", choices=["render", "judge"],
                    help="render: the page and figure from the committed stores; judge: print every claim's "
@@ -653,8 +654,20 @@ def cmd_claims(args: argparse.Namespace) -> int:
 
     root = paths.repo_root() or Path.cwd()
     if args.action == "render":
-        for path in judged.render(ResultsStore(root / "results" / "builtin_benchmark"),
-                                  ResultsStore(reference.reference_dir()), root):
+        from stamplib.models import source_model_card
+        from stamplib.report import builtin_benchmark, reference_run
+
+        builtin_store = ResultsStore(root / "results" / "builtin_benchmark")
+        reference_store = ResultsStore(reference.reference_dir())
+        written = judged.render(builtin_store, reference_store, root)
+        # Every page that quotes a verdict or a committed record is rewritten with the ledger, so a
+        # commit of new records plus this one command leaves no page stale.
+        written += reference_run.write_pages(reference_store, root)
+        cards = [source_model_card(name) for name in ("cifar10_builtin", "cifar10_builtin_8_2")]
+        written += builtin_benchmark.render(builtin_store, root / "figures", reference_store=reference_store,
+                                            page=root / builtin_benchmark.PAGE, model_cards=cards,
+                                            readme=root / "README.md")
+        for path in written:
             print(f"wrote {path}")
         return 0
     seeds = claims.parse_seeds(args.seeds)

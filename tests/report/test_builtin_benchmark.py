@@ -131,8 +131,8 @@ def test_the_page_shows_exactly_what_the_committed_quick_records_give() -> None:
     cards = [source_model_card(name) for name in ("cifar10_builtin", "cifar10_builtin_8_2")]
     expected = B.block(COMMITTED, REFERENCE, cards)
     assert expected in (REPO / B.PAGE).read_text(), (
-        "docs/builtin_benchmark.md is stale: run `python -m stamplib benchmark render --results "
-        "results/builtin_benchmark --page docs/builtin_benchmark.md`")
+        "docs/builtin_benchmark.md is stale: run `python -m stamplib claims render` (or `benchmark render --results "
+        "results/builtin_benchmark --page docs/builtin_benchmark.md`)")
 
 
 def test_the_committed_quick_records_are_every_cell_and_current() -> None:
