@@ -74,10 +74,7 @@ def optimizer_step_counters(method: Any) -> frozenset[int]:
     """The data pointers of the method's optimisers' ``step`` counters. PyTorch keeps them on the
     CPU unless an optimiser is capturable or fused, so reading one (``_get_value(step)``: Adam's
     bias corrections, once per parameter per-tensor, twice with foreach) never waits for a GPU."""
-    optimizers = [v for v in vars(method).values() if isinstance(v, torch.optim.Optimizer)]
-    optimizers += [o.base_optimizer for o in optimizers if isinstance(getattr(o, "base_optimizer", None),
-                                                                       torch.optim.Optimizer)]
-    return frozenset(state["step"].data_ptr() for o in optimizers for state in o.state.values()
+    return frozenset(state["step"].data_ptr() for o in method.optimizers() for state in o.state.values()
                      if isinstance(state.get("step"), torch.Tensor) and state["step"].device.type == "cpu")
 
 

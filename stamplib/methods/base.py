@@ -318,6 +318,13 @@ class TTAMethod:
             return []
         return [p for group in self.optimizer.param_groups for p in group["params"]]
 
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        """Every optimiser the method holds, and SAM's base optimiser after its wrapper: what a
+        check of the update path (``foreach``) or a count of optimiser state has to look at."""
+        held = [v for v in vars(self).values() if isinstance(v, torch.optim.Optimizer)]
+        return held + [o.base_optimizer for o in held
+                       if isinstance(getattr(o, "base_optimizer", None), torch.optim.Optimizer)]
+
     def _capture(self) -> dict[str, Any]:
         return {
             "model": copy.deepcopy(self.model.state_dict()),

@@ -8,7 +8,6 @@ from __future__ import annotations
 from functools import partial
 
 import pytest
-import torch
 
 from stamplib import methods, models
 from stamplib.methods import contract
@@ -16,16 +15,10 @@ from stamplib.methods import contract
 PROBE = contract.Probe(partial(models.create, "resnet_cifar_tiny"))
 
 
-def optimizers_of(method: methods.TTAMethod) -> list[torch.optim.Optimizer]:
-    found = [v for v in vars(method).values() if isinstance(v, torch.optim.Optimizer)]
-    return found + [o.base_optimizer for o in found if isinstance(getattr(o, "base_optimizer", None),
-                                                                   torch.optim.Optimizer)]
-
-
 @pytest.mark.parametrize("name", methods.TABLE_ORDER)
 def test_optimisers_run_one_operator_per_parameter_list(name: str) -> None:
     method = PROBE.create(name)
-    found = optimizers_of(method)
+    found = method.optimizers()
     assert found or not any(p.requires_grad for p in method.model.parameters()), f"{name}: no optimiser found"
     for optimizer in found:
         if type(optimizer).__name__ == "SAM":
