@@ -335,7 +335,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
         return 0
     from stamplib.models import source_model_card
 
-    cards = [source_model_card(name) for name in ("cifar10_builtin", "cifar10_builtin_8_2")] if args.page else ()
+    cards = [source_model_card(name) for name in builtin_benchmark.SOURCE_MODELS] if args.page else ()
     from stamplib.experiments import reference
 
     for path in builtin_benchmark.render(ResultsStore(context.results), context.figures,
@@ -663,7 +663,7 @@ def cmd_claims(args: argparse.Namespace) -> int:
         # Every page that quotes a verdict or a committed record is rewritten with the ledger, so a
         # commit of new records plus this one command leaves no page stale.
         written += reference_run.write_pages(reference_store, root)
-        cards = [source_model_card(name) for name in ("cifar10_builtin", "cifar10_builtin_8_2")]
+        cards = [source_model_card(name) for name in builtin_benchmark.SOURCE_MODELS]
         written += builtin_benchmark.render(builtin_store, root / "figures", reference_store=reference_store,
                                             page=root / builtin_benchmark.PAGE, model_cards=cards,
                                             readme=root / "README.md")
