@@ -27,6 +27,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from scipy.stats import bootstrap
 
+from stamplib import paths
 from stamplib.evaluation.record import Record
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
@@ -455,7 +456,7 @@ def render(builtin_store: ResultsStore, reference_store: ResultsStore, root: Pat
     first = judge_all(builtin_store, ledger.BUILTIN)
     second = judge_all(reference_store, ledger.REFERENCE)
     path = root / PAGE
-    path.write_text(page(first, second))
+    paths.atomic_write_bytes(path, page(first, second).encode())  # as the pages that quote it are written
     written = save_figure(figure(first, second), FIGURE, root / "figures")
     return [path, *written]
 
