@@ -333,9 +333,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
         for path in builtin_cifar10.build(photographs, checkpoint_dir, out=out):
             print(f"{path.stat().st_size:>10,} B  {path}")
         return 0
-    from stamplib.models import source_model_card
-
-    cards = [source_model_card(name) for name in builtin_benchmark.SOURCE_MODELS] if args.page else ()
+    cards = builtin_benchmark.source_model_cards() if args.page else ()
     from stamplib.experiments import reference
 
     for path in builtin_benchmark.render(ResultsStore(context.results), context.figures,
@@ -654,7 +652,6 @@ def cmd_claims(args: argparse.Namespace) -> int:
 
     root = paths.repo_root() or Path.cwd()
     if args.action == "render":
-        from stamplib.models import source_model_card
         from stamplib.report import builtin_benchmark, reference_run
 
         builtin_store = ResultsStore(root / "results" / "builtin_benchmark")
@@ -663,9 +660,9 @@ def cmd_claims(args: argparse.Namespace) -> int:
         # Every page that quotes a verdict or a committed record is rewritten with the ledger, so a
         # commit of new records plus this one command leaves no page stale.
         written += reference_run.write_pages(reference_store, root)
-        cards = [source_model_card(name) for name in builtin_benchmark.SOURCE_MODELS]
         written += builtin_benchmark.render(builtin_store, root / "figures", reference_store=reference_store,
-                                            page=root / builtin_benchmark.PAGE, model_cards=cards,
+                                            page=root / builtin_benchmark.PAGE,
+                                            model_cards=builtin_benchmark.source_model_cards(),
                                             readme=root / "README.md")
         for path in written:
             print(f"wrote {path}")

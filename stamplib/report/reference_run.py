@@ -222,7 +222,8 @@ def _seeds_line(found: Mapping[str, pd.DataFrame]) -> list[str]:
     if len(complete) < 2:
         return []
     missing = [method_label(m) for m in PAPER_ORDER if m not in complete]
-    return [f"Seeds: in (a) {len(complete)} of the paper's ten methods have {seeds.seeds_text(reference.SPREAD_SEEDS)} "
+    how_many = "all ten of the paper's methods" if not missing else f"{len(complete)} of the paper's ten methods"
+    return [f"Seeds: in (a) {how_many} have {seeds.seeds_text(reference.SPREAD_SEEDS)} "
             f"(`python -m stamplib reference compute --cells seeds`)"
             + (f"; {', '.join(missing)} seed 0 only so far" if missing else "")
             + ". Ours is the mean over the seeds stored, with the smallest and largest seed's value in brackets "

@@ -67,12 +67,13 @@ class Spread:
 
     def text(self, digits: int = 1) -> str:
         """``63.7`` from one seed, ``65.0 (59.6–71.7)`` (mean, then min–max) from several; ``—``
-        from none."""
+        from none. A negative bound reads ``-8.6 (-13.2 to -0.5)``: a dash beside a minus misleads."""
         if not self.seeds:
             return "—"
         if len(self.seeds) == 1:
             return f"{self.mean:.{digits}f}"
-        return f"{self.mean:.{digits}f} ({self.low:.{digits}f}–{self.high:.{digits}f})"
+        between = " to " if self.low < 0 else "–"
+        return f"{self.mean:.{digits}f} ({self.low:.{digits}f}{between}{self.high:.{digits}f})"
 
 
 def paired(*values: BySeed) -> tuple[int, ...]:

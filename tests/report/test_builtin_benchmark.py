@@ -126,10 +126,7 @@ COMMITTED = ResultsStore(REPO / "results" / "builtin_benchmark")
 
 
 def test_the_page_shows_exactly_what_the_committed_quick_records_give() -> None:
-    from stamplib.models import source_model_card
-
-    cards = [source_model_card(name) for name in B.SOURCE_MODELS]
-    expected = B.block(COMMITTED, REFERENCE, cards)
+    expected = B.block(COMMITTED, REFERENCE, B.source_model_cards())
     assert expected in (REPO / B.PAGE).read_text(), (
         "docs/builtin_benchmark.md is stale: run `python -m stamplib claims render` (or `benchmark render --results "
         "results/builtin_benchmark --page docs/builtin_benchmark.md`)")

@@ -95,7 +95,7 @@ def test_a_complete_store_renders_every_setting_the_seeds_and_the_optional_cells
     assert "| Each row of the ablation adds to the one before it (H rises down Table 5) | Table 5 | **1 of 3 seeds" \
         in block  # the optional cells hold seed 0 of the ablation; the rest is named as missing
     assert "missing: STAMP entropy min. seeds 1 and 2" in block
-    assert "Seeds: in (a) 10 of the paper's ten methods have seeds 0–2" in block
+    assert "Seeds: in (a) all ten of the paper's methods have seeds 0–2" in block
     assert "*(a) over all 15 corruptions*" in details and "| K=1 |" in details and "| S.A.+D.S.+RBM |" in details
     assert "(no record yet)" not in details
     assert "*The realistic online protocol in (a)" in details and "best H under the paper's protocol STAMP" in details

@@ -19,6 +19,7 @@ def test_a_spread_is_the_mean_with_the_smallest_and_largest_seed() -> None:
     spread = seeds.Spread.of({0: 63.7, 1: 59.6, 2: 71.7, 3: math.nan})
     assert spread.seeds == (0, 1, 2) and spread.text() == "65.0 (59.6–71.7)"
     assert seeds.Spread.of({0: 63.71}).text() == "63.7"  # one seed: its number alone
+    assert seeds.Spread.of({0: -13.2, 1: -0.5, 2: -12.1}).text() == "-8.6 (-13.2 to -0.5)"
     assert seeds.Spread.of({}).text() == "—"
     assert [seeds.seeds_text(s) for s in ((0,), (0, 1, 2), (0, 2), (0, 1), (1, 3, 4))] == [
         "seed 0", "seeds 0–2", "seeds 0 and 2", "seeds 0 and 1", "seeds 1, 3 and 4"]
