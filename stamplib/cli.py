@@ -333,7 +333,9 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
         for path in builtin_cifar10.build(photographs, checkpoint_dir, out=out):
             print(f"{path.stat().st_size:>10,} B  {path}")
         return 0
-    cards = builtin_benchmark.source_model_cards() if args.page else ()
+    from stamplib.models import source_model_cards
+
+    cards = source_model_cards(builtin_benchmark.SOURCE_MODELS) if args.page else ()
     from stamplib.experiments import reference
 
     for path in builtin_benchmark.render(ResultsStore(context.results), context.figures,
@@ -652,6 +654,7 @@ def cmd_claims(args: argparse.Namespace) -> int:
 
     root = paths.repo_root() or Path.cwd()
     if args.action == "render":
+        from stamplib.models import source_model_cards
         from stamplib.report import builtin_benchmark, reference_run
 
         builtin_store = ResultsStore(root / "results" / "builtin_benchmark")
@@ -662,7 +665,7 @@ def cmd_claims(args: argparse.Namespace) -> int:
         written += reference_run.write_pages(reference_store, root)
         written += builtin_benchmark.render(builtin_store, root / "figures", reference_store=reference_store,
                                             page=root / builtin_benchmark.PAGE,
-                                            model_cards=builtin_benchmark.source_model_cards(),
+                                            model_cards=source_model_cards(builtin_benchmark.SOURCE_MODELS),
                                             readme=root / "README.md")
         for path in written:
             print(f"wrote {path}")

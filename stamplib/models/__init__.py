@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from torch import nn
 
 from stamplib import data
@@ -49,6 +51,11 @@ def source_model_card(dataset: str) -> dict[str, object]:
     }
 
 
+def source_model_cards(datasets: Sequence[str]) -> list[dict[str, object]]:
+    """:func:`source_model_card` of each of ``datasets``, in that order."""
+    return [source_model_card(name) for name in datasets]
+
+
 def source_model(dataset: str, progress: bool = True) -> nn.Module:
     """The source network of an ID data set (its registry entry names architecture and
     weights), in eval mode on the CPU."""
@@ -78,6 +85,7 @@ __all__ = [
     "resnet_cifar_tiny",
     "source_model",
     "source_model_card",
+    "source_model_cards",
     "train_source",
     "train_source_for",
 ]

@@ -49,14 +49,6 @@ PAGE = Path("docs") / "builtin_benchmark.md"
 SOURCE_MODELS = ("cifar10_builtin", "cifar10_builtin_8_2")
 
 
-def source_model_cards() -> list[dict[str, object]]:
-    """:func:`stamplib.models.source_model_card` of each of :data:`SOURCE_MODELS`, in that order
-    (the model zoo is imported here: only a page that names the networks needs it)."""
-    from stamplib.models import source_model_card
-
-    return [source_model_card(name) for name in SOURCE_MODELS]
-
-
 #: The columns a setting's table keeps per metric: ours (the mean over seeds), the paper's, and
 #: the spread over seeds (min, max, and the value under each seed).
 _KINDS = ("ours", "paper", "min", "max", "seeds")
