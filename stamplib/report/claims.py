@@ -107,11 +107,11 @@ class Verdict:
         spread = self.difference()
         if not spread.seeds:
             return "—"
-        text = _signed(spread.mean)
+        text = seeds.signed(spread.mean, 1)
         if len(spread.seeds) > 1:
-            text += f" ({_signed(spread.low)} to {_signed(spread.high)})"
+            text += f" ({seeds.signed(spread.low, 1)} to {seeds.signed(spread.high, 1)})"
         if self.interval is not None:
-            text += f", 95 % CI {_signed(self.interval[0])} to {_signed(self.interval[1])}"
+            text += f", 95 % CI {seeds.signed(self.interval[0], 1)} to {seeds.signed(self.interval[1], 1)}"
         return text
 
     def missing_text(self) -> str:
@@ -124,10 +124,6 @@ class Verdict:
             (missed,) = shared
             return f"all {len(by_arm)} rows compared, {seeds.seeds_text(missed)} ({len(self.missing)} cells)"
         return "; ".join(f"{arm_label(a)} {seeds.seeds_text(s)}" for a, s in by_arm.items())
-
-
-def _signed(value: float) -> str:
-    return f"{round(value, 1) + 0.0:+.1f}"
 
 
 # ------------------------------------------------------------------------------- judging

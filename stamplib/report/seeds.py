@@ -252,11 +252,13 @@ def tau_text(by_seed: BySeed) -> str:
     found = present(by_seed)
     if not found:
         return "—"
-    texts = [_signed(v) for v in found.values()]
+    texts = [signed(v, 2) for v in found.values()]
     if len(texts) == 1:
         return texts[0]
-    return " / ".join(texts) + f" (range {_signed(min(found.values()))} to {_signed(max(found.values()))})"
+    return " / ".join(texts) + f" (range {signed(min(found.values()), 2)} to {signed(max(found.values()), 2)})"
 
 
-def _signed(v: float) -> str:
-    return f"{round(v, 2) + 0.0:+.2f}"
+def signed(value: float, digits: int) -> str:
+    """``+1.25`` or ``-0.50``, always with a sign; a value that rounds to zero reads ``+0.00``, not
+    ``-0.00``."""
+    return f"{round(value, digits) + 0.0:+.{digits}f}"

@@ -73,6 +73,11 @@ def test_kendalls_tau_per_seed_with_its_range() -> None:
     assert seeds.tau_text(tau) == "+1.00 / -1.00 (range -1.00 to +1.00)" and seeds.tau_text({0: 0.26}) == "+0.26"
 
 
+def test_a_signed_number_always_has_its_sign_and_a_rounded_zero_is_never_negative() -> None:
+    assert [seeds.signed(v, 1) for v in (1.25, -0.5, -0.04, 0.0)] == ["+1.2", "-0.5", "+0.0", "+0.0"]
+    assert seeds.signed(-0.004, 2) == "+0.00" and seeds.signed(2.0, 2) == "+2.00"
+
+
 def test_table_values_read_a_tables_seeds_or_its_one_number() -> None:
     table = pd.DataFrame({"method": ["stamp", "tent"], "H ours": [65.0, 60.0],
                           "H seeds": [{0: 63.7, 1: 59.6, 2: 71.7}, {0: 60.0, 1: math.nan}]})
