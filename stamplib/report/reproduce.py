@@ -464,8 +464,8 @@ def _reference_ranking(table: pd.DataFrame) -> pd.DataFrame | None:
 
 
 def _tau_text(tau: float) -> str:
-    # a typographic minus, as in the Δ columns of the other scales; + 0.0 turns −0.00 into +0.00
-    return "—" if np.isnan(tau) else f"{round(tau, 2) + 0.0:+.2f}".replace("-", "−")
+    # a typographic minus, as in the Δ columns of the other scales
+    return "—" if np.isnan(tau) else seeds.signed(tau, 2).replace("-", "−")
 
 
 def _taus_text(per_seed: seeds.BySeed, tau: float) -> str:
