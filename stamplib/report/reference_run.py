@@ -14,7 +14,7 @@ paper prints every corruption, so its column there is the mean over the same thr
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -261,6 +261,15 @@ def _rank_line(found: Mapping[str, pd.DataFrame]) -> list[str]:
             "all ten have, with its range): " + ", ".join(parts) + ".", ""]
 
 
+def _missing_cells_sentence(verdicts: Sequence[claims_page.Verdict]) -> str:
+    """How to compute the claims' missing cells, only while some claim has any (once every claim is
+    decided the README should not point at work that is not there)."""
+    if not any(v.missing for v in verdicts):
+        return ""
+    return (" The missing cells: `python -m stamplib reference compute --cells claims`, the claim cheapest "
+            "to complete first:")
+
+
 def readme_block(store: ResultsStore) -> str:
     """The README's reference-run section (between :data:`BEGIN` and :data:`END`): the headline
     figure and table, the paper's claims and STAMP's seed spread; the rest is :func:`details_page`."""
@@ -276,9 +285,8 @@ def readme_block(store: ResultsStore) -> str:
     lines += [f"**The paper's claims, checked on real images** (the ledger's claims that CIFAR-10 can test, over "
               f"{seeds.seeds_text(claims.REFERENCE.seeds)}; both benchmarks side by side and the claims that need "
               "other data: [`docs/claims.md`](docs/claims.md)). Verdicts are " + claims_page.RULE
-              + f"; a single seed's reading calls a margin under {seeds.ONE_SEED_MARGIN} pt a tie. The missing "
-              "cells: `python -m stamplib reference compute --cells claims`, the claim cheapest to complete first:",
-              ""]
+              + f"; a single seed's reading calls a margin under {seeds.ONE_SEED_MARGIN} pt a tie."
+              + _missing_cells_sentence(verdicts), ""]
     lines += [claims_page.readme_table(verdicts), ""]
     lines += _seed_line(store)
     lines += [END]

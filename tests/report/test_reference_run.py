@@ -5,6 +5,7 @@ tests/report/test_claims.py)."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -134,3 +135,10 @@ def test_no_committed_record_was_made_under_other_hyperparameters() -> None:
         if "spec" in record and record.get("config") != current_config(RunSpec.from_dict(record["spec"])):
             stale.append(path.name)
     assert not stale, f"stale records (recompute them with `python -m stamplib reference compute`): {stale}"
+
+
+def test_the_readme_points_at_the_claims_compute_only_while_a_claim_misses_cells() -> None:
+    decided = [SimpleNamespace(missing=()), SimpleNamespace(missing=())]
+    waiting = [SimpleNamespace(missing=()), SimpleNamespace(missing=(("CoTTA (b)", 1),))]
+    assert reference_run._missing_cells_sentence(decided) == ""
+    assert "reference compute --cells claims" in reference_run._missing_cells_sentence(waiting)
