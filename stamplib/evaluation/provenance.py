@@ -90,6 +90,34 @@ def own_command() -> str:
     return shlex.join([Path(sys.executable).name, *sys.argv])
 
 
+#: The vector extensions that change which kernels PyTorch runs on a CPU (and so, for some
+#: methods, the last bits of a record): named in a record so that a reader can tell two CPU
+#: kinds' records apart.
+VECTOR_EXTENSIONS = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
+                     "amx_tile", "amx_bf16", "sve", "neon", "asimd")
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_state() -> dict[str, Any]:
+    """The CPU a record was computed on: its model name and the vector extensions it has (of
+    :data:`VECTOR_EXTENSIONS`), read from /proc/cpuinfo where there is one."""
+    import platform
+
+    model, flags = platform.processor() or platform.machine(), set()
+    try:
+        text = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        text = ""
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        name = name.strip().lower()
+        if name in ("model name", "cpu model") and value.strip():
+            model = value.strip()
+        elif name in ("flags", "features") and not flags:
+            flags = set(value.split())
+    return {"model": model, "extensions": [e for e in VECTOR_EXTENSIONS if e in flags]}
+
+
 def provenance(dataset: str, data_root: str | os.PathLike | None, command: str, layout: str) -> dict[str, Any]:
     """A record's provenance: ``command`` is the one the run context carries (the command a
     person typed, handed to grid workers and notebook kernels); "" names this process's own.
@@ -102,6 +130,7 @@ def provenance(dataset: str, data_root: str | os.PathLike | None, command: str, 
         "command": command or own_command(),
         "tf32": tf32_state(),
         "layout": layout,
+        "cpu": cpu_state(),
     }
 
 

@@ -295,15 +295,16 @@ class Provenance:
     command: str
     tf32: Mapping[str, bool] | None = None
     layout: str | None = None
+    cpu: Mapping[str, Any] | None = None  # model and vector extensions; None in records from before
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Provenance:
         return cls(Checkpoint.from_json(d["checkpoint"]), d["data"], d["git"], d["command"], d.get("tf32"),
-                   d.get("layout"))
+                   d.get("layout"), d.get("cpu"))
 
     def to_json(self) -> dict[str, Any]:
         return {"checkpoint": self.checkpoint.to_json(), "data": dict(self.data), "git": dict(self.git),
-                "command": self.command, **_present({"tf32": self.tf32, "layout": self.layout})}
+                "command": self.command, **_present({"tf32": self.tf32, "layout": self.layout, "cpu": self.cpu})}
 
 
 @dataclass(frozen=True)

@@ -237,7 +237,7 @@ LEADS = {"a": "a_best_h", "b": "b_best_h", "c": "c_best_acc"}
 def lead_verdicts(store: ResultsStore) -> dict[str, Verdict]:
     """The ledger's verdicts of STAMP's leads per setting on the built-in benchmark's seeds."""
     chosen = [claims.BY_KEY[key] for key in LEADS.values()]
-    judged = dict(zip(LEADS, judge_all(store, claims.BUILTIN, chosen)))
+    judged = dict(zip(LEADS, judge_all(store, claims.BUILTIN_QUICK, chosen)))
     return {letter: v for letter, v in judged.items() if v.decision.answer != seeds.PENDING}
 
 
@@ -297,7 +297,7 @@ def block(store: ResultsStore, reference_store: ResultsStore, model_cards: Seque
                   to_markdown(agree), ""]
     leads = verdicts(ours, lead_verdicts(store))
     if leads:
-        lines += [f"Does STAMP lead the paper's ten? The ledger's verdicts over {seeds.seeds_text(claims.BUILTIN.seeds)} "
+        lines += [f"Does STAMP lead the paper's ten? The ledger's verdicts over {seeds.seeds_text(claims.BUILTIN_QUICK.seeds)} "
                   f"(`{claims_page.PAGE_COMMAND}`; every other claim of the paper: [`docs/claims.md`](claims.md)), "
                   + claims_page.RULE + ":", ""] + leads
     lines += ["", END]
@@ -331,7 +331,7 @@ def summary(ours: Mapping[str, pd.DataFrame], leads: Mapping[str, Verdict]) -> s
     text = f"Among the paper's ten methods, STAMP ranks {listed}{over}."
     if answers:
         text += (f" Does it beat the best other method under every seed (the same stream)? Over "
-                 f"{seeds.seeds_text(claims.BUILTIN.seeds)} (the ledger, [`docs/claims.md`](docs/claims.md)): by "
+                 f"{seeds.seeds_text(claims.BUILTIN_QUICK.seeds)} (the ledger, [`docs/claims.md`](docs/claims.md)): by "
                  + ", by ".join(answers) + ".")
     return f"{SUMMARY_BEGIN}\n{text}\n{SUMMARY_END}"
 

@@ -449,7 +449,7 @@ def render(builtin_store: ResultsStore, reference_store: ResultsStore, root: Pat
     """Write ``docs/claims.md`` and ``figures/claims.png`` under ``root`` (the checkout)."""
     from stamplib.report.figures import save_figure
 
-    first = judge_all(builtin_store, ledger.BUILTIN)
+    first = judge_all(builtin_store, ledger.BUILTIN_QUICK)
     second = judge_all(reference_store, ledger.REFERENCE)
     path = root / PAGE
     paths.atomic_write_bytes(path, page(first, second).encode())  # as the pages that quote it are written

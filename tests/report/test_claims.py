@@ -107,16 +107,13 @@ def test_every_part_must_hold_and_a_part_failing_under_all_its_seeds_decides_no(
     assert everything.answer == "within the seed spread" and everything.margins[1] == -1.0
 
 
-def test_the_steadiness_and_the_smaller_drop_of_table_6() -> None:
-    steady, least = C.BY_KEY["ratio_steady"], C.BY_KEY["ratio_drops_least"]
+def test_the_steadiness_of_table_6() -> None:
+    steady = C.BY_KEY["ratio_steady"]
     values = {}
-    for arm in {*steady.arms, *least.arms}:
+    for arm in steady.arms:
         share = float(arm.variant.removeprefix("ratio="))
-        loss = 2.0 if arm.method == "stamp" else 10.0  # STAMP loses 2 points from 5 % to 50 %, the others 10
-        values[arm] = {0: 80.0 - loss * share / 0.5}
+        values[arm] = {0: 80.0 - 2.0 * share / 0.5}  # STAMP loses 2 points from 5 % to 50 %
     assert J.judge(steady, BENCH, _records(values)).answer == "1 of 3 seeds (seed 0: yes)"
-    verdict = J.judge(least, BENCH, _records(values))
-    assert verdict.answer == "1 of 3 seeds (seed 0: yes)" and verdict.margins[0] == pytest.approx(7.2)
     values[C.Arm(plans.RATIOS.notebook, "stamp", "ratio=0.05", "cifar100_c", "svhn", C._RATIO_METHODS)] = {0: 60.0}
     assert J.judge(steady, BENCH, _records(values)).verdict == "no"
 
@@ -162,7 +159,7 @@ def test_the_ledger_plans_its_cells_on_every_benchmark_cheapest_claim_first(tmp_
 
 def test_the_claims_page_and_figure_are_what_the_committed_records_give(tmp_path: Path) -> None:
     builtin, reference = ResultsStore(REPO / "results" / "builtin_benchmark"), ResultsStore(REPO / "results" / "reference")
-    first, second = J.judge_all(builtin, C.BUILTIN), J.judge_all(reference, C.REFERENCE)
+    first, second = J.judge_all(builtin, C.BUILTIN_QUICK), J.judge_all(reference, C.REFERENCE)
     assert (REPO / J.PAGE).read_text() == J.page(first, second), \
         f"docs/claims.md is stale: run `{J.PAGE_COMMAND}`"
     (tmp_path / "docs").mkdir()
