@@ -16,6 +16,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 import torch
+from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 from torch import nn
 
 from stamplib.blocks.bn import BatchStatsNorm2d
@@ -373,18 +374,23 @@ def known_class_images(stream: Stream, count: int = 256) -> torch.Tensor:
 def plot_batch_norm_shift(frame: pd.DataFrame) -> plt.Figure:
     """Per BatchNorm layer (in network order): the standardised mean shift and the variance
     ratio of its input, one line per stream (clean, each corruption)."""
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.4))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
     for stream, rows in frame.groupby("stream", sort=False):
         style = {"color": "black", "linestyle": "--"} if stream == "clean" else {}
         axes[0].plot(rows["layer"], rows["mean_shift"], marker="o", label=stream.replace("_", " "), **style)
         axes[1].plot(rows["layer"], rows["variance_ratio"], marker="o", label=stream.replace("_", " "), **style)
     axes[0].set(xlabel="BatchNorm layer (input → output)", ylabel="|μ_batch − μ_source| / σ_source",
-                title="mean of the layer's input, against training")
-    axes[1].set(xlabel="BatchNorm layer (input → output)", ylabel="σ²_batch / σ²_source", yscale="log",
-                title="variance of the layer's input, against training")
+                title="input mean, against training")
+    axes[1].set(xlabel="BatchNorm layer (input → output)", ylabel="σ²_batch / σ²_source (log scale)", yscale="log",
+                title="input variance, against training")
+    # one set of labels on the log axis: plain numbers at the major ticks, none at the minor ones
+    # (matplotlib labels both when the range spans less than a decade, and they collide)
+    axes[1].yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axes[1].yaxis.set_major_formatter(FormatStrFormatter("%g"))
+    axes[1].yaxis.set_minor_formatter(NullFormatter())
     axes[1].axhline(1.0, color="grey", linewidth=0.8)
     axes[1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, title="images")
-    fig.tight_layout()
+    fig.tight_layout(w_pad=2.0)
     return fig
 
 
@@ -451,7 +457,7 @@ def plot_long_stream(frame: pd.DataFrame, streams: tuple[str, ...] = (LONG_STREA
     corruptions = list(dict.fromkeys(frame["corruption"])) if not frame.empty else []
     for ax in axes:
         ax.set_xticks(range(1, len(corruptions) + 1), [c.replace("_", " ") for c in corruptions], rotation=60,
-                      ha="right", fontsize=8)
+                      ha="right", fontsize=9)
     axes[0].set(ylabel="ACC (%)", title="known-class accuracy along the stream")
     axes[1].set(ylabel="% of known-class predictions", title="the most predicted class's share")
     axes[1].axhline(10.0, color="grey", linewidth=0.8)

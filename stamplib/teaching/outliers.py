@@ -25,6 +25,7 @@ from stamplib.experiments.course import LONG_STREAM, LONG_STREAM_CLOSED, OUTLIER
 from stamplib.experiments.plans import Plan
 from stamplib.report.frames import plan_frame
 from stamplib.report.paper import method_label
+from stamplib.teaching.adapting import COLLAPSED_SHARE
 from stamplib.teaching.exercises import (
     StudentRaised,
     Trial,
@@ -300,8 +301,8 @@ def plot_scores(plan: Plan, records: Mapping[str, Record], results: str | Path,
             ax.hist(out.ood_score[~outlier], bins=bins, density=True, alpha=0.6, label="known classes")
             ax.hist(out.ood_score[outlier], bins=bins, density=True, alpha=0.6, label="outliers")
             auc = record.per_corruption[corruption].auroc
-            ax.set_title(f"{method_label(method)}, {corruption.replace('_', ' ')}: AUROC {auc:.1f}", fontsize=9)
-            ax.tick_params(axis="y", labelsize=7)
+            ax.set_title(f"{method_label(method)}, {corruption.replace('_', ' ')}: AUROC {auc:.1f}", fontsize=10)
+            ax.tick_params(labelsize=9)
         row[0].set_ylabel("density")
         first = outputs[corruptions[0]]
         fpr, tpr, _ = roc_curve(first.label < 0, first.ood_score)
@@ -309,10 +310,12 @@ def plot_scores(plan: Plan, records: Mapping[str, Record], results: str | Path,
         row[-1].plot([0, 100], [0, 100], color="grey", linewidth=0.8, linestyle="--")
         row[-1].set(title=f"ROC, {corruptions[0].replace('_', ' ')}",
                     xlabel="FPR: known classes flagged (%)", ylabel="TPR: outliers flagged (%)")
-        row[-1].title.set_fontsize(9)
+        row[-1].title.set_fontsize(10)
     for ax in axes[-1][:-1]:
         ax.set_xlabel("OOD score (entropy, nats)")
-    axes[0][0].legend(fontsize=7)
+    # one legend for the figure, above it: inside an axis it would cover bars
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False, fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -326,15 +329,19 @@ def plot_h_plane(frame: pd.DataFrame) -> plt.Figure:
     acc, auc = np.meshgrid(grid, grid)
     contours = ax.contour(acc, auc, 2 * acc * auc / (acc + auc), levels=range(10, 100, 10), colors="grey",
                           linewidths=0.6)
-    ax.clabel(contours, fmt="H=%d", fontsize=7)
+    ax.clabel(contours, fmt="H=%d", fontsize=8)
     colours = method_colours(rows["Method"])
-    # a legend, not labels beside the points: methods with close scores (BN Stats and EATA) overlap
-    for _, r in rows.sort_values("h", ascending=False).iterrows():
-        ax.scatter(r["acc"], r["auroc"], color=colours[r["Method"]], s=50, zorder=3, edgecolor="black",
-                   linewidth=0.5, label=f"{r['Method']} (H {r['h']:.1f})")
+    # a legend, not labels beside the points; methods with close scores (BN Stats and EATA) land on one
+    # spot, so each has its own marker and the first drawn is the largest: every point stays visible
+    ordered = rows.sort_values("h", ascending=False).reset_index(drop=True)
+    markers = "oDs^vP*Xh<>p"
+    for i, r in ordered.iterrows():
+        ax.scatter(r["acc"], r["auroc"], color=colours[r["Method"]], s=max(40, 260 - 25 * i), zorder=3 + i,
+                   edgecolor="black", linewidth=0.7, marker=markers[i % len(markers)],
+                   label=f"{r['Method']} (H {r['h']:.1f})")
     ax.set(xlabel="ACC (%)", ylabel="AUROC (%)", xlim=(0, 100), ylim=(0, 100),
            title="Each method's ACC and AUROC, over lines of equal H")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=8, title="by H")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=9, title="by H", markerscale=0.7)
     fig.tight_layout()
     return fig
 
@@ -354,6 +361,12 @@ def h_plane_text(plan: Plan, records: Mapping[str, Record]) -> str:
            f"({means.iloc[0]:.1f})"
     if "stamp" not in h.index or "bn_stats" not in h.index:
         return text + "."
+    shown = means.round(1)
+    ties = [(a, b) for a, b in zip(means.index[:-1], means.index[1:]) if shown[a] == shown[b]]
+    if ties:
+        text += "; " + "; ".join(f"{method_label(a)} and {method_label(b)} tie at {shown[a]:.1f} to one decimal "
+                                 f"({means[a]:.2f} and {means[b]:.2f}: the figure draws the first larger, so both "
+                                 "show)" for a, b in ties)
     stamp, bn = h.loc["stamp"], h.loc["bn_stats"]
     stream_order = next(r.corruptions for c in plan.cells if (r := records.get(c.spec.key())) is not None)
     corruptions = [c for c in stream_order if c in h.columns]
@@ -417,12 +430,12 @@ def plot_long_stream_scores(frame: pd.DataFrame) -> plt.Figure:
         ax.axvline(start - 0.5, color="0.6", linewidth=0.8)
     # each corruption's name under the middle of its batches, as the x axis' labels
     ax.set_xticks(list((spans["min"] + spans["max"]) / 2) if not spans.empty else [],
-                  [c.replace("_", " ") for c in spans.index], rotation=45, ha="right", fontsize=8)
+                  [c.replace("_", " ") for c in spans.index], rotation=45, ha="right", fontsize=9)
     lengths = set(spans["max"] - spans["min"] + 1) if not spans.empty else set()
     each = f"; {lengths.pop()} batches each" if len(lengths) == 1 else ""
     ax.set(xlabel=f"the long stream's corruptions in turn (a grey line where one begins{each})",
            ylabel="mean OOD score (entropy, nats)", title="The OOD score along the long stream")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -447,8 +460,13 @@ def long_stream_text(frame: pd.DataFrame, shares: pd.DataFrame) -> str:
             f"and the most predicted class takes {100 * last['top_class_share']:.0f} % of the known-class "
             f"predictions. Without outliers (dashed) that share stays at {100 * closed['top_class_share'].min():.0f}–"
             f"{closed_top:.0f} %")
+    # the same words as lesson 14's verdict on this stream (adapting.drift_verdict): "collapses" only
+    # where one class takes half the predictions or more
     if 100 * last["top_class_share"] > closed_top + 5:
-        return text + ": the outliers are what the entropy minimisation collapses onto."
+        if last["top_class_share"] >= COLLAPSED_SHARE:
+            return text + ": with outliers, the entropy minimisation collapses onto one class."
+        return (text + ": the outliers pull the entropy minimisation towards one class (it drifts, without "
+                f"collapsing: no class takes {100 * COLLAPSED_SHARE:.0f} % of the predictions).")
     return text + "."
 
 
@@ -503,12 +521,11 @@ def plot_filters(frame: pd.DataFrame) -> plt.Figure:
             ax.scatter(100 * mine["recall"], 100 * mine["precision"], s=8, alpha=0.35, color=colours[method])
             ax.scatter(100 * mine["recall"].mean(), 100 * mine["precision"].mean(), s=70, color=colours[method],
                        edgecolor="black", zorder=3)
-        # precision is undefined where nothing passed: such a method has no point here, so say so
+        # precision is undefined where nothing passed: such a method has no point here, so the title
+        # says so (a note inside the axis would cover points)
         empty = [m for m, mine in rows.groupby("Method", sort=False) if not mine["passed"].any()]
-        if empty:
-            ax.text(0.03, 0.03, f"no sample passed: {', '.join(empty)}", transform=ax.transAxes, fontsize=8,
-                    va="bottom")
-        ax.set(title=corruption.replace("_", " "), xlabel="recall: known-class samples kept (%)", xlim=(-3, 103))
+        title = corruption.replace("_", " ") + (f"\n(no sample passed: {', '.join(empty)})" if empty else "")
+        ax.set(title=title, xlabel="recall: known-class samples kept (%)", xlim=(-3, 103))
     axes[0][0].set_ylabel("precision (%): known-class\nshare of what passed")
     if corruptions:
         handles = [plt.Line2D([], [], marker="o", linestyle="", markersize=8, color=colours[m], markeredgecolor="black",

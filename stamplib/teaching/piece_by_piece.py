@@ -84,6 +84,8 @@ OFF_PATH = tuple(Step(name, adds, variant, row) for name, adds, variant, row in 
      *_row(True, True, False, True)),
     ("STAMP with one view", "Fig. 4 (notebook 09): no augmentation averaging (K = 1)", SINGLE_VIEW, 0),
 ))
+#: What the paper's columns show for a step that is not a row of Table 5 (Tent).
+NOT_IN_TABLE5 = "— (not in Table 5)"
 #: The paper's Table 5 cell (CIFAR100-C with SVHN-C outliers).
 TABLE5_CELL = ("cifar100_c", "svhn")
 
@@ -114,10 +116,14 @@ def path_table(plan: plans.Plan, records: Mapping[str, Record], stores: Sequence
         for corruption in specs[step.variant].corruptions:  # in stream order
             if corruption in per_corruption:
                 row[f"H {corruption.replace('_', ' ')}"] = per_corruption[corruption]
-        row["H over seeds"] = seed_spread(specs[step.variant], stores).text()
+        spread = seed_spread(specs[step.variant], stores)
+        row["H over seeds"] = spread.text()
+        row["H lowest seed"], row["H highest seed"] = spread.low, spread.high
         for metric in ("acc", "auroc", "h"):
             value = paper_value("5", *TABLE5_CELL, "stamp", metric, variant=step.variant) if step.table5_row else None
-            row[f"paper {metric.upper()}"] = math.nan if value is None else value
+            # Tent is not a row of Table 5: say so rather than show NaN
+            row[f"paper {metric.upper()}"] = NOT_IN_TABLE5 if not step.table5_row else math.nan if value is None \
+                else value
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -131,20 +137,23 @@ def schedule_text(plan: plans.Plan, records: Mapping[str, Record]) -> str:
         return "STAMP's record is missing: compute the cells first."
     config = spec.config
     batches = max(len(t.n_passed) for t in record.trace.values())
-    end = stamp_cosine_step_size(config.lr, batches, config.period, periodic=True)
+    # the last step of a corruption's stream is step batches − 1 (steps count from 0): its step size
+    # is the lowest the stream uses
+    end = stamp_cosine_step_size(config.lr, batches - 1, config.period, periodic=True)
     return (f"Here a corruption's stream has {batches} batches (at most as many adaptation steps) and STAMP is reset "
-            f"before the next, while the "
-            f"period is T = {config.period} adaptation steps: the step size only falls from {config.lr:g} to "
-            f"{end:.3g} ({100 * end / config.lr:.0f} % of it) before each reset.")
+            f"before the next, while the period is T = {config.period} adaptation steps: the step size only falls "
+            f"from η₀ = {config.lr:g} to {end:.4g} at the last step it can take ({100 * end / config.lr:.0f} % of "
+            "η₀) before each reset.")
 
 
 def plot_path(table: pd.DataFrame) -> plt.Figure:
-    """H of each step of the path (mean and per corruption), beside the paper's Table 5 H of the
-    same row (on its own benchmark: compare the direction of each step, not the numbers)."""
+    """H of each step of the path (mean and per corruption, and the mean's range over the seeds
+    whose records exist), beside the paper's Table 5 H of the same row (on its own benchmark:
+    compare the direction of each step, not the numbers)."""
     steps = table[table["step"].isin([s.name for s in STEPS])]
     x = range(len(steps))
     fig, ax = plt.subplots(figsize=(10, 4.0))
-    per_corruption = [c for c in steps.columns if c.startswith("H ") and c != "H over seeds"]
+    per_corruption = [c for c in steps.columns if c.startswith("H ") and "seed" not in c]
     # corruptions in grey, told apart by marker and dash: the palette's colours belong to methods
     styles = [("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."), ("v", (0, (5, 1)))]
     for i, column in enumerate(per_corruption):
@@ -152,8 +161,12 @@ def plot_path(table: pd.DataFrame) -> plt.Figure:
         ax.plot(x, steps[column], marker=marker, linestyle=dash, color="0.45", linewidth=1, alpha=0.8,
                 label=f"ours, {column[2:]}")
     ax.plot(x, steps["H"], marker="o", linewidth=2.5, color=STAMP_COLOUR, label="ours, mean over corruptions")
+    if "H lowest seed" in steps:  # the seed spread the lesson reads each step against
+        low, high = (pd.to_numeric(steps[c], errors="coerce") for c in ("H lowest seed", "H highest seed"))
+        ax.fill_between(list(x), low, high, color=STAMP_COLOUR, alpha=0.2, linewidth=0,
+                        label="ours, mean H: lowest to highest seed")
     if "paper H" in steps:
-        ax.plot(x, steps["paper H"], marker="x", linestyle="--", color="black",
+        ax.plot(x, pd.to_numeric(steps["paper H"], errors="coerce"), marker="x", linestyle="--", color="black",
                 label="paper, Table 5 (CIFAR100-C + SVHN-C)")
     ax.set_xticks(list(x), list(steps["step"]), rotation=15, ha="right")
     ax.set(ylabel="H-score (%)", ylim=(0, 100), title="From Tent to STAMP, one component at a time")
