@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from sklearn.metrics import roc_auc_score
@@ -296,6 +297,7 @@ RIGHT: dict[str, list[tuple[Answer, str]]] = {
         (lambda s, o: 100 * float(_pairs(s, o, dtype=torch.float32).mean()), "float32 (.float().mean())"),
         (lambda s, o: 100 * roc_auc_score(o.numpy(), s.numpy()), "scikit-learn's roc_auc_score"),
         (lambda s, o: 100 * roc_auc_score(o.numpy(), s.float().numpy()), "scikit-learn on float32 scores"),
+        (lambda s, o: 100 * float(_pairs(s.float(), o, dtype=torch.float32).mean()), "pairs of float32 scores"),
     ],
     "h_score": [
         (lambda a, b: float(2 * torch.tensor(a) * torch.tensor(b) / (torch.tensor(a) + torch.tensor(b)))
@@ -316,6 +318,9 @@ RIGHT: dict[str, list[tuple[Answer, str]]] = {
     "eviction_candidates": [
         (lambda c, x, k: [] if sum(c) < k else (lambda t, present: [i for i in present if t[i] == max(t[j] for j in present)])(
             torch.tensor(x, dtype=torch.float32), [i for i, n in enumerate(c) if n > 0]), "float32 ξ"),
+        (lambda c, x, k: [] if sum(c) < k else [int(i) for i in np.flatnonzero(
+            np.where(np.asarray(c) > 0, np.asarray(x, dtype=np.float32), -np.inf)
+            == np.where(np.asarray(c) > 0, np.asarray(x, dtype=np.float32), -np.inf).max())], "numpy, float32"),
     ],
     "cosine_step_size": [
         (lambda lr, n, t: float(lr * 0.5 * (1 + torch.cos(torch.tensor(math.pi * n / t)))), "float32 (torch.cos)"),
