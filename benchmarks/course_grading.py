@@ -1,6 +1,7 @@
 """How long `python -m stamplib course grade` takes on a class: 30 made-up submissions of the four
-lessons (14–17 in turn, one folder per student), every other one solved with the reference
-solutions and the rest handed in as released (nothing written), graded with ``--jobs`` workers.
+lessons (14–17 in turn, one folder per student), half of each lesson's copies solved with the
+reference solutions (with the imports they need) and the rest handed in as released (nothing
+written), graded with ``--jobs`` workers.
 
 Usage: PYTHONPATH=$PWD .venv/bin/python benchmarks/course_grading.py [--students 30] [--jobs 2]
        [--timeout 120] [--folder /tmp/course_grading]
@@ -22,12 +23,15 @@ from pathlib import Path
 from stamplib.teaching import lab
 from stamplib.teaching.exercises import solution_source
 
+#: What the reference solutions use from their modules, which a lesson's own cells may not import.
+IMPORTS = "import math\nfrom collections.abc import Sequence\n\nimport torch\n\n\n"
+
 
 def _solved(nb: dict) -> dict:
     for cell in nb["cells"]:
         if lab.EXERCISE_TAG in cell["metadata"].get("tags", []):
             name = lab._defined_function("".join(cell["source"]))
-            cell["source"] = solution_source(name)
+            cell["source"] = IMPORTS + solution_source(name)
     return nb
 
 
@@ -47,7 +51,7 @@ def main() -> None:
         nb = json.loads(lessons[i % len(lessons)].read_text())
         student = submissions / f"student_{i:02d}"
         student.mkdir(parents=True)
-        (student / "handed_in.ipynb").write_text(json.dumps(_solved(nb) if i % 2 == 0 else nb))
+        (student / "handed_in.ipynb").write_text(json.dumps(_solved(nb) if (i // len(lessons)) % 2 == 0 else nb))
     load = os.getloadavg()
     started = time.perf_counter()
     rows = lab.grade(submissions, submissions / "grades.csv", args.timeout, jobs=args.jobs)
