@@ -336,7 +336,7 @@ def plot_h_plane(frame: pd.DataFrame) -> plt.Figure:
     ordered = rows.sort_values("h", ascending=False).reset_index(drop=True)
     markers = "oDs^vP*Xh<>p"
     for i, r in ordered.iterrows():
-        ax.scatter(r["acc"], r["auroc"], color=colours[r["Method"]], s=max(40, 260 - 25 * i), zorder=3 + i,
+        ax.scatter(r["acc"], r["auroc"], color=colours[r["Method"]], s=max(36.0, 360 * 0.72**i), zorder=3 + i,
                    edgecolor="black", linewidth=0.7, marker=markers[i % len(markers)],
                    label=f"{r['Method']} (H {r['h']:.1f})")
     ax.set(xlabel="ACC (%)", ylabel="AUROC (%)", xlim=(0, 100), ylim=(0, 100),
