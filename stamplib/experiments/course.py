@@ -1,4 +1,4 @@
-"""The short course on outlier-aware test-time adaptation (notebooks 14–17, issue 43): what
+"""The short course on outlier-aware test-time adaptation (notebooks 14–17): what
 each of its four notebooks computes.
 
 Wherever a paper notebook computes the cell a lesson needs, the lesson plans that very cell, so

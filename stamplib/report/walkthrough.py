@@ -56,7 +56,7 @@ def plot_stamp_traces(traces: Mapping[str, Mapping[str, Sequence]], num_classes:
         row[1].set(title="step size used", ylabel="learning rate")
         row[2].plot(columns["n_passed"])
         row[2].set(title=f"reliable samples per batch, {label} views", ylabel="count")
-    axes[0][0].legend(ncol=4, fontsize=7, title="class", title_fontsize=7)
+    axes[0][0].legend(ncol=4, fontsize=8, title="class", title_fontsize=8)
     for ax in axes[-1]:
         ax.set_xlabel("batch")
     fig.tight_layout()

@@ -16,6 +16,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 import torch
+from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 from torch import nn
 
 from stamplib.blocks.bn import BatchStatsNorm2d
@@ -32,14 +33,17 @@ from stamplib.report.frames import plan_frame
 from stamplib.report.paper import method_label
 from stamplib.teaching.exercises import (
     TOLERANCE,
+    Trial,
     as_tensor,
     close,
     exercise,
-    first_match,
     integer,
     largest_difference,
+    reproduced,
     shape_problem,
+    two_numbers,
     uniform,
+    wrong,
 )
 from stamplib.teaching.records import method_colours, per_corruption_shares
 
@@ -76,9 +80,39 @@ def _batch_norm_cases(generator: torch.Generator) -> Iterator[tuple[torch.Tensor
                torch.randn(c, generator=generator, dtype=torch.float64), 10 ** uniform(generator, -5, -1))
 
 
+#: Float32's unit roundoff: the relative error of rounding one number to float32.
+FLOAT32_ROUNDOFF = 2.0 ** -24
+
+
+def float32_batch_norm_tolerance(x: torch.Tensor, weight: torch.Tensor, eps: float, expected: torch.Tensor) -> torch.Tensor:
+    """Per element, how far a right BatchNorm computed in float32 may land from the float64
+    result on these inputs: the inputs' own rounding (u·|x| / σ), and the variance's, which
+    a one-pass E[x²] − μ² loses to cancellation in proportion to E[x²] / σ² (a sum of float32
+    terms rounds to a few u of its size; 16 u leaves room for any summation order)."""
+    dims = (0, 2, 3)
+    variance = x.var(dims, unbiased=False, keepdim=True)
+    sigma = torch.sqrt(variance + eps)
+    second_moment = (x * x).mean(dims, keepdim=True)
+    normalised = (x - x.mean(dims, keepdim=True)) / sigma
+    u = FLOAT32_ROUNDOFF
+    w = weight.abs().view(1, -1, 1, 1)
+    from_inputs = 4 * u * x.abs().amax(dims, keepdim=True) / sigma
+    from_variance = normalised.abs() * 16 * u * second_moment / (2 * sigma**2)
+    return TOLERANCE * max(1.0, float(expected.abs().max())) + w * (from_inputs + from_variance)
+
+
+def _where(got: torch.Tensor, expected: torch.Tensor, what: str) -> str:
+    """Where ``got`` is farthest from ``expected``: the index, the expected value, what it gave."""
+    index = tuple(int(i) for i in torch.unravel_index((got - expected).abs().nan_to_num(float("inf")).argmax(),
+                                                       got.shape))
+    shown, right = two_numbers(float(got[index]), float(expected[index]))
+    return f"{what}: at {list(index)} expected {right}, got {shown}"
+
+
 @exercise(LESSON, "BatchNorm with the batch's statistics (BN Stats)", batch_norm_with_batch_statistics,
           "`stamplib.blocks.bn.BatchStatsNorm2d` (the layer every adapting method uses)")
 def _check_batch_norm(answer: Any, generator: torch.Generator) -> list[str]:
+    trials = []
     for x, weight, bias, eps in _batch_norm_cases(generator):
         c = x.shape[1]
         layer = BatchStatsNorm2d(c, eps=eps).double()
@@ -89,8 +123,6 @@ def _check_batch_norm(answer: Any, generator: torch.Generator) -> list[str]:
         got = as_tensor(answer(x.clone(), weight.clone(), bias.clone(), eps), "a tensor shaped like x")
         if problem := shape_problem(got, expected, "BatchNorm returns a tensor shaped like its input"):
             return [problem]
-        if close(got, expected):
-            continue
         w, b = weight.view(1, -1, 1, 1), bias.view(1, -1, 1, 1)
         dims = (0, 2, 3)
         mean, var = x.mean(dims, keepdim=True), x.var(dims, unbiased=False, keepdim=True)
@@ -111,12 +143,17 @@ def _check_batch_norm(answer: Any, generator: torch.Generator) -> list[str]:
              * w + b),
             ("its statistics leave the spatial positions out; BatchNorm averages over them too (dims 0, 2, 3)",
              (x - x.mean(0, keepdim=True)) / torch.sqrt(x.var(0, unbiased=False, keepdim=True) + eps) * w + b),
-            (f"it uses ε = 1e-5 whatever `eps` it is given (here {eps:g}): pass `eps` on",
-             (x - mean) / torch.sqrt(var + 1e-5) * w + b),
+            ("it uses ε = 1e-5 whatever `eps` it is given: pass `eps` on", (x - mean) / torch.sqrt(var + 1e-5) * w + b),
         ]
-        return [first_match(got, expected, known)
-                or f"it differs from BatchNorm's output {largest_difference(got, expected)}"]
-    return []
+        trials.append((Trial(got, expected, known, float32_batch_norm_tolerance(x, weight, eps, expected)),
+                       tuple(x.shape), eps))
+    failing = next(((t, shape, eps) for t, shape, eps in trials if wrong(t)), None)
+    if failing is None:
+        return []
+    trial, shape, eps = failing
+    return [reproduced([t for t, _, _ in trials])
+            or _where(trial.got, trial.expected, f"it differs from BatchNorm's output on x of shape {list(shape)} "
+                                                 f"with eps = {eps:g}")]
 
 
 def softmax_entropy(probs: torch.Tensor) -> torch.Tensor:
@@ -148,28 +185,39 @@ def _random_probs(generator: torch.Generator, with_zeros: bool) -> torch.Tensor:
 
 @exercise(LESSON, "The entropy of a softmax", softmax_entropy, "`stamplib.blocks.entropy.exact_prob_entropy`")
 def _check_softmax_entropy(answer: Any, generator: torch.Generator) -> list[str]:
+    trials = []
     for probs in [*_fixed_probs(), *(_random_probs(generator, with_zeros=case >= 3) for case in range(6))]:
         expected = exact_prob_entropy(probs)
         got = as_tensor(answer(probs.clone()), "a tensor with one entropy per row")
         if problem := shape_problem(got, expected, "one entropy per sample: sum −p·log p over the classes "
                                                   "(dim=1), not over the batch"):
             return [problem]
-        if close(got, expected):
-            continue
-        if got.isnan().any() and not expected.isnan().any():
-            return ["it gives nan for rows with a probability of exactly 0: 0·log 0 is nan in floating "
-                    "point, but its limit is 0 (torch.special.xlogy(p, p) computes p·log p with that limit)"]
+        nan_rows = got.isnan() & ~expected.isnan()
+        if nan_rows.any():
+            if bool((probs[nan_rows] == 0).any(dim=1).all()):
+                return ["it gives nan for rows with a probability of exactly 0 (and only for those): 0·log 0 is nan "
+                        "in floating point, but its limit is 0 (torch.special.xlogy(p, p) computes p·log p with "
+                        "that limit)"]
+            return [f"it gives nan for {int(nan_rows.sum())} of {len(got)} rows (row {int(nan_rows.nonzero()[0])} "
+                    "first), where the entropy is a number"]
+        c = probs.shape[1]
         known = [
             ("it is in bits (log base 2); entropy here is in nats (the natural log), so its maximum is ln C",
              expected / math.log(2)),
             ("it is in log base 10; entropy here is in nats (the natural log), so its maximum is ln C",
              expected / math.log(10)),
+            ("it divides by ln C (the normalised entropy, at most 1); the entropy here is in nats, not divided",
+             expected / math.log(c)),
             ("the sign: H = −Σ p·log p is never negative", -expected),
-            ("it averages over the classes; the entropy sums −p·log p over them", expected / probs.shape[1]),
+            ("it averages over the classes; the entropy sums −p·log p over them", expected / c),
         ]
-        return [first_match(got, expected, known)
-                or f"it differs from the entropy {largest_difference(got, expected)}"]
-    return []
+        trials.append((Trial(got, expected, known), probs.shape))
+    failing = next(((t, shape) for t, shape in trials if wrong(t)), None)
+    if failing is None:
+        return []
+    trial, shape = failing
+    return [reproduced([t for t, _ in trials])
+            or _where(trial.got, trial.expected, f"on probs of shape {list(shape)}, the entropy of each row")]
 
 
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
@@ -189,6 +237,7 @@ def _check_entropy_from_logits(answer: Any, generator: torch.Generator) -> list[
         b, c = integer(generator, 1, 64), integer(generator, 2, 100)
         scale = 200.0 if case >= 3 else uniform(generator, 0.1, 5)  # large logits: a confident network
         randoms.append(torch.randn(b, c, generator=generator, dtype=torch.float64) * scale)
+    trials, answered = [], []
     for logits in [*fixed, *randoms]:
         expected = logit_entropy(logits)
         given = logits.clone().requires_grad_(True)
@@ -196,16 +245,25 @@ def _check_entropy_from_logits(answer: Any, generator: torch.Generator) -> list[
         got = as_tensor(result, "a tensor with one entropy per row")
         if problem := shape_problem(got, expected, "one entropy per sample, summed over the classes (dim=1)"):
             return [problem]
+        nan_rows = got.isnan() & ~expected.isnan()
+        if nan_rows.any():
+            naive = -(torch.softmax(logits, 1) * torch.log(torch.softmax(logits, 1))).sum(1)
+            if torch.equal(naive.isnan(), nan_rows):
+                return ["it gives nan for large logits, on exactly the rows where softmax rounds a probability to 0 "
+                        "and log(0) = −inf: take log_softmax (torch.log_softmax) and p = exp(log p)"]
+            return [f"it gives nan for {int(nan_rows.sum())} of {len(got)} rows, where the entropy is a number"]
         # float32 computes log_softmax of logits in the hundreds to ~1e-7 of their size
         tolerance = TOLERANCE * max(1.0, float(logits.abs().max()) / 10)
-        if got.isnan().any() and not expected.isnan().any():
-            return ["it gives nan for large logits: softmax rounds the small probabilities to exactly 0 and "
-                    "log(0) = −inf; take log_softmax (torch.log_softmax) and p = exp(log p)"]
-        if not close(got, expected, tolerance):
-            known = [("it is in bits (log base 2); use the natural log", expected / math.log(2)),
-                     ("the sign: H = −Σ p·log p is never negative", -expected)]
-            return [first_match(got, expected, known, tolerance)
-                    or f"it differs from the entropy {largest_difference(got, expected)}"]
+        known = [("it is in bits (log base 2); use the natural log", expected / math.log(2)),
+                 ("the sign: H = −Σ p·log p is never negative", -expected)]
+        trials.append((Trial(got, expected, known, tolerance), logits.shape))
+        answered.append((logits, given, result))
+    failing = next(((t, shape) for t, shape in trials if wrong(t)), None)
+    if failing is not None:
+        trial, shape = failing
+        return [reproduced([t for t, _ in trials])
+                or _where(trial.got, trial.expected, f"on logits of shape {list(shape)}, the entropy of each row")]
+    for logits, given, result in answered:
         if not isinstance(result, torch.Tensor) or not result.requires_grad:
             return ["the value is right but it carries no gradient (computed without autograd, or detached): "
                     "Tent back-propagates this entropy into the BatchNorm parameters"]
@@ -316,18 +374,23 @@ def known_class_images(stream: Stream, count: int = 256) -> torch.Tensor:
 def plot_batch_norm_shift(frame: pd.DataFrame) -> plt.Figure:
     """Per BatchNorm layer (in network order): the standardised mean shift and the variance
     ratio of its input, one line per stream (clean, each corruption)."""
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.4))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
     for stream, rows in frame.groupby("stream", sort=False):
         style = {"color": "black", "linestyle": "--"} if stream == "clean" else {}
         axes[0].plot(rows["layer"], rows["mean_shift"], marker="o", label=stream.replace("_", " "), **style)
         axes[1].plot(rows["layer"], rows["variance_ratio"], marker="o", label=stream.replace("_", " "), **style)
     axes[0].set(xlabel="BatchNorm layer (input → output)", ylabel="|μ_batch − μ_source| / σ_source",
-                title="mean of the layer's input, against training")
-    axes[1].set(xlabel="BatchNorm layer (input → output)", ylabel="σ²_batch / σ²_source", yscale="log",
-                title="variance of the layer's input, against training")
+                title="input mean, against training")
+    axes[1].set(xlabel="BatchNorm layer (input → output)", ylabel="σ²_batch / σ²_source (log scale)", yscale="log",
+                title="input variance, against training")
+    # one set of labels on the log axis: plain numbers at the major ticks, none at the minor ones
+    # (matplotlib labels both when the range spans less than a decade, and they collide)
+    axes[1].yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axes[1].yaxis.set_major_formatter(FormatStrFormatter("%g"))
+    axes[1].yaxis.set_minor_formatter(NullFormatter())
     axes[1].axhline(1.0, color="grey", linewidth=0.8)
     axes[1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, title="images")
-    fig.tight_layout()
+    fig.tight_layout(w_pad=2.0)
     return fig
 
 
@@ -394,7 +457,7 @@ def plot_long_stream(frame: pd.DataFrame, streams: tuple[str, ...] = (LONG_STREA
     corruptions = list(dict.fromkeys(frame["corruption"])) if not frame.empty else []
     for ax in axes:
         ax.set_xticks(range(1, len(corruptions) + 1), [c.replace("_", " ") for c in corruptions], rotation=60,
-                      ha="right", fontsize=8)
+                      ha="right", fontsize=9)
     axes[0].set(ylabel="ACC (%)", title="known-class accuracy along the stream")
     axes[1].set(ylabel="% of known-class predictions", title="the most predicted class's share")
     axes[1].axhline(10.0, color="grey", linewidth=0.8)

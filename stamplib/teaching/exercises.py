@@ -14,9 +14,13 @@ Each exercise registers itself with :func:`exercise`: its name (the function's n
 notebook), its lesson, the reference solution, what stamplib implementation it is checked
 against, and a function that tries an answer on fixed boundary cases (where a mistake that
 random inputs rarely reach shows on every run), then on fresh random cases, and returns the
-problems it found (empty: right). Known mistakes are recognised by computing what the mistaken
-formula would give (:func:`first_match`), so the message says what the answer does rather than
-by how much it is off; a mistake the inputs cannot tell apart is not named.
+problems it found (empty: right).
+
+A message names a cause only when the check has tested that cause on the student's own output:
+a known mistake is named when computing the mistaken formula reproduces what the answer returned
+on every case the check ran, and the right formula does not (:func:`reproduced`); "it raised"
+only when the student's function raised (:class:`StudentRaised`). Otherwise the message says
+what differs and where: the input, the expected value and what the answer gave.
 """
 
 from __future__ import annotations
@@ -73,7 +77,7 @@ def of_lesson(lesson: str) -> list[Exercise]:
 
 
 @dataclass(frozen=True)
-class CheckResult:
+class ExerciseResult:
     """What :func:`check` found; shown as Markdown in a notebook."""
 
     exercise: Exercise
@@ -113,7 +117,7 @@ def solution_source(name: str) -> str:
     return textwrap.dedent(inspect.getsource(EXERCISES[name].solution)).strip()
 
 
-def check(name: str, answer: Answer | None = None, solutions: bool = False, seed: int | None = None) -> CheckResult:
+def check(name: str, answer: Answer | None = None, solutions: bool = False, seed: int | None = None) -> ExerciseResult:
     """Check the student's ``answer`` to exercise ``name`` on fresh random inputs (``seed``: the
     same inputs again). With ``solutions`` the reference solution is checked instead, and a
     failure raises: it is a bug of the course, not the student's."""
@@ -128,15 +132,43 @@ def check(name: str, answer: Answer | None = None, solutions: bool = False, seed
     started = True
     try:
         with one_thread():
-            problems = ex.find_problems(candidate, generator)
+            problems = ex.find_problems(_guarded(candidate), generator)
     except NotImplementedError:
         problems, started = ["not written yet"], False
-    except Exception as err:  # a student's function may fail in any way; say how
+    except StudentRaised as raised:  # the student's own function raised: say how
+        err = raised.error
         problems = [f"it raised {type(err).__name__}: {err}"]
-    result = CheckResult(ex, not problems, tuple(problems), solutions, started, None if not problems else drawn)
+    except Exception as err:  # the answer's result broke the check's reading of it: say that, not "raised"
+        problems = [f"the check could not read what it returned ({type(err).__name__}: {err}); the exercise "
+                    "says what to return"]
+    result = ExerciseResult(ex, not problems, tuple(problems), solutions, started, None if not problems else drawn)
     if solutions and problems:
         raise AssertionError(f"the reference solution of {name!r} fails its own check: {problems}")
     return result
+
+
+class StudentRaised(Exception):
+    """The student's function raised ``error`` (not the check's own code)."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _guarded(answer: Answer) -> Answer:
+    """``answer``, whose exceptions (but an unwritten stub's NotImplementedError) arrive as
+    :class:`StudentRaised`, so a message says "it raised" only when the student's code did."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return answer(*args, **kwargs)
+        except NotImplementedError:
+            raise
+        except Exception as err:
+            raise StudentRaised(err) from err
+
+    call.__name__ = getattr(answer, "__name__", "answer")
+    return call
 
 
 # --------------------------------------------------------------------------- helpers for checks
@@ -170,12 +202,17 @@ def as_tensor(value: Any, what: str) -> torch.Tensor:
 TOLERANCE = 1e-5
 
 
-def close(a: torch.Tensor, b: torch.Tensor, tolerance: float = TOLERANCE) -> bool:
-    """Same shape and equal within ``tolerance`` (relative to the values' size), NaNs equal."""
+def close(a: torch.Tensor, b: torch.Tensor, tolerance: float | torch.Tensor = TOLERANCE) -> bool:
+    """Same shape and equal within ``tolerance`` (relative to the values' size; a tensor: an
+    absolute tolerance per element), NaNs equal."""
     if a.shape != b.shape:
         return False
+    a, b = a.double(), b.double()
+    if isinstance(tolerance, torch.Tensor):
+        same = ((a - b).abs() <= tolerance) | (a.isnan() & b.isnan())
+        return bool(same.all())
     scale = max(1.0, float(b.abs().nan_to_num().max())) if b.numel() else 1.0
-    return bool(torch.allclose(a.double(), b.double(), atol=tolerance * scale, rtol=0.0, equal_nan=True))
+    return bool(torch.allclose(a, b, atol=tolerance * scale, rtol=0.0, equal_nan=True))
 
 
 def near(a: float, b: float, tolerance: float = TOLERANCE) -> bool:
@@ -185,14 +222,54 @@ def near(a: float, b: float, tolerance: float = TOLERANCE) -> bool:
     return abs(a - b) <= tolerance * max(1.0, abs(a), abs(b))
 
 
+@dataclass
+class Trial:
+    """One case a check ran: what the answer returned, the right result, and what each known
+    mistake would have returned on the same input, as (message, value) in the same order on every
+    trial of a check (a message may quote its own case)."""
+
+    got: Any
+    expected: Any
+    mistakes: Sequence[tuple[str, Any]]
+    tolerance: float | torch.Tensor = TOLERANCE
+
+
+def _same(a: Any, b: Any, tolerance: float | torch.Tensor) -> bool:
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return close(torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64), tolerance)
+    if isinstance(a, float | int) and isinstance(b, float | int):
+        return near(float(a), float(b), float(tolerance))
+    if isinstance(a, tuple | list) and isinstance(b, tuple | list):
+        return len(a) == len(b) and all(_same(x, y, tolerance) for x, y in zip(a, b))
+    return a == b
+
+
+def wrong(trial: Trial) -> bool:
+    """Whether the answer's result differs from the right one on this trial."""
+    return not _same(trial.got, trial.expected, trial.tolerance)
+
+
+def reproduced(trials: Sequence[Trial]) -> str | None:
+    """The message of the one known mistake that reproduces the answer on every trial and differs
+    from the right result on at least one, else None: a cause is named only where the check has
+    computed it and found the student's output there. The wording is the first wrong trial's."""
+    failing = next((t for t in trials if wrong(t)), None)
+    if failing is None:
+        return None
+    count = min(len(t.mistakes) for t in trials)
+    found = [i for i in range(count)
+             if all(_same(t.got, t.mistakes[i][1], t.tolerance) for t in trials)
+             and any(not _same(t.mistakes[i][1], t.expected, t.tolerance) for t in trials)]
+    messages = {failing.mistakes[i][0] for i in found}
+    return messages.pop() if len(messages) == 1 else None
+
+
 def first_match(answer: torch.Tensor, expected: torch.Tensor, mistakes: Sequence[tuple[str, torch.Tensor]],
                 tolerance: float = TOLERANCE) -> str | None:
-    """The message of the known mistake whose result ``answer`` equals, else None. A mistake that
-    gives the right result on these inputs is skipped (it cannot be what is wrong), and so is a
-    tie between mistakes with different messages (the inputs cannot tell which it is)."""
-    matches = {message for message, mistaken in mistakes
-               if close(answer, mistaken, tolerance) and not close(mistaken, expected, tolerance)}
-    return matches.pop() if len(matches) == 1 else None
+    """:func:`reproduced` on one case: the message of the known mistake whose result ``answer``
+    equals there and the right result does not, else None (also when two mistakes with different
+    messages both match: the case cannot tell which it is)."""
+    return reproduced([Trial(answer, expected, list(mistakes), tolerance)])
 
 
 def two_numbers(got: float, expected: float) -> tuple[str, str]:

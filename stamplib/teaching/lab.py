@@ -15,9 +15,23 @@ the results store and would make grading depend on it), never the parameters cel
 student's check cells: after each exercise cell it runs its own check, which calls
 :func:`stamplib.teaching.exercises.check` with ``solutions=False`` as captured before any student
 code ran, and prints the result as one JSON line after a marker made fresh for each run. It reads
-that line from the output of its own cell only. Separately, each exercise's check cell in the
-submission is compared with the package's notebook: a deleted or edited check cell fails the
-exercise whatever the function does. A syntax error, an endless loop, a dead kernel or an
+that line from the output of its own cell only. An exercise is checked after the last cell that
+defines its function with more than the stub, wherever that cell is: students often write the
+answer in a new cell below the check cell and leave the stub in place. Separately, each
+exercise's check cell in the submission is compared with the package's notebook by its syntax
+tree: a deleted check cell, or one whose code changed, fails the exercise whatever the function
+does; a comment or blank line added to it does not. A handed-in overview (00) gets one row saying
+it has no exercises.
+
+**Why nbclient here and papermill for the paper notebooks** (:mod:`stamplib.notebook_runner`):
+the two runners do different jobs. Papermill executes a committed notebook whole with injected
+parameters and writes it out, which is what rendering the paper notebooks and the lessons needs.
+Grading instead builds a new notebook (the student's cells interleaved with the grader's own
+checks), runs it cell by cell under one deadline that covers the student's code and not the
+kernel's start, interrupts a cell past that deadline, reads each grader cell's output as it
+finishes, and records which student cell was running when a kernel died. Papermill offers none of
+that per-cell control (it runs to the end or to the first error, with a per-cell timeout); it is
+built on nbclient, so the grader uses the layer papermill itself uses, and no second dependency. A syntax error, an endless loop, a dead kernel or an
 unreadable file becomes a row with its reason, never a crash and never a pass.
 
 Student code runs with the grader's rights: grade in a throwaway account or container. The grader
@@ -300,13 +314,13 @@ class Grade:
     file: str
     lesson: str
     exercise: str
-    passed: bool
+    passed: bool | None  # None: nothing to grade (the overview), neither passed nor failed
     message: str
     outcome: str
 
     def row(self) -> dict[str, str]:
-        return {"file": self.file, "lesson": self.lesson, "exercise": self.exercise, "passed": str(self.passed),
-                "message": self.message}
+        return {"file": self.file, "lesson": self.lesson, "exercise": self.exercise,
+                "passed": "" if self.passed is None else str(self.passed), "message": self.message}
 
 
 @dataclass
@@ -338,16 +352,26 @@ def identify(nb: Any, path: Path, lessons: dict[str, Lesson]) -> Lesson | None:
 def check_cell_state(nb: Any, lesson: Lesson, exercise: str) -> str:
     """``"kept"``, ``"edited"`` or ``"deleted"``: the submission's check cell of ``exercise`` against
     the package's. The cell is found by its id, else by its tag or a ``check("exercise"`` call."""
-    pristine = _normalized(lesson.check_sources[exercise])
+    pristine = _code_of(lesson.check_sources[exercise])
     code = [c for c in nb.cells if c.cell_type == "code"]
     by_id = [c for c in code if lesson.check_ids[exercise] and c.get("id") == lesson.check_ids[exercise]]
     if by_id:
-        return "kept" if _normalized(_source(by_id[0])) == pristine else "edited"
+        return "kept" if _code_of(_source(by_id[0])) == pristine else "edited"
     found = [c for c in code if _check_call(_source(c)) == exercise
              or (CHECK_TAG in _tags(c) and exercise in _source(c))]
     if not found:
         return "deleted"
-    return "kept" if any(_normalized(_source(c)) == pristine for c in found) else "edited"
+    return "kept" if any(_code_of(_source(c)) == pristine for c in found) else "edited"
+
+
+def _code_of(source: str) -> str:
+    """What a cell does, for comparing check cells: its syntax tree, so that a comment, a blank line
+    or another layout is not an edit (a student notes things beside a check); its normalized text
+    when it does not parse."""
+    try:
+        return ast.dump(ast.parse(source))
+    except SyntaxError:
+        return _normalized(source)
 
 
 def _is_students(cell: Any, lesson: Lesson) -> bool:
@@ -369,6 +393,20 @@ def _is_students(cell: Any, lesson: Lesson) -> bool:
 def _defines(source: str, name: str) -> bool:
     """Whether ``source`` has a top-level ``def name(`` (by text: a cell with a syntax error counts)."""
     return re.search(rf"^def\s+{re.escape(name)}\s*\(", source, re.MULTILINE) is not None
+
+
+def _is_stub(source: str, name: str) -> bool:
+    """Whether ``source`` defines ``name`` with the release's body only (a docstring and
+    ``raise NotImplementedError()``); a cell that does not parse is not a stub (it is an attempt)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+            return [ast.unparse(statement) for statement in body] == ["raise NotImplementedError()"]
+    return False
 
 
 def _prelude(lesson: Lesson, grader: str, marker: str) -> str:
@@ -419,9 +457,11 @@ def grading_notebook(nb: Any, lesson: Lesson, marker: str, grader: str) -> tuple
     home: dict[str, int] = {}  # exercise -> the submission cell after which it is checked
     for name in lesson.exercises:
         defining = [i for i, c in students if _defines(_source(c), name)]
-        tagged = [i for i in defining if EXERCISE_TAG in _tags(nb.cells[i])]
-        if tagged or defining:
-            home[name] = (tagged or defining)[-1]
+        # wherever the student wrote it: the last cell that defines it with more than the stub (a
+        # cell below the check cell, the stub left above, is an answer); the stub only if nothing else
+        written = [i for i in defining if not _is_stub(_source(nb.cells[i]), name)]
+        if written or defining:
+            home[name] = (written or defining)[-1]
     cells = [nbformat.v4.new_code_cell(_prelude(lesson, grader, marker))]
     origin: dict[int, int] = {}
     checks: dict[int, str] = {}
@@ -562,7 +602,7 @@ def _where_it_stopped(run: _Run, nb: Any) -> str:
 
 def grade_notebook(path: Path, root: Path, lessons: dict[str, Lesson], time_limit: float,
                    executed: Path | None = None) -> list[Grade]:
-    """The rows of one submitted notebook (none for a course notebook without exercises)."""
+    """The rows of one submitted notebook (for the overview, one row saying it has no exercises)."""
     nbformat = _nbformat()
     file = path.relative_to(root).as_posix()
     try:
@@ -574,7 +614,8 @@ def grade_notebook(path: Path, root: Path, lessons: dict[str, Lesson], time_limi
         return [Grade(file, "", "", False, "not a lesson of the course: neither its metadata, its file name nor its "
                       "functions name one", "unknown lesson")]
     if not lesson.exercises:
-        return []
+        return [Grade(file, lesson.name, "", None, f"{lesson.name} has no exercises: nothing to grade (the course's "
+                      "exercises are in lessons 14 to 17)", "no exercises")]
     marker = f"@@grade-{secrets.token_hex(8)}@@"
     graded, origin, checks = grading_notebook(nb, lesson, marker, f"_grade_{secrets.token_hex(4)}")
     with tempfile.TemporaryDirectory(prefix="stamplib-grade-") as workdir:
@@ -671,7 +712,7 @@ def grade(folder: Path, out: Path, time_limit: float, jobs: int = 1, executed: P
 def summary(rows: Sequence[Grade]) -> list[str]:
     """Per lesson and exercise: how many passed, and the reasons of the rest."""
     lines = []
-    for lesson in sorted({r.lesson for r in rows if r.lesson}):
+    for lesson in sorted({r.lesson for r in rows if r.lesson and r.passed is not None}):
         lines.append(lesson)
         ours = [r for r in rows if r.lesson == lesson]
         width = max(len(r.exercise) for r in ours)
@@ -682,6 +723,6 @@ def summary(rows: Sequence[Grade]) -> list[str]:
             lines.append(f"  {exercise:<{width}}  {sum(r.passed for r in of):>3} of {len(of)} passed"
                          + (f"  ({why})" if why else ""))
     for r in rows:
-        if not r.lesson:
+        if not r.lesson or r.passed is None:
             lines.append(f"{r.file}: {r.message}")
     return lines

@@ -25,14 +25,18 @@ from stamplib.experiments.course import LONG_STREAM, LONG_STREAM_CLOSED, OUTLIER
 from stamplib.experiments.plans import Plan
 from stamplib.report.frames import plan_frame
 from stamplib.report.paper import method_label
+from stamplib.teaching.adapting import COLLAPSED_SHARE
 from stamplib.teaching.exercises import (
+    StudentRaised,
+    Trial,
     as_tensor,
     exercise,
-    first_match,
     integer,
     near,
+    reproduced,
     two_numbers,
     uniform,
+    wrong,
 )
 from stamplib.teaching.records import method_colours, per_batch, stream_outputs
 
@@ -60,6 +64,9 @@ def _auroc_cases(generator: torch.Generator) -> Iterator[tuple[torch.Tensor, tor
     yield flags.double() + 0.25 * torch.arange(10, dtype=torch.float64) / 10, flags
     yield -flags.double() + 0.25 * torch.arange(10, dtype=torch.float64) / 10, flags
     yield torch.full((10,), 0.7, dtype=torch.float64), flags
+    # scores 2e-4 apart around 1: float32 keeps their order (it resolves 1.2e-7 there), float16
+    # (9.8e-4 there) rounds neighbours together and turns wins into ties
+    yield 1.0 + 2e-4 * torch.tensor([3, 0, 4, 1, 2, 6, 5, 7, 9, 8], dtype=torch.float64), flags
     for case in range(6):
         n = integer(generator, 10, 200)
         is_outlier = torch.rand(n, generator=generator) < uniform(generator, 0.15, 0.5)
@@ -74,15 +81,21 @@ def _pair_share(score: torch.Tensor, is_outlier: torch.Tensor, tie: float) -> fl
     return 100.0 * float(((outliers > known).double() + tie * (outliers == known).double()).mean())
 
 
+def _scores_shown(score: torch.Tensor, is_outlier: torch.Tensor) -> str:
+    """The case, as a message quotes it: every score when there are few, else their number."""
+    if len(score) <= 12:
+        return (f"scores {[round(float(v), 6) for v in score]} with is_outlier "
+                f"{[int(v) for v in is_outlier.tolist()]}")
+    return f"{len(score)} scores, {int(is_outlier.sum())} of them outliers"
+
+
 @exercise(LESSON, "AUROC from OOD scores", auroc_percent, "`stamplib.evaluation.metrics.auroc` (scikit-learn's "
           "`roc_auc_score`)")
 def _check_auroc(answer: Any, generator: torch.Generator) -> list[str]:
+    trials, cases = [], []
     for score, is_outlier in _auroc_cases(generator):
         expected = metrics.auroc(score, is_outlier)
         got = float(as_tensor(answer(score.clone(), is_outlier.clone()), "one number (percent)"))
-        # float32 rounds a mean over 40 000 pairs to ~1e-5 %; one tie of 40 000 pairs is worth 1.25e-3 %
-        if abs(got - expected) <= 1e-4:
-            continue
         known = [
             ("it is a fraction; the tables give AUROC in percent (× 100)", expected / 100.0),
             ("it is reversed: outliers are the positive class and a higher score means 'outlier'", 100.0 - expected),
@@ -92,20 +105,26 @@ def _check_auroc(answer: Any, generator: torch.Generator) -> list[str]:
              "(ties appear with coarse scores)", _pair_share(score, is_outlier, 0.0)),
             ("a tie counts as a whole win in it: a tie between an outlier and a known-class sample counts one half",
              _pair_share(score, is_outlier, 1.0)),
+            ("it gives the AUROC of the scores rounded to float16 (half precision), which rounds scores 2e-4 apart "
+             "to one value and makes ties of their pairs: keep the scores in float32 or float64",
+             metrics.auroc(score.half().double(), is_outlier)),
         ]
-        message = first_match(torch.tensor(got), torch.tensor(expected),
-                              [(m, torch.tensor(v)) for m, v in known], 1e-6)
-        if message:
-            return [message]
-        shown, right = two_numbers(got, expected)
-        if bool((score == score[0]).all()):
-            return [f"with every score equal (every pair a tie, so AUROC is 50) it gives {shown}: a tie counts one "
-                    "half whatever order the samples come in"]
-        ties = int((score[is_outlier][:, None] == score[~is_outlier][None, :]).sum())
-        tied = (f" ({ties} of the {int(is_outlier.sum()) * int((~is_outlier).sum())} pairs here are ties between an "
-                "outlier and a known-class sample: each counts one half)") if ties else ""
-        return [f"it gives {shown} where AUROC is {right}{tied}"]
-    return []
+        # float32 rounds a mean over 40 000 pairs to ~1e-5 %; one tie of 40 000 pairs is worth 1.25e-3 %
+        trials.append(Trial(got, expected, known, 1e-6))
+        cases.append((score, is_outlier))
+    failing = next((i for i, t in enumerate(trials) if wrong(t)), None)
+    if failing is None:
+        return []
+    if message := reproduced(trials):
+        return [message]
+    (score, is_outlier), trial = cases[failing], trials[failing]
+    shown, right = two_numbers(trial.got, trial.expected)
+    if bool((score == score[0]).all()):
+        return [f"with every score equal (every pair a tie, so AUROC is 50) it gives {shown}"]
+    ties = int((score[is_outlier][:, None] == score[~is_outlier][None, :]).sum())
+    tied = (f" ({ties} of the {int(is_outlier.sum()) * int((~is_outlier).sum())} pairs here are ties between an "
+            "outlier and a known-class sample: each counts one half)") if ties else ""
+    return [f"it gives {shown} where AUROC is {right}, on {_scores_shown(score, is_outlier)}{tied}"]
 
 
 def h_score(acc: float, auroc: float) -> float:
@@ -122,17 +141,20 @@ def _check_h_score(answer: Any, generator: torch.Generator) -> list[str]:
     pairs = [(0.0, 0.0), (100.0, 100.0), (90.0, 0.0), (40.0, 40.0), (99.0, 1.0)]
     pairs += [(uniform(generator, 0, 100), uniform(generator, 0, 100)) for _ in range(5)]
     pairs += [(uniform(generator, 50, 100), uniform(generator, 0, 5))]
+    trials = []
     for acc, auc in pairs:
         expected = metrics.h_score(acc, auc)
         try:
             got = float(answer(acc, auc))
-        except ZeroDivisionError:
-            return ["it divides by zero when ACC and AUROC are both 0: H is 0 there (nothing recognised, "
-                    "nothing rejected)"]
-        if near(got, expected):
-            continue
+        except StudentRaised as raised:
+            if isinstance(raised.error, ZeroDivisionError) and acc + auc == 0:
+                return ["it raised ZeroDivisionError when ACC and AUROC are both 0: H is 0 there (nothing "
+                        "recognised, nothing rejected)"]
+            raise
         if acc + auc == 0:
-            return [f"it gives {got} when ACC and AUROC are both 0: H is 0 there"]
+            if not near(got, expected):
+                return [f"it gives {got} when ACC and AUROC are both 0: H is 0 there"]
+            continue
         known = [
             ("that is the arithmetic mean; H is the harmonic mean 2·ACC·AUROC / (ACC + AUROC), which a low "
              "value drags down", (acc + auc) / 2),
@@ -140,16 +162,22 @@ def _check_h_score(answer: Any, generator: torch.Generator) -> list[str]:
             ("it misses the factor 2: H = 2·ACC·AUROC / (ACC + AUROC)", acc * auc / (acc + auc)),
             ("it is a fraction; ACC, AUROC and H are all in percent", expected / 100.0),
         ]
-        message = first_match(torch.tensor(got), torch.tensor(expected), [(m, torch.tensor(v)) for m, v in known])
-        shown, right = two_numbers(got, expected)
-        return [message or f"H({acc:.2f}, {auc:.2f}) is {right}; it gives {shown}"]
-    return []
+        trials.append((Trial(got, expected, known), acc, auc))
+    failing = next(((t, acc, auc) for t, acc, auc in trials if wrong(t)), None)
+    if failing is None:
+        return []
+    trial, acc, auc = failing
+    shown, right = two_numbers(trial.got, trial.expected)
+    return [reproduced([t for t, _, _ in trials]) or f"H({acc:.2f}, {auc:.2f}) is {right}; it gives {shown}"]
 
 
 def filter_precision_recall(passed: torch.Tensor, is_outlier: torch.Tensor) -> tuple[float, float]:
     """Of the samples a filter let through (``passed``), the share that are known-class samples
-    (precision; NaN when none passed), and of the known-class samples, the share it let through
-    (recall; NaN when there is none). Fractions in [0, 1]."""
+    (precision), and of the known-class samples, the share it let through (recall), as fractions
+    in [0, 1]. Precision is NaN only when nothing passed (0 / 0: nothing to judge); when only
+    outliers passed it is 0, the worst a filter can do, not NaN: the batch's mean precision
+    (lesson 15's table) must count that batch against the filter, not drop it. Recall is NaN
+    when the batch has no known-class sample."""
     known = ~is_outlier
     kept_known = int((passed & known).sum())
     precision = kept_known / int(passed.sum()) if passed.any() else math.nan
@@ -165,11 +193,12 @@ def _trace_precision(passed: torch.Tensor, is_outlier: torch.Tensor) -> float:
 
 def _filter_cases(generator: torch.Generator) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """(passed, is_outlier): fixed boundary cases first — some of each kind through, nothing
-    through, everything through, a batch without outliers — then random ones (the last with
-    nothing through)."""
+    through, only outliers through (precision 0, not NaN), everything through, a batch without
+    outliers — then random ones (the last with nothing through)."""
     is_outlier = torch.tensor([False, True, False, False, True, False, True, False, False, False])
     yield torch.tensor([True, True, False, True, False, False, True, True, False, False]), is_outlier
     yield torch.zeros(10, dtype=torch.bool), is_outlier
+    yield is_outlier.clone(), is_outlier
     yield torch.ones(10, dtype=torch.bool), is_outlier
     yield torch.tensor([True, False, True, True, False, False, True, False]), torch.zeros(8, dtype=torch.bool)
     for case in range(6):
@@ -182,6 +211,8 @@ def _filter_cases(generator: torch.Generator) -> Iterator[tuple[torch.Tensor, to
 @exercise(LESSON, "A filter's precision and recall", filter_precision_recall,
           "`stamplib.evaluation.traces.filter_precision` and the recall of the known-class samples")
 def _check_precision_recall(answer: Any, generator: torch.Generator) -> list[str]:
+    trials, cases = [], []
+    special: list[str] = []  # what the answer does on a boundary case, said when no known mistake explains it all
     for passed, is_outlier in _filter_cases(generator):
         b = len(passed)
         expected_precision = _trace_precision(passed, is_outlier)
@@ -191,11 +222,15 @@ def _check_precision_recall(answer: Any, generator: torch.Generator) -> list[str
         if not isinstance(result, (tuple, list)) or len(result) != 2:
             return ["return two numbers, (precision, recall)"]
         precision, recall = (float(v) for v in result)
-        if not passed.any() and not math.isnan(precision):
-            return [f"nothing passed the filter, so its precision is undefined (nan), not {precision}"]
-        if near(precision, expected_precision) and near(recall, expected_recall):
-            continue
         kept_known, kept_outliers = float((passed & known).sum()), float((passed & is_outlier).sum())
+        through = f"{int(passed.sum())} of {b} samples through, {int(is_outlier.sum())} outliers in the batch"
+        if not passed.any() and not math.isnan(precision):
+            special.append(f"nothing passed the filter ({through}), so its precision is undefined (nan), not "
+                           f"{precision}")
+        if passed.any() and not kept_known and math.isnan(precision):
+            special.append(f"only outliers passed the filter here ({through}, none of them known-class) and it gives "
+                           "precision nan: precision is 0 there (none of what passed is known-class); it is nan only "
+                           "when nothing passed")
         mistakes = [  # (what the answer does, the (precision, recall) it gives)
             ("precision and recall are swapped: precision divides by what passed, recall by the known-class "
              "samples", (expected_recall, expected_precision)),
@@ -210,17 +245,22 @@ def _check_precision_recall(answer: Any, generator: torch.Generator) -> list[str
             ("its precision is the outliers' share of what passed; precision is the known-class share",
              (1.0 - expected_precision, expected_recall)),
         ]
-        for message, (p, r) in mistakes:
-            if near(precision, p) and near(recall, r) and not (near(p, expected_precision) and near(r, expected_recall)):
-                return [message]
-        wrong = []
-        for what, value, right in (("precision", precision, expected_precision), ("recall", recall, expected_recall)):
-            if not near(value, right):
-                shown, correct = two_numbers(value, right)
-                wrong.append(f"{what} {shown} (expected {correct})")
-        return [f"{', '.join(wrong)}, with {int(passed.sum())} of {b} samples through and {int(is_outlier.sum())} "
-                "outliers in the batch"]
-    return []
+        trials.append(Trial((precision, recall), (expected_precision, expected_recall), mistakes))
+        cases.append(through)
+    failing = next((i for i, t in enumerate(trials) if wrong(t)), None)
+    if failing is None:
+        return []
+    if message := reproduced(trials):
+        return [message]
+    if special:
+        return special[:1]
+    trial = trials[failing]
+    differs = []
+    for what, value, right in zip(("precision", "recall"), trial.got, trial.expected):
+        if not near(value, right):
+            shown, correct = two_numbers(value, right)
+            differs.append(f"{what} {shown} (expected {correct})")
+    return [f"{', '.join(differs)}, with {cases[failing]}"]
 
 
 # ------------------------------------------------------------------------------- the lesson
@@ -261,8 +301,8 @@ def plot_scores(plan: Plan, records: Mapping[str, Record], results: str | Path,
             ax.hist(out.ood_score[~outlier], bins=bins, density=True, alpha=0.6, label="known classes")
             ax.hist(out.ood_score[outlier], bins=bins, density=True, alpha=0.6, label="outliers")
             auc = record.per_corruption[corruption].auroc
-            ax.set_title(f"{method_label(method)}, {corruption.replace('_', ' ')}: AUROC {auc:.1f}", fontsize=9)
-            ax.tick_params(axis="y", labelsize=7)
+            ax.set_title(f"{method_label(method)}, {corruption.replace('_', ' ')}: AUROC {auc:.1f}", fontsize=10)
+            ax.tick_params(labelsize=9)
         row[0].set_ylabel("density")
         first = outputs[corruptions[0]]
         fpr, tpr, _ = roc_curve(first.label < 0, first.ood_score)
@@ -270,10 +310,12 @@ def plot_scores(plan: Plan, records: Mapping[str, Record], results: str | Path,
         row[-1].plot([0, 100], [0, 100], color="grey", linewidth=0.8, linestyle="--")
         row[-1].set(title=f"ROC, {corruptions[0].replace('_', ' ')}",
                     xlabel="FPR: known classes flagged (%)", ylabel="TPR: outliers flagged (%)")
-        row[-1].title.set_fontsize(9)
+        row[-1].title.set_fontsize(10)
     for ax in axes[-1][:-1]:
         ax.set_xlabel("OOD score (entropy, nats)")
-    axes[0][0].legend(fontsize=7)
+    # one legend for the figure, above it: inside an axis it would cover bars
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False, fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -287,15 +329,19 @@ def plot_h_plane(frame: pd.DataFrame) -> plt.Figure:
     acc, auc = np.meshgrid(grid, grid)
     contours = ax.contour(acc, auc, 2 * acc * auc / (acc + auc), levels=range(10, 100, 10), colors="grey",
                           linewidths=0.6)
-    ax.clabel(contours, fmt="H=%d", fontsize=7)
+    ax.clabel(contours, fmt="H=%d", fontsize=8)
     colours = method_colours(rows["Method"])
-    # a legend, not labels beside the points: methods with close scores (BN Stats and EATA) overlap
-    for _, r in rows.sort_values("h", ascending=False).iterrows():
-        ax.scatter(r["acc"], r["auroc"], color=colours[r["Method"]], s=50, zorder=3, edgecolor="black",
-                   linewidth=0.5, label=f"{r['Method']} (H {r['h']:.1f})")
+    # a legend, not labels beside the points; methods with close scores (BN Stats and EATA) land on one
+    # spot, so each has its own marker and the first drawn is the largest: every point stays visible
+    ordered = rows.sort_values("h", ascending=False).reset_index(drop=True)
+    markers = "oDs^vP*Xh<>p"
+    for i, r in ordered.iterrows():
+        ax.scatter(r["acc"], r["auroc"], color=colours[r["Method"]], s=max(36.0, 360 * 0.72**i), zorder=3 + i,
+                   edgecolor="black", linewidth=0.7, marker=markers[i % len(markers)],
+                   label=f"{r['Method']} (H {r['h']:.1f})")
     ax.set(xlabel="ACC (%)", ylabel="AUROC (%)", xlim=(0, 100), ylim=(0, 100),
            title="Each method's ACC and AUROC, over lines of equal H")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=8, title="by H")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=9, title="by H", markerscale=0.7)
     fig.tight_layout()
     return fig
 
@@ -315,6 +361,12 @@ def h_plane_text(plan: Plan, records: Mapping[str, Record]) -> str:
            f"({means.iloc[0]:.1f})"
     if "stamp" not in h.index or "bn_stats" not in h.index:
         return text + "."
+    shown = means.round(1)
+    ties = [(a, b) for a, b in zip(means.index[:-1], means.index[1:]) if shown[a] == shown[b]]
+    if ties:
+        text += "; " + "; ".join(f"{method_label(a)} and {method_label(b)} tie at {shown[a]:.1f} to one decimal "
+                                 f"({means[a]:.2f} and {means[b]:.2f}: the figure draws the first larger, so both "
+                                 "show)" for a, b in ties)
     stamp, bn = h.loc["stamp"], h.loc["bn_stats"]
     stream_order = next(r.corruptions for c in plan.cells if (r := records.get(c.spec.key())) is not None)
     corruptions = [c for c in stream_order if c in h.columns]
@@ -378,12 +430,12 @@ def plot_long_stream_scores(frame: pd.DataFrame) -> plt.Figure:
         ax.axvline(start - 0.5, color="0.6", linewidth=0.8)
     # each corruption's name under the middle of its batches, as the x axis' labels
     ax.set_xticks(list((spans["min"] + spans["max"]) / 2) if not spans.empty else [],
-                  [c.replace("_", " ") for c in spans.index], rotation=45, ha="right", fontsize=8)
+                  [c.replace("_", " ") for c in spans.index], rotation=45, ha="right", fontsize=9)
     lengths = set(spans["max"] - spans["min"] + 1) if not spans.empty else set()
     each = f"; {lengths.pop()} batches each" if len(lengths) == 1 else ""
     ax.set(xlabel=f"the long stream's corruptions in turn (a grey line where one begins{each})",
            ylabel="mean OOD score (entropy, nats)", title="The OOD score along the long stream")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -408,8 +460,13 @@ def long_stream_text(frame: pd.DataFrame, shares: pd.DataFrame) -> str:
             f"and the most predicted class takes {100 * last['top_class_share']:.0f} % of the known-class "
             f"predictions. Without outliers (dashed) that share stays at {100 * closed['top_class_share'].min():.0f}–"
             f"{closed_top:.0f} %")
+    # the same words as lesson 14's verdict on this stream (adapting.drift_verdict): "collapses" only
+    # where one class takes half the predictions or more
     if 100 * last["top_class_share"] > closed_top + 5:
-        return text + ": the outliers are what the entropy minimisation collapses onto."
+        if last["top_class_share"] >= COLLAPSED_SHARE:
+            return text + ": with outliers, the entropy minimisation collapses onto one class."
+        return (text + ": the outliers pull the entropy minimisation towards one class (it drifts, without "
+                f"collapsing: no class takes {100 * COLLAPSED_SHARE:.0f} % of the predictions).")
     return text + "."
 
 
@@ -464,12 +521,11 @@ def plot_filters(frame: pd.DataFrame) -> plt.Figure:
             ax.scatter(100 * mine["recall"], 100 * mine["precision"], s=8, alpha=0.35, color=colours[method])
             ax.scatter(100 * mine["recall"].mean(), 100 * mine["precision"].mean(), s=70, color=colours[method],
                        edgecolor="black", zorder=3)
-        # precision is undefined where nothing passed: such a method has no point here, so say so
+        # precision is undefined where nothing passed: such a method has no point here, so the title
+        # says so (a note inside the axis would cover points)
         empty = [m for m, mine in rows.groupby("Method", sort=False) if not mine["passed"].any()]
-        if empty:
-            ax.text(0.03, 0.03, f"no sample passed: {', '.join(empty)}", transform=ax.transAxes, fontsize=8,
-                    va="bottom")
-        ax.set(title=corruption.replace("_", " "), xlabel="recall: known-class samples kept (%)", xlim=(-3, 103))
+        title = corruption.replace("_", " ") + (f"\n(no sample passed: {', '.join(empty)})" if empty else "")
+        ax.set(title=title, xlabel="recall: known-class samples kept (%)", xlim=(-3, 103))
     axes[0][0].set_ylabel("precision (%): known-class\nshare of what passed")
     if corruptions:
         handles = [plt.Line2D([], [], marker="o", linestyle="", markersize=8, color=colours[m], markeredgecolor="black",

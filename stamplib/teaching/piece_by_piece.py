@@ -30,14 +30,16 @@ from stamplib.models import resnet_cifar_tiny
 from stamplib.report.frames import plan_frame
 from stamplib.report.paper import paper_value
 from stamplib.teaching.exercises import (
+    Trial,
     as_tensor,
     close,
     exercise,
-    first_match,
     integer,
     largest_difference,
+    reproduced,
     two_numbers,
     uniform,
+    wrong,
 )
 from stamplib.teaching.records import STAMP_COLOUR, seed_spread
 
@@ -82,6 +84,8 @@ OFF_PATH = tuple(Step(name, adds, variant, row) for name, adds, variant, row in 
      *_row(True, True, False, True)),
     ("STAMP with one view", "Fig. 4 (notebook 09): no augmentation averaging (K = 1)", SINGLE_VIEW, 0),
 ))
+#: What the paper's columns show for a step that is not a row of Table 5 (Tent).
+NOT_IN_TABLE5 = "— (not in Table 5)"
 #: The paper's Table 5 cell (CIFAR100-C with SVHN-C outliers).
 TABLE5_CELL = ("cifar100_c", "svhn")
 
@@ -112,10 +116,14 @@ def path_table(plan: plans.Plan, records: Mapping[str, Record], stores: Sequence
         for corruption in specs[step.variant].corruptions:  # in stream order
             if corruption in per_corruption:
                 row[f"H {corruption.replace('_', ' ')}"] = per_corruption[corruption]
-        row["H over seeds"] = seed_spread(specs[step.variant], stores).text()
+        spread = seed_spread(specs[step.variant], stores)
+        row["H over seeds"] = spread.text()
+        row["H lowest seed"], row["H highest seed"] = spread.low, spread.high
         for metric in ("acc", "auroc", "h"):
             value = paper_value("5", *TABLE5_CELL, "stamp", metric, variant=step.variant) if step.table5_row else None
-            row[f"paper {metric.upper()}"] = math.nan if value is None else value
+            # Tent is not a row of Table 5: say so rather than show NaN
+            row[f"paper {metric.upper()}"] = NOT_IN_TABLE5 if not step.table5_row else math.nan if value is None \
+                else value
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -129,20 +137,23 @@ def schedule_text(plan: plans.Plan, records: Mapping[str, Record]) -> str:
         return "STAMP's record is missing: compute the cells first."
     config = spec.config
     batches = max(len(t.n_passed) for t in record.trace.values())
-    end = stamp_cosine_step_size(config.lr, batches, config.period, periodic=True)
+    # the last step of a corruption's stream is step batches − 1 (steps count from 0): its step size
+    # is the lowest the stream uses
+    end = stamp_cosine_step_size(config.lr, batches - 1, config.period, periodic=True)
     return (f"Here a corruption's stream has {batches} batches (at most as many adaptation steps) and STAMP is reset "
-            f"before the next, while the "
-            f"period is T = {config.period} adaptation steps: the step size only falls from {config.lr:g} to "
-            f"{end:.3g} ({100 * end / config.lr:.0f} % of it) before each reset.")
+            f"before the next, while the period is T = {config.period} adaptation steps: the step size only falls "
+            f"from η₀ = {config.lr:g} to {end:.4g} at the last step it can take ({100 * end / config.lr:.0f} % of "
+            "η₀) before each reset.")
 
 
 def plot_path(table: pd.DataFrame) -> plt.Figure:
-    """H of each step of the path (mean and per corruption), beside the paper's Table 5 H of the
-    same row (on its own benchmark: compare the direction of each step, not the numbers)."""
+    """H of each step of the path (mean and per corruption, and the mean's range over the seeds
+    whose records exist), beside the paper's Table 5 H of the same row (on its own benchmark:
+    compare the direction of each step, not the numbers)."""
     steps = table[table["step"].isin([s.name for s in STEPS])]
     x = range(len(steps))
     fig, ax = plt.subplots(figsize=(10, 4.0))
-    per_corruption = [c for c in steps.columns if c.startswith("H ") and c != "H over seeds"]
+    per_corruption = [c for c in steps.columns if c.startswith("H ") and "seed" not in c]
     # corruptions in grey, told apart by marker and dash: the palette's colours belong to methods
     styles = [("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."), ("v", (0, (5, 1)))]
     for i, column in enumerate(per_corruption):
@@ -150,8 +161,12 @@ def plot_path(table: pd.DataFrame) -> plt.Figure:
         ax.plot(x, steps[column], marker=marker, linestyle=dash, color="0.45", linewidth=1, alpha=0.8,
                 label=f"ours, {column[2:]}")
     ax.plot(x, steps["H"], marker="o", linewidth=2.5, color=STAMP_COLOUR, label="ours, mean over corruptions")
+    if "H lowest seed" in steps:  # the seed spread the lesson reads each step against
+        low, high = (pd.to_numeric(steps[c], errors="coerce") for c in ("H lowest seed", "H highest seed"))
+        ax.fill_between(list(x), low, high, color=STAMP_COLOUR, alpha=0.2, linewidth=0,
+                        label="ours, mean H: lowest to highest seed")
     if "paper H" in steps:
-        ax.plot(x, steps["paper H"], marker="x", linestyle="--", color="black",
+        ax.plot(x, pd.to_numeric(steps["paper H"], errors="coerce"), marker="x", linestyle="--", color="black",
                 label="paper, Table 5 (CIFAR100-C + SVHN-C)")
     ax.set_xticks(list(x), list(steps["step"]), rotation=15, ha="right")
     ax.set(ylabel="H-score (%)", ylim=(0, 100), title="From Tent to STAMP, one component at a time")
@@ -220,12 +235,13 @@ def _cosine_cases(generator: torch.Generator) -> list[tuple[float, int, int]]:
 
 @exercise(LESSON, "The cosine step size", cosine_step_size, "`stamplib.methods.stamp.cosine_step_size`")
 def _check_cosine(answer: Any, generator: torch.Generator) -> list[str]:
+    trials = []
     for lr0, step, period in _cosine_cases(generator):
         expected = stamp_cosine_step_size(lr0, step, period, periodic=True)
         got = float(answer(lr0, step, period))
-        tolerance = 1e-6 * lr0  # float32's cos rounds to ~1e-7 of lr0; an off-by-one step moves it ≥ 2e-5 · lr0
-        if abs(got - expected) <= tolerance:
-            continue
+        # float32's cos rounds to ~1e-7 of lr0; an off-by-one step moves it ≥ 2e-5 · lr0; an absolute
+        # tolerance, as a fraction of the largest value of 1 (lr0 ≤ 0.5)
+        tolerance = 1e-6 * lr0
         known = [
             ("after `period` steps the authors' schedule rises again (PyTorch's CosineAnnealingLR is periodic); "
              "do not hold it at 0", stamp_cosine_step_size(lr0, step, period, periodic=False)),
@@ -235,14 +251,19 @@ def _check_cosine(answer: Any, generator: torch.Generator) -> list[str]:
             ("the ½ is missing: lr0 · ½ · (1 + cos(π·step/period)) starts at lr0", 2 * expected),
             ("the angle is π · step / period radians, not 180 · step / period",
              lr0 * 0.5 * (1 + math.cos(180 * step / period))),
-            ("off by one: the step size before the first step (step 0) is lr0",
-             stamp_cosine_step_size(lr0, step + 1, period, periodic=True)),
+            ("off by one: it gives the step size one step later (step + 1) on every case; the step size before "
+             "the first step (step 0) is lr0", stamp_cosine_step_size(lr0, step + 1, period, periodic=True)),
+            ("its period is 2·period (the angle π·step / (2·period)): the step size reaches 0 at step = period",
+             stamp_cosine_step_size(lr0, step, 2 * period, periodic=True)),
         ]
-        message = first_match(torch.tensor(got), torch.tensor(expected), [(m, torch.tensor(v)) for m, v in known],
-                              tolerance)
-        shown, right = two_numbers(got, expected)
-        return [message or f"lr0={lr0:g}, step {step}, period {period}: expected {right}, got {shown}"]
-    return []
+        trials.append((Trial(got, expected, known, tolerance), lr0, step, period))
+    failing = next(((t, lr0, step, period) for t, lr0, step, period in trials if wrong(t)), None)
+    if failing is None:
+        return []
+    trial, lr0, step, period = failing
+    shown, right = two_numbers(trial.got, trial.expected)
+    return [reproduced([t for t, *_ in trials]) or f"lr0={lr0:g}, step {step}, period {period}: expected {right}, "
+                                                    f"got {shown}"]
 
 
 def eviction_candidates(class_counts: Sequence[int], xi: Sequence[float], capacity: int) -> list[int]:
@@ -258,7 +279,9 @@ def eviction_candidates(class_counts: Sequence[int], xi: Sequence[float], capaci
 
 #: (class counts, ξ, capacity) of the fixed boundary cases, four classes and a capacity of 8: a
 #: memory at capacity − 1, at capacity (the largest ξ present, then absent), at capacity + 1, with
-#: two present classes tied at the top, one class wide, and with ξ and the counts disagreeing.
+#: two present classes tied at the top, one class wide, with ξ and the counts disagreeing, and ξ
+#: a fraction near a tie (1e-4 below the largest, 0.98 below it, 0.5 below it: only an exact tie is
+#: a tie; float32 keeps these apart, it resolves 2.4e-7 there).
 EVICTION_CASES = (
     ([3, 0, 4, 0], [2.0, 0.0, 3.0, 1.0], 8),
     ([3, 0, 5, 0], [2.0, 0.0, 3.0, 1.0], 8),
@@ -267,6 +290,9 @@ EVICTION_CASES = (
     ([4, 0, 4, 0], [3.0, 5.0, 3.0, 1.0], 8),
     ([8, 0, 0, 0], [1.0, 4.0, 2.0, 0.0], 8),
     ([1, 5, 2, 0], [4.0, 1.0, 4.0, 0.0], 8),
+    ([3, 0, 5, 0], [2.5, 0.0, 2.5001, 1.0], 8),
+    ([2, 3, 3, 0], [1.75, 0.77, 1.25, 3.5], 8),
+    ([4, 2, 2, 0], [0.3, 1.28, 0.31, 0.0], 8),
 )
 
 
@@ -282,7 +308,8 @@ def _memory_holding(counts: Sequence[int], xi: Sequence[float], capacity: int) -
 
 
 def _eviction_cases(generator: torch.Generator) -> Iterator[tuple[list[int], list[float], int]]:
-    """The fixed boundary cases, then random ones (ξ rounded, so that ties occur)."""
+    """The fixed boundary cases, then random ones: ξ rounded in half of them (so that ties occur),
+    a fraction in the others, with a present class a fraction below the largest."""
     for counts, xi, capacity in EVICTION_CASES:
         yield list(counts), list(xi), capacity
     for case in range(8):
@@ -292,8 +319,11 @@ def _eviction_cases(generator: torch.Generator) -> Iterator[tuple[list[int], lis
         if case == 0:  # the memory one class wide (lesson 17's contrast stream)
             labels[:] = labels[0]
         counts = torch.bincount(labels, minlength=num_classes).tolist()
-        xi = (torch.rand(num_classes, generator=generator, dtype=torch.float64) * 4).round().tolist()  # ties
+        xi = torch.rand(num_classes, generator=generator, dtype=torch.float64) * 4
+        xi = (xi.round() if case % 2 == 0 else xi).tolist()  # rounded: ties
         present = [c for c in range(num_classes) if counts[c]]
+        if case % 2 == 1 and len(present) > 1:  # a near tie: a fraction below the largest present ξ
+            xi[present[-1]] = max(xi[c] for c in present) - uniform(generator, 1e-4, 0.99)
         if case == 1 and len(present) > 1:  # two present classes tie at the top
             xi[present[0]] = xi[present[-1]] = max(xi) + 1.0
         absent = [c for c in range(num_classes) if counts[c] == 0]
@@ -305,38 +335,59 @@ def _eviction_cases(generator: torch.Generator) -> Iterator[tuple[list[int], lis
 @exercise(LESSON, "The class-balanced memory's eviction rule", eviction_candidates,
           "`stamplib.blocks.memory.ClassBalancedMemory` (STAMP's memory, stamp.md §4.3)")
 def _check_eviction(answer: Any, generator: torch.Generator) -> list[str]:
+    cases = []
     for counts, xi, capacity in _eviction_cases(generator):
         expected = _memory_holding(counts, xi, capacity).eviction_candidates()
         got = sorted(int(c) for c in answer(list(counts), list(xi), capacity))
-        if got == expected:
-            continue
-        total = sum(counts)
-        present = [c for c, n in enumerate(counts) if n]
-        if total < capacity and got:
-            one_short = " (capacity − 1: room for one more)" if total == capacity - 1 else ""
-            return [f"the memory holds {total} samples of {capacity}{one_short}, so it still has room here: nothing "
-                    "is evicted until it holds `capacity` samples"]
-        if any(c not in present for c in got):
-            return ["it evicts from a class with no sample in the memory: only a present class can lose one (an "
-                    "absent class with a large ξ is skipped)"]
-        if not got and total > capacity:
-            return [f"the memory holds more than `capacity` samples ({total} of {capacity}) and it gives no candidate: "
-                    "a memory at or over capacity evicts (sum of the counts ≥ capacity)"]
-        if not got and max(xi) > max(xi[c] for c in present):
-            return ["the memory is full, an absent class has the largest ξ, and it gives no candidate: the largest ξ "
-                    "is taken among the present classes only (over all classes, no present class reaches it)"]
-        if not got:
-            return [f"the memory is full (it holds {total} = `capacity` samples) and it gives no candidate: the next "
-                    "insertion evicts, so the present classes with the largest ξ are candidates"]
-        by_count = [c for c in present if counts[c] == max(counts[p] for p in present)]
-        if got == by_count and by_count != expected:
-            return ["it picks by the current counts; the rule uses the class-frequency EMA ξ (it remembers which "
-                    "classes were frequent, Eq. 5)"]
-        if len(got) == 1 and got[0] in expected:
-            return ["with ties every present class with the largest ξ is a candidate (the memory then picks one at "
-                    "random)"]
-        return [f"counts {counts}, ξ {xi}, capacity {capacity}: the candidates are {expected}, it gives {got}"]
-    return []
+        cases.append((counts, xi, capacity, expected, got))
+    failing = next((case for case in cases if case[3] != case[4]), None)
+    if failing is None:
+        return []
+    counts, xi, capacity, expected, got = failing
+    total = sum(counts)
+    present = [c for c, n in enumerate(counts) if n]
+    case = f"counts {counts}, ξ {xi}, capacity {capacity}"
+    if total < capacity and got:
+        one_short = " (capacity − 1: room for one more)" if total == capacity - 1 else ""
+        return [f"the memory holds {total} samples of {capacity}{one_short}, so it still has room here: nothing "
+                f"is evicted until it holds `capacity` samples ({case}: it gives {got})"]
+    if any(c not in present for c in got):
+        return [f"it evicts from a class with no sample in the memory: only a present class can lose one (an "
+                f"absent class with a large ξ is skipped; {case}: it gives {got})"]
+    if not got and total > capacity:
+        return [f"the memory holds more than `capacity` samples ({total} of {capacity}) and it gives no candidate: "
+                "a memory at or over capacity evicts (sum of the counts ≥ capacity)"]
+    if not got and max(xi) > max(xi[c] for c in present):
+        return [f"the memory is full, an absent class has the largest ξ, and it gives no candidate ({case}): the "
+                "largest ξ is taken among the present classes only (over all classes, no present class reaches it)"]
+    if not got:
+        return [f"the memory is full (it holds {total} = `capacity` samples) and it gives no candidate ({case}): "
+                "the next insertion evicts, so the present classes with the largest ξ are candidates"]
+    def by_counts(counts: list[int], capacity: int) -> list[int]:
+        return [] if sum(counts) < capacity else _largest(counts, [c for c, n in enumerate(counts) if n])
+
+    mistaken = [by_counts(counts, capacity) for counts, _, capacity, _, _ in cases]
+    if all(m == case[4] for m, case in zip(mistaken, cases)) and any(m != case[3] for m, case in zip(mistaken, cases)):
+        return ["it picks by the current counts on every case; the rule uses the class-frequency EMA ξ (it "
+                "remembers which classes were frequent, Eq. 5)"]
+    top = max(xi[c] for c in present)
+    below = [c for c in got if c in present and xi[c] < top]
+    if below and set(expected) <= set(got):
+        c = max(below, key=lambda k: xi[k])
+        near_tie = ", a near tie is not a tie" if top - xi[c] < 1 else ""
+        return [f"it gives class {c} too, whose ξ ({xi[c]:g}) is {top - xi[c]:.4g} below the largest ξ among the "
+                f"present classes ({top:g}; {case}): only classes whose ξ equals the largest are candidates{near_tie}"]
+    missed = [c for c in expected if c not in got]
+    if missed and set(got) <= set(expected):
+        return [f"classes {expected} tie at the largest ξ ({top:g}) and it gives only {got} ({case}): with ties "
+                "every present class with the largest ξ is a candidate (the memory then picks one at random)"]
+    return [f"{case}: the candidates are {expected}, it gives {got}"]
+
+
+def _largest(values: Sequence[float], among: Sequence[int]) -> list[int]:
+    """The classes of ``among`` whose value is the largest there."""
+    top = max(values[c] for c in among)
+    return [c for c in among if values[c] == top]
 
 
 def self_weighted_entropy(logits: torch.Tensor, scale: int) -> torch.Tensor:
@@ -386,29 +437,38 @@ def _self_weighting_cases(generator: torch.Generator) -> Iterator[tuple[torch.Te
           "STAMP's own loss (`stamplib.methods.stamp.Stamp.loss`, weighting `adaptive`)")
 def _check_self_weighted_entropy(answer: Any, generator: torch.Generator) -> list[str]:
     stamp = _loss_stamp()
+    trials, answered = [], []
     for logits, scale in _self_weighting_cases(generator):
         reference = logits.clone().requires_grad_(True)
         expected = stamp.loss(reference, scale)
         (expected_grad,) = torch.autograd.grad(expected, reference)
         given = logits.clone().requires_grad_(True)
         result = answer(given, scale)
-        got = as_tensor(result, "one number (a 0-d tensor)").reshape(())
+        got = as_tensor(result, "one number (a 0-d tensor)")
+        if got.numel() != 1:
+            return [f"it returns shape {tuple(got.shape)} for {len(logits)} samples; STAMP's loss is one number, the "
+                    "mean over the samples of H · scale · w"]
+        got = got.reshape(())
         entropy = -(torch.log_softmax(logits, 1).exp() * torch.log_softmax(logits, 1)).sum(1)
         w = torch.softmax(-entropy, 0)
-        if not close(got, expected.detach()):
-            known = [
-                ("the weights favour the uncertain samples: w = softmax(−H), so confident samples weigh more",
-                 (entropy * scale * torch.softmax(entropy, 0)).mean()),
-                ("the scale is missing: mean(H · scale · w), with scale the memory's capacity",
-                 (entropy * w).mean()),
-                ("it sums over the samples; STAMP averages (mean(H · scale · w))", (entropy * scale * w).sum()),
-                ("that is plain mean entropy (weighting 'none'); weight each sample by w = softmax(−H)",
-                 entropy.mean()),
-                ("the weights are not normalised: w = softmax(−H) = exp(−H) / Σ exp(−H) sums to 1 over the samples",
-                 (entropy * scale * torch.exp(-entropy)).mean()),
-            ]
-            return [first_match(got, expected.detach(), known)
-                    or f"the loss differs from STAMP's {largest_difference(got, expected.detach())}"]
+        known = [
+            ("the weights favour the uncertain samples: w = softmax(−H), so confident samples weigh more",
+             (entropy * scale * torch.softmax(entropy, 0)).mean()),
+            ("the scale is missing: mean(H · scale · w), with scale the memory's capacity", (entropy * w).mean()),
+            ("it sums over the samples; STAMP averages (mean(H · scale · w))", (entropy * scale * w).sum()),
+            ("that is plain mean entropy (weighting 'none'); weight each sample by w = softmax(−H)", entropy.mean()),
+            ("the weights are not normalised: w = softmax(−H) = exp(−H) / Σ exp(−H) sums to 1 over the samples",
+             (entropy * scale * torch.exp(-entropy)).mean()),
+        ]
+        trials.append((Trial(got, expected.detach(), known), tuple(logits.shape), scale))
+        answered.append((logits, scale, given, result, expected_grad))
+    failing = next(((t, shape, scale) for t, shape, scale in trials if wrong(t)), None)
+    if failing is not None:
+        trial, shape, scale = failing
+        shown, right = two_numbers(float(trial.got), float(trial.expected))
+        return [reproduced([t for t, _, _ in trials])
+                or f"on logits of shape {list(shape)} with scale {scale}: STAMP's loss is {right}, it gives {shown}"]
+    for logits, scale, given, result, expected_grad in answered:
         if not isinstance(result, torch.Tensor) or not result.requires_grad:
             return ["the value is right but it carries no gradient: STAMP back-propagates this loss"]
         (grad,) = torch.autograd.grad(result.reshape(()), given)

@@ -25,7 +25,7 @@ from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
 from stamplib.report import palette
 
-#: The seeds a lesson looks for (the three that issue 41 computes for the built-in benchmark).
+#: The seeds a lesson looks for (the three the built-in benchmark computes: results/builtin_benchmark).
 SEEDS = (0, 1, 2)
 #: The committed records of the quick run on the built-in benchmark, beside the run's own store.
 COMMITTED_QUICK_RUN = "results/builtin_benchmark"

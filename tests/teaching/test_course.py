@@ -1,4 +1,4 @@
-"""The course (notebooks 14–17, issue 43): its lessons plan the paper notebooks' own cells, its
+"""The course (notebooks 14–17): its lessons plan the paper notebooks' own cells, its
 notebooks keep the exercise markup (one check after each exercise, the student's copy with
 ``solutions`` off), seed spreads say "one seed" where only one exists, and the overview's closing
 and lesson 17's comparison with the authors' code read the committed records."""
@@ -211,3 +211,39 @@ def test_lesson_14_and_16_say_lifts_and_gain_only_where_the_numbers_rise() -> No
     assert "No step raises the mean H here." in piece_by_piece.path_text(falling)
     rising = _path({"ACC": 60.0, "AUROC": 57.9, "H": 40.0}, {"ACC": 50.0, "AUROC": 28.9, "H": 58.9})
     assert "The largest single gain: + views averaging (+18.9)." in piece_by_piece.path_text(rising)
+
+
+def test_lesson_15_calls_the_long_stream_collapsed_only_as_lesson_14_does() -> None:
+    """Lesson 14's verdict says "drifts, without collapsing" below half the predictions; lesson 15's
+    sentence on the same stream uses the same rule."""
+    from stamplib.teaching import outliers
+
+    def text(share: float) -> str:
+        scores = pd.DataFrame([{"Method": "Tent", "batch": b, "score_known": 1.0, "score_outliers": 0.5} for b in range(3)])
+        shares = pd.DataFrame([{"Method": "Tent", "stream": course.LONG_STREAM, "top_class_share": share,
+                                "outliers_top_share": 0.8},
+                               {"Method": "Tent", "stream": course.LONG_STREAM_CLOSED, "top_class_share": 0.15,
+                                "outliers_top_share": 0.0}])
+        return outliers.long_stream_text(scores, shares)
+
+    assert "drifts, without collapsing" in text(0.3) and "collapses" not in text(0.3).replace("without collapsing", "")
+    assert "collapses onto one class" in text(0.6)
+    assert text(0.16).endswith("%.")
+
+
+def test_lesson_16_quotes_the_step_size_of_the_last_step_a_stream_takes_and_no_nan_for_tent() -> None:
+    from stamplib.methods.stamp import cosine_step_size
+    from stamplib.teaching import piece_by_piece
+    from stamplib.teaching.records import default_stores
+
+    plan = registry.plan(LESSONS[2], profile="quick")
+    records = {s.key(): r for s in plan.specs if (r := QUICK_RUN.get(s)) is not None}
+    stamp = next(c.spec for c in reversed(plan.cells) if c.spec.method == "stamp")
+    batches = max(len(t.n_passed) for t in records[stamp.key()].trace.values())
+    last = cosine_step_size(stamp.config.lr, batches - 1, stamp.config.period, periodic=True)
+    text = piece_by_piece.schedule_text(plan, records)
+    assert f"to {last:.4g} at the last step it can take" in text, text
+    table = piece_by_piece.path_table(plan, records, default_stores(REPO / "results"))
+    tent = table[table["step"] == "Tent"].iloc[0]
+    assert all(tent[f"paper {m}"] == piece_by_piece.NOT_IN_TABLE5 for m in ("ACC", "AUROC", "H"))
+    assert {"H lowest seed", "H highest seed"} <= set(table.columns)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from stamplib.teaching import EXERCISES, check
-from stamplib.teaching.exercises import CheckResult, of_lesson
+from stamplib.teaching.exercises import ExerciseResult, of_lesson
 
 #: The exercises whose check runs STAMP steps: one seed keeps the test short.
 SLOW = {"stamp_reliable"}
@@ -61,7 +61,7 @@ def test_a_failing_reference_solution_is_an_error(monkeypatch: pytest.MonkeyPatc
 
 def test_the_same_seed_gives_the_same_verdict_and_fresh_checks_draw_new_inputs() -> None:
     first, again = check("auroc_percent", _strict_auroc, seed=11), check("auroc_percent", _strict_auroc, seed=11)
-    assert isinstance(first, CheckResult) and first.problems == again.problems
+    assert isinstance(first, ExerciseResult) and first.problems == again.problems
     assert len({check("h_score", lambda a, b: (a + b) / 2).seed for _ in range(4)}) > 1
 
 

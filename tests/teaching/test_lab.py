@@ -2,7 +2,9 @@
 student copies without solutions, and grading a folder of made-up submissions of lesson 14 (the
 cheapest checks) gives the expected grades.csv: a correct one passes, an empty one is "not written
 yet" even with ``solutions`` turned on, and a syntax error, an endless loop, a deleted or edited
-check cell and a tampered check are rows with their reasons, never a crash and never a pass."""
+check cell and a tampered check are rows with their reasons, never a crash and never a pass; an
+answer written below its check cell (the stub left in place) is graded, a comment added to a check
+cell is not an edit, and a handed-in overview gets a row saying it has no exercises."""
 
 from __future__ import annotations
 
@@ -101,6 +103,9 @@ def test_a_check_cell_is_found_by_its_id_or_its_call_and_compared_with_the_packa
         cell["id"] = f"new-{i}"  # an editor that gives every cell a new id
     assert lab.check_cell_state(renumbered, lesson, ENTROPY) == "kept"
     check = next(c for c in renumbered.cells if lab._check_call(lab._source(c)) == ENTROPY)
+    pristine = check.source
+    check.source = "# a note of mine\n" + pristine + "  # and another\n\n"
+    assert lab.check_cell_state(renumbered, lesson, ENTROPY) == "kept"  # a comment is not an edit
     check.source = 'check("softmax_entropy", softmax_entropy, True)'
     assert lab.check_cell_state(renumbered, lesson, ENTROPY) == "edited"
     renumbered.cells.remove(check)
@@ -149,8 +154,21 @@ def _submissions(release: Path, folder: Path) -> None:
         f"ex.EXERCISES['{BN}'] = dataclasses.replace(ex.EXERCISES['{BN}'], find_problems=lambda answer, g: [])\n\n\n"
         f"def {BN}(x, weight, bias, eps=1e-5):\n    return x\n"))
     _with_exercise(made["tampered"], LOGITS, f"from stamplib.teaching.adapting import {LOGITS}\n")
+    # the answer in a new cell below the check cell, the stub left in its exercise cell
+    made["below_check"] = _solved(empty)
+    _with_exercise(made["below_check"], BN, _source(_cell_of(empty, "exercise", BN)))
+    below = made["below_check"]["cells"].index(_cell_of(made["below_check"], "check", BN)) + 1
+    made["below_check"]["cells"].insert(below, {"cell_type": "code", "id": "mine", "metadata": {},
+                                                "execution_count": None, "outputs": [],
+                                                "source": "import torch\n\n\n" + solution_source(BN)})
+    # a comment and a blank line added to a check cell: not an edit
+    made["commented_check"] = _solved(empty)
+    commented = _cell_of(made["commented_check"], "check", ENTROPY)
+    commented["source"] = "# I ran this twice; the second time it passed\n\n" + _source(commented) + "  # done\n"
     for name, nb in made.items():
         (folder / f"{name}.ipynb").write_text(json.dumps(nb))
+    (folder / "student_3").mkdir()
+    (folder / "student_3" / "overview.ipynb").write_text((release / "00_walkthrough.ipynb").read_text())
     (folder / "student_7").mkdir()
     (folder / "student_7" / "notes.ipynb").write_text("{ not json")
 
@@ -171,6 +189,8 @@ EXPECTED = {  # file -> exercise -> (passed, the message's pattern)
                            LOGITS: (True, "^right$")},
     "tampered.ipynb": {BN: (False, "^wrong: "), ENTROPY: (True, "^right$"),
                        LOGITS: (False, "is the reference solution imported from stamplib")},
+    "below_check.ipynb": {e: (True, "^right$") for e in (BN, ENTROPY, LOGITS)},
+    "commented_check.ipynb": {e: (True, "^right$") for e in (BN, ENTROPY, LOGITS)},
 }
 
 
@@ -188,17 +208,21 @@ def test_release_then_grade_made_up_submissions(tmp_path: Path, capsys) -> None:
     unreadable = [r for r in rows if r["file"] == "student_7/notes.ipynb"]
     assert len(unreadable) == 1 and unreadable[0]["passed"] == "False"
     assert unreadable[0]["message"].startswith("not a readable notebook")
+    overview = [r for r in rows if r["file"] == "student_3/overview.ipynb"]
+    assert overview == [{"file": "student_3/overview.ipynb", "lesson": "00_walkthrough", "exercise": "", "passed": "",
+                         "message": overview[0]["message"]}] and "has no exercises" in overview[0]["message"]
     graded = {}
     for r in rows:
         if r["file"] in EXPECTED:
             assert r["lesson"] == LESSON
             graded.setdefault(r["file"], {})[r["exercise"]] = (r["passed"] == "True", r["message"])
-    assert set(graded) == set(EXPECTED) and len(rows) == 3 * len(EXPECTED) + 1
+    assert set(graded) == set(EXPECTED) and len(rows) == 3 * len(EXPECTED) + 2
     for file, expected in EXPECTED.items():
         for exercise, (passed, pattern) in expected.items():
             got = graded[file][exercise]
             assert got[0] is passed and re.search(pattern, got[1]), (file, exercise, got)
-    assert re.search(rf"{BN}\s+5 of 7 passed", printed) and re.search(rf"{ENTROPY}\s+2 of 7 passed", printed), printed
+    assert re.search(rf"{BN}\s+7 of 9 passed", printed) and re.search(rf"{ENTROPY}\s+4 of 9 passed", printed), printed
+    assert "student_3/overview.ipynb: 00_walkthrough has no exercises" in printed
     assert "student_7/notes.ipynb: not a readable notebook" in printed
 
 

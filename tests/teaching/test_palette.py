@@ -1,4 +1,4 @@
-"""One palette (issue 52): each method keeps one colour in every figure of the overview and the
+"""One palette: each method keeps one colour in every figure of the overview and the
 lessons — the colour of :mod:`stamplib.report.palette` — and no legend shows a registry name
 (``bn_stats``) where the method has a paper name (``BN Stats``). Tent was green in notebook 00 and
 orange in lessons 14 and 15. :func:`legend_problems` is also applied to every figure the notebooks

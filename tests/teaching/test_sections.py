@@ -1,4 +1,4 @@
-"""Every section of the overview and the lessons shows something (issue 52): each notebook's code
+"""Every section of the overview and the lessons shows something: each notebook's code
 runs in this process on a results store that holds its cells (the smoke profile's, computed here
 once), and no cell may print that records are missing, draw an axis with no data on it (or a legend
 against the palette: ``test_palette``), or end on an empty table. Lesson 17's harder streams were empty on every run while the records sat in
@@ -23,6 +23,7 @@ from matplotlib.contour import ContourSet
 
 from stamplib.experiments import course
 from stamplib.notebook_runner import notebooks_dir
+from tests.teaching.test_figures import figure_problems
 from tests.teaching.test_palette import legend_problems
 
 NOTEBOOKS = ["00_walkthrough", *(e.notebook for e in course.LESSONS)]
@@ -91,6 +92,8 @@ def run_cells(notebook: str, parameters: dict[str, Any]) -> list[tuple[int, str,
             empty = [f"{plt.figure(n).get_suptitle() or n}: {title}" for n in plt.get_fignums()
                      for title in empty_axes(plt.figure(n))]
             empty += [f"legend: {problem}" for n in plt.get_fignums() for problem in legend_problems(plt.figure(n))]
+            empty += [f"figure: {plt.figure(n).get_suptitle() or n}: {problem}" for n in plt.get_fignums()
+                      for problem in figure_problems(plt.figure(n))]
             plt.close("all")
             out.append((index, printed.getvalue() + "\n".join(shown), empty, value))
             shown.clear()
@@ -111,8 +114,9 @@ def test_every_section_shows_something(notebook: str, shared_results: Path, monk
     for index, text, empty, value in run_cells(notebook, parameters):
         if NOTHING_SHOWN.search(text):
             problems.append(f"cell {index} says: {NOTHING_SHOWN.search(text).group(0)!r} in {text[-300:]!r}")
-        problems += [f"cell {index} draws {'a wrong ' + e if e.startswith('legend') else 'an empty axis: ' + e}"
-                     for e in empty]
+        problems += [f"cell {index} draws " + (f"a wrong {e}" if e.startswith("legend") else
+                                               f"a hard-to-read {e}" if e.startswith("figure") else
+                                               f"an empty axis: {e}") for e in empty]
         if isinstance(value, pd.DataFrame) and (value.empty or value.select_dtypes("number").isna().all().all()):
             problems.append(f"cell {index} shows an empty table")
     assert not problems, "\n".join(problems)
