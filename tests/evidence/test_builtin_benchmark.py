@@ -1,4 +1,4 @@
-"""The built-in benchmark's page and headline figure (stamplib.report.builtin_benchmark), from
+"""The built-in benchmark's page and headline figure (stamplib.evidence.builtin_benchmark), from
 made-up quick-run records beside the committed reference run."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from stamplib.data import builtin_cifar10
 from stamplib.evaluation.profiles import get_profile
 from stamplib.evaluation.record import Record
 from stamplib.evaluation.store import ResultsStore
+from stamplib.evidence import builtin_benchmark as B
 from stamplib.experiments import registry
 from stamplib.methods import PAPER_ORDER, TABLE_ORDER
-from stamplib.report import builtin_benchmark as B
 
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE = ResultsStore(REPO / "results" / "reference")
@@ -139,7 +139,7 @@ def test_the_committed_quick_records_are_every_cell_and_current() -> None:
     adds for the ledger (issue 49): every record one of those cells, made by the shipped networks
     under today's hyperparameters, from a clean checkout where it was computed after issue 41."""
     from stamplib.evaluation.store import current_config
-    from stamplib.experiments import claims
+    from stamplib.evidence import ledger as claims
 
     headline = {s.key() for nb in ("02_table1_cifar_outlier_aware", "04_table3_class_split", "05_table4_closed_set")
                 for s in registry.plan(nb, profile="quick").specs}

@@ -11,7 +11,7 @@ notebooks do).
 
 A :class:`Benchmark` is a (profile, scale) and the seeds that decide its claims. The judging —
 reading records, deciding over seeds, bootstrap intervals — is
-:mod:`stamplib.report.claims`; this module only says what each claim compares and which cells
+:mod:`stamplib.evidence.judge`; this module only says what each claim compares and which cells
 that takes (:func:`cells`, :func:`cheapest_first`).
 """
 

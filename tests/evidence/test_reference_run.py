@@ -1,6 +1,6 @@
 """The README's reference-run section (issue 25): it equals what the committed records give, the
 headline figure is redrawn from them byte for byte (the claims' verdicts are the ledger's:
-tests/report/test_claims.py)."""
+tests/evidence/test_claims.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import pytest
 from stamplib.evaluation.record import Record
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
-from stamplib.experiments import claims, reference
-from stamplib.report import reference_run
+from stamplib.evidence import ledger as claims
+from stamplib.evidence import reference_run
+from stamplib.experiments import reference
 
 REPO = Path(__file__).resolve().parents[2]
 COMMITTED = ResultsStore(REPO / "results" / "reference")
