@@ -216,7 +216,7 @@ def parse_seeds(text: str) -> tuple[int, ...]:
 
 @cache
 def _plan_cells(experiment: str, params: tuple[tuple[str, str], ...], profile: str, scale: str,
-                seed: int, corruptions: tuple[str, ...]) -> tuple[plans.Cell, ...]:
+                seed: int, corruptions: tuple[str, ...]) -> tuple[plans.PlannedCell, ...]:
     return EXPERIMENTS[experiment].plan(profile=profile, scale=scale, seeds=str(seed), corruptions=",".join(corruptions),
                                         **dict(params)).cells
 

@@ -1,4 +1,4 @@
-"""The reference run on real images, kept in the repository as evidence (issue 15).
+"""The reference run on real images, kept in the repository as evidence.
 
 The cells are those of the paper's tables at the ``quick`` profile on real data (the JPEG
 CIFAR-10 of ``shared/data``, our CIFAR-10-C at severity 5, 2,000 known-class images per
@@ -95,15 +95,15 @@ def specs() -> list[RunSpec]:
     return registry.distinct(cells)
 
 
-#: Cells beyond the 44, computed after them as the compute allows (issue 25), in this order:
+#: Cells beyond the 44, computed after them as the compute allows, in this order:
 #: the four most telling methods over all 15 corruptions in (a), STAMP with one view instead of
 #: K = 16 (Fig. 4), the rows of the ablation (Table 5), and the fourteen methods under the
-#: realistic online protocol (notebook 12, issue 28), all with Noise outliers.
+#: realistic online protocol (notebook 12), all with Noise outliers.
 EXTRA_METHODS_ALL_CORRUPTIONS = "source,bn_stats,tent,stamp"
 EXTRA_EXPERIMENTS = (plans.AUGMENTATION, plans.ABLATION, plans.REALISTIC)
 
 
-#: Issue 35, after those, in the order a CPU computes them until it stops: Fig. 3's static and
+#: The stress cells, after those, in the order a CPU computes them until it stops: Fig. 3's static and
 #: EATA weights; Table 6's outlier proportions for the cheap baselines (the paper prints STAMP
 #: alone; a hidden row of its LaTeX has Source); STAMP at 5 %; notebook 13's harder streams for
 #: the cheap methods; STAMP's other proportions (50 % first: with 5 % it tells how H degrades);
@@ -134,7 +134,7 @@ def stress_specs() -> list[RunSpec]:
     return [s for s in registry.distinct(cells) if s.key() not in core]
 
 
-#: Issue 41: the paper's ten methods in setting (a) over STAMP's other seeds, so that every
+#: Seeds 1 and 2: the paper's ten methods in setting (a) over STAMP's other seeds, so that every
 #: verdict of setting (a) is decided on paired seeds (the same stream for every method).
 SEEDED_METHODS = ",".join(methods.PAPER_ORDER)
 EXTRA_SEEDS = ",".join(str(s) for s in SPREAD_SEEDS if s != 0)
@@ -175,7 +175,7 @@ def seed_spread(store: ResultsStore) -> float | None:
 
 
 @dataclass(frozen=True)
-class Difference:
+class Discrepancy:
     """One metric of one record that moved by more than its tolerance."""
 
     key: str
@@ -199,7 +199,7 @@ def tolerance_for(method: str, spread: float | None) -> float | None:
     return spread
 
 
-def compare_records(reference: Record, recomputed: Record, tolerance: float) -> list[Difference]:
+def compare_records(reference: Record, recomputed: Record, tolerance: float) -> list[Discrepancy]:
     """The per-corruption ACC/AUROC of two records of one spec that differ by more than
     ``tolerance`` points (a corruption missing on one side counts as a difference, and so does
     NaN on one side; NaN on both is the same answer: a closed-set cell has no outliers to rank,
@@ -213,7 +213,7 @@ def compare_records(reference: Record, recomputed: Record, tolerance: float) -> 
             if new is not None and math.isnan(value) and math.isnan(was):
                 continue
             if not abs(value - was) <= tolerance:  # NaN on one side counts as a difference
-                out.append(Difference(reference.key, corruption, metric, was, value, tolerance))
+                out.append(Discrepancy(reference.key, corruption, metric, was, value, tolerance))
     return out
 
 
@@ -221,12 +221,12 @@ def compare_records(reference: Record, recomputed: Record, tolerance: float) -> 
 class Comparison:
     compared: int
     unchecked: list[str]  # keys without a tolerance yet (no seed spread) or without a recomputation
-    differences: list[Difference]
+    differences: list[Discrepancy]
     spread: float | None
-    largest: Difference | None = None  # the largest |Δ| of any compared metric, within tolerance or not
+    largest: Discrepancy | None = None  # the largest |Δ| of any compared metric, within tolerance or not
 
 
-def largest_difference(reference: Record, recomputed: Record) -> Difference | None:
+def largest_difference(reference: Record, recomputed: Record) -> Discrepancy | None:
     """The per-corruption ACC or AUROC of two records of one spec that moved most (None when
     a record has no comparable number)."""
     found = compare_records(reference, recomputed, -1.0)  # tolerance −1: every metric is listed
@@ -241,7 +241,7 @@ def compare_stores(
     """Compare every cell the reference store holds with the recomputed store."""
     spread = seed_spread(reference) if spread is None else spread
     compared, unchecked, differences = 0, [], []
-    largest: Difference | None = None
+    largest: Discrepancy | None = None
     for spec in cells:
         ref = reference.get(spec)
         if ref is None:
@@ -327,7 +327,7 @@ def status_lines(store: ResultsStore) -> list[str]:
         f"{len(state.running)} running, of {len(state.done) + len(state.missing) + len(state.running)} cells",
         f"optional cells (compute --extras): {len(extra.done)} done, {len(extra.missing)} missing, "
         f"{len(extra.running)} running",
-        f"  of which issue 35's (compute --cells stress: Fig. 3, Table 6, notebook 13): {len(stress.done)} done, "
+        f"  of which the stress cells (compute --cells stress: Fig. 3, Table 6, notebook 13): {len(stress.done)} done, "
         f"{len(stress.missing)} missing, {len(stress.running)} running",
         f"  of which the paper's ten over seeds 1 and 2 in (a) (compute --cells seeds): {len(seeded.done)} done, "
         f"{len(seeded.missing)} missing, {len(seeded.running)} running",

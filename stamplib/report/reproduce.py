@@ -2,7 +2,7 @@
 
 The notebooks stay thin: they call :func:`paper_table`, :func:`save_paper_table` and one plot
 function each. A teaching-scale cell is shown next to the paper's number of the cell it stands
-in for (``Cell.paper_dataset`` / ``paper_outliers``), with the data it actually ran on in the
+in for (``PlannedCell.paper_dataset`` / ``paper_outliers``), with the data it actually ran on in the
 ``ours on`` column, so nobody mistakes one for the other.
 
 On the built-in benchmarks (plan scale ``builtin``: the CIFAR-10 photographs of the quick
