@@ -63,3 +63,23 @@ def test_the_license_file_matches_pyproject() -> None:
     declared = re.search(r'^license = \{ text = "([^"]+)" \}$', (REPO / "pyproject.toml").read_text(), flags=re.M)
     assert declared and declared.group(1) == "MIT" and license_text.startswith("MIT License")
     assert "[LICENSE](LICENSE)" in README and "@inproceedings{yu2024stamp," in README
+
+
+def test_the_counts_in_the_guides_are_the_codes() -> None:
+    """"14 methods" is every registered method, "ten methods" the paper's, "44 cells" the
+    reference run's core: a method or a cell added without the prose fails here."""
+    from stamplib.experiments import reference
+
+    words = {"ten": 10, "thirteen": 13, "fourteen": 14}
+    expected = {"methods": {len(methods.available()), len(methods.PAPER_ORDER)}, "cells": None}
+    wrong = []
+    for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        for count, noun in re.findall(r"\b(\d+|ten|fourteen)\s+(methods|cells)\b", page.read_text()):
+            n = words.get(count) or int(count)
+            if noun == "methods" and n in (10, 14) and n not in expected["methods"]:
+                wrong.append(f"{page.name}: {count} {noun}")
+            if noun == "cells" and n == 44 and n != len(reference.specs()):
+                wrong.append(f"{page.name}: {count} {noun}")
+    assert len(methods.available()) == 14 and len(methods.PAPER_ORDER) == 10 and len(reference.specs()) == 44, (
+        "the number of methods or reference cells changed: update the guides' counts, then these numbers")
+    assert not wrong, wrong
