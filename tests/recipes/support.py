@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 import stamplib
+from tests.methods.test_method_recipe import package_copy as scratch_package  # noqa: F401 - shared
 
 PACKAGE = Path(stamplib.__file__).resolve().parent
 REPO = PACKAGE.parent
@@ -23,15 +23,6 @@ def snippets(kind: str) -> dict[str, tuple[str, str]]:
     blocks = re.findall(rf"```python\n# {kind} recipe: ([^(\n]+?) \((stamplib/[^,)]+)[^)]*\)\n(.*?)```",
                         PAGE.read_text(), re.S)
     return {what: (file, code) for what, file, code in blocks}
-
-
-def scratch_package(tmp_path: Path) -> Path:
-    """A copy of the package under ``tmp_path/src`` (its large shipped files linked, not copied)."""
-    copy = tmp_path / "src" / "stamplib"
-    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "*.pt", "*.npz"))
-    for shipped in (*PACKAGE.rglob("*.pt"), *PACKAGE.rglob("*.npz")):
-        (copy / shipped.relative_to(PACKAGE)).symlink_to(shipped)
-    return copy
 
 
 def apply(kind: str, copy: Path, anchors: Mapping[str, str | None]) -> list[str]:
