@@ -286,7 +286,7 @@ def cmd_train_source(args: argparse.Namespace) -> int:
 
 def _benchmark_parser(sub: Any) -> None:
     p = sub.add_parser("benchmark", help="the built-in CIFAR-10 benchmark: rebuild its package data (build), "
-                                          "draw the quick run's headline figure and docs page (render), or compute "
+                                          "draw the quick run's headline figure (render; the pages: claims render), or compute "
                                           "the committed evidence over seeds (compute --seeds 0-4)")
     p.add_argument("action", choices=["build", "render", "compute"])
     p.add_argument("--seeds", default="0-4",
@@ -300,21 +300,17 @@ def _benchmark_parser(sub: Any) -> None:
     p.add_argument("--checkpoints", default=None,
                    help="build: folder of ResNetTiny_{10,8}_jpeg.pt and .json (default: where train-source writes)")
     p.add_argument("--out", default=None, help="build: default the package's data/builtin_cifar10 folder")
-    p.add_argument("--page", default=None, help="render: also rewrite this page's generated block "
-                                                "(docs/builtin_benchmark.md)")
-    p.add_argument("--readme", default=None, help="render: also rewrite this README's summary sentence (README.md)")
     p.set_defaults(func=cmd_benchmark)
 
 
 def cmd_benchmark(args: argparse.Namespace) -> int:
-    """The built-in CIFAR-10 benchmark: rebuild its package data, or render the quick run's
-    headline figure and docs page from the results store."""
+    """The built-in CIFAR-10 benchmark: rebuild its package data, compute its evidence, or draw the
+    quick run's headline figure from the results store."""
     from stamplib.data import builtin_cifar10
     from stamplib.evaluation.store import ResultsStore
-    from stamplib.report import builtin_benchmark
-
     if args.action == "compute":
-        from stamplib.experiments import claims, grid
+        from stamplib.evidence import ledger as claims
+        from stamplib.experiments import grid
 
         context = _context(args, (paths.repo_root() or Path.cwd()) / "results" / "builtin_benchmark", writes=True)
         cells = claims.evidence_cells(claims.BUILTIN, ResultsStore(context.results), context.device,
@@ -333,15 +329,11 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
         for path in builtin_cifar10.build(photographs, checkpoint_dir, out=out):
             print(f"{path.stat().st_size:>10,} B  {path}")
         return 0
-    from stamplib.models import source_model_cards
-
-    cards = source_model_cards(builtin_benchmark.SOURCE_MODELS) if args.page else ()
+    from stamplib.evidence import builtin_page
     from stamplib.experiments import reference
 
-    for path in builtin_benchmark.render(ResultsStore(context.results), context.figures,
-                                         reference_store=ResultsStore(reference.reference_dir()),
-                                         page=Path(args.page) if args.page else None, model_cards=cards,
-                                         readme=Path(args.readme) if args.readme else None):
+    for path in builtin_page.write_figure(ResultsStore(context.results), ResultsStore(reference.reference_dir()),
+                                          context.figures):
         print(f"wrote {path}")
     return 0
 
@@ -517,12 +509,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 def _reference_parser(sub: Any) -> None:
     p = sub.add_parser("reference", help="the committed reference run on real images (results/reference)")
-    p.add_argument("action", choices=["status", "compute", "recompute", "render", "readme"],
-                   help="render: tables/figures from the committed records; compute: the missing cells; "
-                        "recompute: every cell again, compared with the committed records; readme: the "
-                        "README's reference-run section from the records (--write puts it in README.md and "
-                        "draws figures/reference_run.png)")
-    p.add_argument("--write", action="store_true", help="readme: write README.md and the headline figure")
+    p.add_argument("action", choices=["status", "compute", "recompute", "render"],
+                   help="render: the notebooks' tables/figures from the committed records; compute: the missing "
+                        "cells; recompute: every cell again, compared with the committed records (its page and "
+                        "headline figure: claims render)")
     p.add_argument("--extras", action="store_true",
                    help="compute: after the 44 cells, the optional ones (15 corruptions for Source, BN Stats, "
                         "Tent and STAMP in (a); STAMP with K = 1; the ablation rows; the realistic protocol); "
@@ -555,31 +545,30 @@ def cmd_reference(args: argparse.Namespace) -> int:
     context = _context(args, reference.reference_dir(), reference.default_data_root())
     store = ResultsStore(context.results)
     cells = reference.specs()
-    if args.action == "readme":
-        from stamplib.report import reference_run
-
-        if not args.write:
-            print(reference_run.readme_block(store))
-            return 0
-        written = reference_run.write_pages(store, paths.repo_root() or Path.cwd())
-        print("wrote " + ", ".join(str(p) for p in written))
-        return 0
     if args.action == "render":
+        from stamplib.evidence import reference_page
         from stamplib.notebook_runner import run_notebooks
-        from stamplib.report import reference_run
 
-        reference_run.write_figure(store, context.figures)  # the README's headline figure, from the same records
+        reference_page.write_figure(store, context.figures)  # the page's headline figure, from the same records
         print(reference.render_line(store, cells))
         with context.exported():  # the kernels read this store only
             return run_notebooks(profile=reference.PROFILE, only=reference.NOTEBOOKS, data_root=str(context.data_root),
                                  extra={"compute_missing": False}, jobs=args.jobs)
     if args.action == "status":
-        print("\n".join(reference.status_lines(store)))
+        from stamplib.evidence import needs
+
+        lines = reference.status_lines(store)
+        print("\n".join([*lines[:-1], needs.status_line(store), lines[-1]]))
         return 0
     # compute writes into the reference store, recompute into --scratch: tried before any cell
     flags.writable(*((context.results, "--results") if args.action == "compute" else (Path(args.scratch), "--scratch")))
-    todo = reference.cells_of(args.cells if not args.extras or args.cells != "core" else "all", store, context.device,
-                              [k.strip() for k in args.claim.split(",") if k.strip()])
+    group = args.cells if not args.extras or args.cells != "core" else "all"
+    if group == "claims":
+        from stamplib.evidence import needs
+
+        todo = needs.claim_cells(store, context.device, [k.strip() for k in args.claim.split(",") if k.strip()])
+    else:
+        todo = reference.cells_of(group)
     if args.action == "compute":
         report = reference.compute(todo, context, jobs=args.jobs)
         print(reference.compute_line(report, store))
@@ -633,50 +622,52 @@ def cmd_course(args: argparse.Namespace) -> int:
 
 
 def _claims_parser(sub: Any) -> None:
-    p = sub.add_parser("claims", help="the paper's claims (the ledger) judged over seeds: on the built-in benchmark "
-                                      "and the reference run (render: docs/claims.md, figures/claims.png and every page "
-                                      "that quotes them: README.md, docs/reference_run.md, docs/builtin_benchmark.md), or on "
-                                      "a store of your own (judge)")
+    p = sub.add_parser("claims", help="the paper's claims (the ledger) judged over seeds: render every generated "
+                                      "page, figure and README block from the committed stores (docs/claims.md, "
+                                      "docs/reference_run.md, docs/builtin_benchmark.md, the README's verdicts), "
+                                      "or judge a store of your own")
     p.add_argument("action", choices=["render", "judge"],
-                   help="render: the page and figure from the committed stores; judge: print every claim's "
-                        "verdict on --results at --profile")
-    flags.add(p, results="judge: the results store (default: results/)", profile_default="full",
-              profiles=("quick", "full"), profile="judge: quick (the built-in benchmark's cells) or full (the paper's data)")
-    p.add_argument("--seeds", default="0-2", help="judge: the seeds that decide, e.g. 0-2")
+                   help="render: every generated page from the committed stores; judge: print every claim's "
+                        "verdict on the store --results for --benchmark")
+    p.add_argument("--benchmark", default="full", choices=["builtin", "builtin_quick", "reference", "full"],
+                   help="judge: the cells the claims compare: builtin (the built-in benchmark, 15 corruptions), "
+                        "builtin_quick (its three), reference (the reference run on real images) or full (the "
+                        "paper's data, a full-profile store); default full")
+    flags.add(p, results="judge: the results store to judge (required)")
+    p.add_argument("--seeds", default="", help="judge: the seeds that decide, e.g. 0-2 (default: the benchmark's; "
+                                               "full: 0-2)")
+    p.add_argument("--write", default=None, metavar="PAGE", help="judge: also write the verdicts as a page")
     p.set_defaults(func=cmd_claims)
 
 
 def cmd_claims(args: argparse.Namespace) -> int:
-    """Render the claims page, or judge a store against the ledger."""
-    from stamplib.evaluation.store import ResultsStore
-    from stamplib.experiments import claims, reference
-    from stamplib.report import claims as judged
+    """Render every generated page, or judge a store against the ledger."""
+    import dataclasses
 
-    root = paths.repo_root() or Path.cwd()
+    from stamplib.evidence import judge, ledger, pages
+
     if args.action == "render":
-        from stamplib.models import source_model_cards
-        from stamplib.report import builtin_benchmark, reference_run
-
-        builtin_store = ResultsStore(root / "results" / "builtin_benchmark")
-        reference_store = ResultsStore(reference.reference_dir())
-        written = judged.render(builtin_store, reference_store, root)
-        # Every page that quotes a verdict or a committed record is rewritten with the ledger, so a
-        # commit of new records plus this one command leaves no page stale.
-        written += reference_run.write_pages(reference_store, root)
-        written += builtin_benchmark.render(builtin_store, root / "figures", reference_store=reference_store,
-                                            page=root / builtin_benchmark.PAGE,
-                                            model_cards=source_model_cards(builtin_benchmark.SOURCE_MODELS),
-                                            readme=root / "README.md")
-        for path in written:
+        for path in pages.render_all(paths.repo_root() or Path.cwd()):
             print(f"wrote {path}")
         return 0
-    seeds = claims.parse_seeds(args.seeds)
-    benchmark = (claims.full_benchmark(seeds) if args.profile == "full"
-                 else claims.Benchmark("quick", "quick", "builtin", seeds, "quick profile"))
-    context = _context(args)
-    verdicts = judged.judge_all(ResultsStore(context.results), benchmark)
-    for verdict in verdicts:
-        print(f"{verdict.claim.key}: {verdict.answer} — {judged.ours_text(verdict)}")
+    if not args.results:
+        raise ValueError("claims judge needs the store to judge: give --results DIR (e.g. --results results/reference "
+                         "--benchmark reference)")
+    store = Path(args.results)
+    if not store.is_dir() or not any(store.glob("*.json")):
+        raise ValueError(f"no results store at {store} (no record there): give --results the folder of a store's "
+                         "JSON records, e.g. results/reference")
+    named = {"builtin": ledger.BUILTIN, "builtin_quick": ledger.BUILTIN_QUICK, "reference": ledger.REFERENCE}
+    benchmark = named.get(args.benchmark) or ledger.full_benchmark(ledger.parse_seeds(args.seeds or "0-2"))
+    if args.seeds and args.benchmark in named:
+        benchmark = dataclasses.replace(benchmark, seeds=tuple(ledger.parse_seeds(args.seeds)))
+    snapshot = pages.RecordsSnapshot(store)
+    for verdict in judge.judge_all(snapshot, benchmark):
+        print(f"{verdict.claim.key}: {verdict.answer} — {judge.ours_text(verdict)}")
+    if args.write:
+        page = pages.verdict_page(benchmark, snapshot)
+        paths.atomic_write_bytes(Path(args.write), (page.text + "\n").encode())
+        print(f"wrote {args.write}")
     return 0
 
 

@@ -106,7 +106,7 @@ def collect_pages(executed: Path, real: Path | None = None) -> list[Page]:
 
 
 def guide_pages(docs: Path) -> list[Page]:
-    """The guides of ``docs/`` (the README's "More" table: every ``*.md`` there), by file name."""
+    """The guides of ``docs/`` (the README's "Guides" table: every ``*.md`` there), by file name."""
     guides = []
     for md in sorted(Path(docs).glob("*.md")):
         lines = md.read_text().splitlines()

@@ -16,7 +16,7 @@ Rules, with N = capacity and C = classes:
 ``items()`` lists the stored items in class order, each class in insertion order, which is
 the order the official ``get_memory`` stacks them in.
 
-Speed (issue 51): each insertion decides on the previous one's outcome, so the decisions run
+Speed: each insertion decides on the previous one's outcome, so the decisions run
 one sample after the other, on the host, over a handful of numbers per stored item (label,
 uncertainty term, birth, tag). The images stay on the device in a fixed buffer of N slots:
 one indexed write per :meth:`add` call and one gather per :meth:`get_memory`, instead of a copy

@@ -1,4 +1,4 @@
-"""Replaying a network's kernels as CUDA graphs, behind one switch (issue 42).
+"""Replaying a network's kernels as CUDA graphs, behind one switch.
 
 At 32 px a GPU waits on kernel launches, not arithmetic (docs/gpu_runbook.md §6): a ResNet-18
 forward and backward is a few hundred small kernels, each launched from Python. Compiled with

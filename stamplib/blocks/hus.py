@@ -7,7 +7,7 @@ currently largest classes, a random item of a randomly chosen largest class goes
 drives the memory towards uniform classes); otherwise a random item of the newcomer's own
 class goes. All random choices come from the generator passed in.
 
-Speed (issue 51): the decisions (threshold, eviction, the random draws, in the official order)
+Speed: the decisions (threshold, eviction, the random draws, in the official order)
 run one sample after the other on the host, from one copy of the batch's labels and
 confidences; the images stay on the device in a fixed buffer of ``capacity`` slots, written
 once per :meth:`add` and gathered once per :meth:`samples`, instead of a copy per sample and a

@@ -41,7 +41,7 @@ class RobustBN2d(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.training:
             var, mean = torch.var_mean(x, dim=(0, 2, 3), unbiased=False)
-            # (1 − m)·stored + m·batch for both statistics with one operator per list (issue 51):
+            # (1 − m)·stored + m·batch for both statistics with one operator per list (fewer launches on a GPU, the same numbers on a CPU):
             # the same elementwise multiplications and addition, in the same order, as one per statistic.
             mean, var = torch._foreach_add(torch._foreach_mul([self.running_mean, self.running_var], 1.0 - self.momentum),
                                            torch._foreach_mul([mean, var], self.momentum))

@@ -22,7 +22,7 @@ class Profile:
     max_id_real: int | None = None  # ID samples per corruption on real data sets
     # The seeds of the headline tables (notebooks 02, 04, 05 and the README's first figure) on
     # the built-in benchmark, where a cell costs seconds: their spread says which differences
-    # between methods are bigger than the noise (issue 41). Every other notebook, and every
+    # between methods are bigger than the noise. Every other notebook, and every
     # notebook on real data or at paper scale, runs seed 0 unless its ``seeds`` says otherwise.
     headline_seeds: tuple[int, ...] = (0,)
     # Notebook 13's batch sizes: a batch of one sample costs a step per sample (CoTTA and SoTTA

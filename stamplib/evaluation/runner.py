@@ -144,7 +144,7 @@ def frozen_entropy(model: torch.nn.Module, stream: data.Stream, device: str = "c
 
 
 def collapse_reason(result: StreamResult) -> str | None:
-    """Why a stream's output cannot be trusted, or None (issue: never average a collapse)."""
+    """Why a stream's output cannot be trusted, or None (a collapsed stream is named, never averaged in silently)."""
     if not torch.isfinite(result.probs).all() or not torch.isfinite(result.ood_score).all():
         return "non-finite outputs"
     preds = result.probs.argmax(dim=1)
@@ -271,7 +271,7 @@ def run(spec: RunSpec, context: RunContext, *, force: bool = False, progress: bo
 
 
 @dataclass
-class Cell:
+class CellResult:
     """What a schedule's loop computed: each corruption's row, outputs and trace, the seconds of
     the corruptions kept from an interrupted run, the mixed schedule's whole-stream row, and the
     realistic protocol's C(g)."""
@@ -307,10 +307,10 @@ def _corruptions(spec: RunSpec, progress: bool) -> Any:
 
 
 def run_episodic(method: methods.TTAMethod, spec: RunSpec, context: RunContext, store: ResultsStore,
-                 checkpoint_sha: str | None, progress: bool) -> Cell:
+                 checkpoint_sha: str | None, progress: bool) -> CellResult:
     """The paper's protocol: the method reset before each corruption. With several corruptions
     each is kept in the store as it finishes, and a rerun resumes at the first not kept."""
-    cell, resumable = Cell(), len(spec.corruptions) > 1
+    cell, resumable = CellResult(), len(spec.corruptions) > 1
     for corruption in _corruptions(spec, progress):
         kept = store.partial(spec, corruption, checkpoint_sha) if resumable else None
         if kept is not None:
@@ -326,11 +326,11 @@ def run_episodic(method: methods.TTAMethod, spec: RunSpec, context: RunContext, 
 
 
 def run_continual(method: methods.TTAMethod, spec: RunSpec, context: RunContext, store: ResultsStore,
-                  checkpoint_sha: str | None, progress: bool) -> Cell:
+                  checkpoint_sha: str | None, progress: bool) -> CellResult:
     """The continual and gradual schedules: one reset, then the corruptions in turn (gradual: each
     through its severities, :func:`run_corruption`), the method's
     state carried from one to the next (so an interrupted cell restarts from the beginning)."""
-    cell = Cell()
+    cell = CellResult()
     method.reset()
     for corruption in _corruptions(spec, progress):
         cell.add(corruption, *run_corruption(method, spec, corruption, context, cell.samples, cell.speed))
@@ -338,10 +338,10 @@ def run_continual(method: methods.TTAMethod, spec: RunSpec, context: RunContext,
 
 
 def run_mixed(method: methods.TTAMethod, spec: RunSpec, context: RunContext, store: ResultsStore,
-              checkpoint_sha: str | None, progress: bool) -> Cell:
+              checkpoint_sha: str | None, progress: bool) -> CellResult:
     """The mixed schedule: one reset, then every corruption in one shuffled stream."""
     method.reset()
-    cell = Cell()
+    cell = CellResult()
     rows, outputs, cell.whole = run_mixed_domains(method, spec, context)
     for corruption, row in rows.items():
         cell.add(corruption, row, outputs[corruption], None)

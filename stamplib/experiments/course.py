@@ -44,7 +44,7 @@ def filtering_methods() -> tuple[str, ...]:
     return tuple(m for m in plans.traced_methods() if m != "tent")
 
 
-def long_stream(cells: Sequence[plans.Cell], closed_set: bool = False) -> list[plans.Cell]:
+def long_stream(cells: Sequence[plans.PlannedCell], closed_set: bool = False) -> list[plans.PlannedCell]:
     """``cells`` on the long stream: all fifteen corruptions in turn without a reset, with the
     cells' outliers or (``closed_set``) none."""
     out = []
@@ -56,7 +56,7 @@ def long_stream(cells: Sequence[plans.Cell], closed_set: bool = False) -> list[p
     return out
 
 
-def closed_set(cells: Sequence[plans.Cell]) -> list[plans.Cell]:
+def closed_set(cells: Sequence[plans.PlannedCell]) -> list[plans.PlannedCell]:
     """``cells`` without outliers: notebook 05's cells of the same methods."""
     return [dataclasses.replace(cell, spec=cell.spec.with_(outliers="none", outlier_ratio=0.0), variant="closed set")
             for cell in cells]

@@ -40,7 +40,7 @@ from stamplib.experiments.parameters import (
     number,
     parse_methods,
 )
-from stamplib.experiments.registry import STAMP_ONLY, Cell, Experiment, Plan, Setup, register
+from stamplib.experiments.registry import STAMP_ONLY, Experiment, Plan, PlannedCell, Setup, register
 
 #: Table 5 rows as (S.A., D.S., RBM, S.W.) = (sam, lr_decay, memory, weighting ≠ none).
 ABLATION_ROWS = (
@@ -154,7 +154,7 @@ ONE_ROW: tuple[Variant, ...] = (("", {}, None),)
 
 
 def _cells(experiment: Experiment, params: NotebookParameters, rows: Sequence[str],
-           variants: Sequence[Variant], seeds: Sequence[int] | None = None) -> list[Cell]:
+           variants: Sequence[Variant], seeds: Sequence[int] | None = None) -> list[PlannedCell]:
     """Every (data set, outlier set, method, variant, seed) cell; a variant's overrides apply
     to the experiment's ``variant_methods``, its ratio (None: the notebook's) to every method;
     ``seeds`` (None: the parameters')."""
@@ -172,7 +172,7 @@ def _cells(experiment: Experiment, params: NotebookParameters, rows: Sequence[st
                             outlier_ratio=0.0 if o == data.CLOSED_SET else (params.outlier_ratio if ratio is None else ratio),
                             seed=seed, profile=params.profile, setting=setup.setting,
                         )
-                        cells.append(Cell(spec, label, setup.paper_dataset, po))
+                        cells.append(PlannedCell(spec, label, setup.paper_dataset, po))
     return cells
 
 
@@ -186,7 +186,7 @@ def plan_rows(experiment: Experiment, params: NotebookParameters, rows: Sequence
     its baseline rows — the variants that change nothing: no override, the notebook's outlier
     ratio — over the headline's other seeds as :attr:`Plan.band_cells`."""
     cells = _cells(experiment, params, rows, variants)
-    band: list[Cell] = []
+    band: list[PlannedCell] = []
     other_seeds = [s for s in experiment.band_seeds(params) if s not in params.seeds]
     if other_seeds:
         baseline = [v for v in variants if not v[1] and (v[2] is None or v[2] == params.outlier_ratio)]
@@ -396,7 +396,7 @@ def plan_walkthrough(experiment: Experiment, params: NotebookParameters, methods
         raise ValueError(f"methods_to_compare: name at least one method; valid: {', '.join(methods.available())}")
     specs = [RunSpec(method=m, dataset=prof.builtin, outliers=outliers, corruptions=corruptions, seed=number(seed, int),
                      profile=params.profile) for m in chosen]
-    return Plan(experiment, "builtin", tuple(Cell(s) for s in specs))
+    return Plan(experiment, "builtin", tuple(PlannedCell(s) for s in specs))
 
 
 # ------------------------------------------------------------------------------- the paper's experiments

@@ -1,4 +1,4 @@
-"""The reference run on real images, kept in the repository as evidence (issue 15).
+"""The reference run on real images, kept in the repository as evidence.
 
 The cells are those of the paper's tables at the ``quick`` profile on real data (the JPEG
 CIFAR-10 of ``shared/data``, our CIFAR-10-C at severity 5, 2,000 known-class images per
@@ -31,7 +31,7 @@ from stamplib import methods, paths
 from stamplib.evaluation.record import Record
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
-from stamplib.experiments import claims, grid, plans, registry
+from stamplib.experiments import grid, plans, registry
 from stamplib.paths import RunContext
 
 PROFILE = "quick"
@@ -95,15 +95,15 @@ def specs() -> list[RunSpec]:
     return registry.distinct(cells)
 
 
-#: Cells beyond the 44, computed after them as the compute allows (issue 25), in this order:
+#: Cells beyond the 44, computed after them as the compute allows, in this order:
 #: the four most telling methods over all 15 corruptions in (a), STAMP with one view instead of
 #: K = 16 (Fig. 4), the rows of the ablation (Table 5), and the fourteen methods under the
-#: realistic online protocol (notebook 12, issue 28), all with Noise outliers.
+#: realistic online protocol (notebook 12), all with Noise outliers.
 EXTRA_METHODS_ALL_CORRUPTIONS = "source,bn_stats,tent,stamp"
 EXTRA_EXPERIMENTS = (plans.AUGMENTATION, plans.ABLATION, plans.REALISTIC)
 
 
-#: Issue 35, after those, in the order a CPU computes them until it stops: Fig. 3's static and
+#: The stress cells, after those, in the order a CPU computes them until it stops: Fig. 3's static and
 #: EATA weights; Table 6's outlier proportions for the cheap baselines (the paper prints STAMP
 #: alone; a hidden row of its LaTeX has Source); STAMP at 5 %; notebook 13's harder streams for
 #: the cheap methods; STAMP's other proportions (50 % first: with 5 % it tells how H degrades);
@@ -134,7 +134,7 @@ def stress_specs() -> list[RunSpec]:
     return [s for s in registry.distinct(cells) if s.key() not in core]
 
 
-#: Issue 41: the paper's ten methods in setting (a) over STAMP's other seeds, so that every
+#: Seeds 1 and 2: the paper's ten methods in setting (a) over STAMP's other seeds, so that every
 #: verdict of setting (a) is decided on paired seeds (the same stream for every method).
 SEEDED_METHODS = ",".join(methods.PAPER_ORDER)
 EXTRA_SEEDS = ",".join(str(s) for s in SPREAD_SEEDS if s != 0)
@@ -175,7 +175,7 @@ def seed_spread(store: ResultsStore) -> float | None:
 
 
 @dataclass(frozen=True)
-class Difference:
+class Discrepancy:
     """One metric of one record that moved by more than its tolerance."""
 
     key: str
@@ -199,7 +199,7 @@ def tolerance_for(method: str, spread: float | None) -> float | None:
     return spread
 
 
-def compare_records(reference: Record, recomputed: Record, tolerance: float) -> list[Difference]:
+def compare_records(reference: Record, recomputed: Record, tolerance: float) -> list[Discrepancy]:
     """The per-corruption ACC/AUROC of two records of one spec that differ by more than
     ``tolerance`` points (a corruption missing on one side counts as a difference, and so does
     NaN on one side; NaN on both is the same answer: a closed-set cell has no outliers to rank,
@@ -213,7 +213,7 @@ def compare_records(reference: Record, recomputed: Record, tolerance: float) -> 
             if new is not None and math.isnan(value) and math.isnan(was):
                 continue
             if not abs(value - was) <= tolerance:  # NaN on one side counts as a difference
-                out.append(Difference(reference.key, corruption, metric, was, value, tolerance))
+                out.append(Discrepancy(reference.key, corruption, metric, was, value, tolerance))
     return out
 
 
@@ -221,12 +221,12 @@ def compare_records(reference: Record, recomputed: Record, tolerance: float) -> 
 class Comparison:
     compared: int
     unchecked: list[str]  # keys without a tolerance yet (no seed spread) or without a recomputation
-    differences: list[Difference]
+    differences: list[Discrepancy]
     spread: float | None
-    largest: Difference | None = None  # the largest |Δ| of any compared metric, within tolerance or not
+    largest: Discrepancy | None = None  # the largest |Δ| of any compared metric, within tolerance or not
 
 
-def largest_difference(reference: Record, recomputed: Record) -> Difference | None:
+def largest_difference(reference: Record, recomputed: Record) -> Discrepancy | None:
     """The per-corruption ACC or AUROC of two records of one spec that moved most (None when
     a record has no comparable number)."""
     found = compare_records(reference, recomputed, -1.0)  # tolerance −1: every metric is listed
@@ -241,7 +241,7 @@ def compare_stores(
     """Compare every cell the reference store holds with the recomputed store."""
     spread = seed_spread(reference) if spread is None else spread
     compared, unchecked, differences = 0, [], []
-    largest: Difference | None = None
+    largest: Discrepancy | None = None
     for spec in cells:
         ref = reference.get(spec)
         if ref is None:
@@ -296,27 +296,17 @@ def select_settings(cells: Sequence[RunSpec], settings: str) -> list[RunSpec]:
 
 # ------------------------------------------------------------------------------- the command's actions
 
-#: ``reference compute/recompute --cells``: which cells.
-CELL_GROUPS = ("core", "extras", "all", "stress", "seeds", "claims")
+#: ``reference compute/recompute --cells``: which cells. The ledger's (``claims``) are the
+#: evidence layer's to plan (:func:`stamplib.evidence.needs.claim_cells`).
+CELL_GROUPS = ("core", "extras", "all", "stress", "seeds")
 
 
-def cells_of(group: str, store: ResultsStore | None = None, device: str = "cpu",
-             claim_keys: Sequence[str] = ()) -> list[RunSpec]:
+def cells_of(group: str) -> list[RunSpec]:
     """The cells of a ``--cells`` group: the 44 (core), the optional ones (extras), both (all),
-    the variants' and harder streams' optional ones alone (stress), the paper's ten over seeds
-    1 and 2 in (a) (seeds), or what every claim of the ledger still needs over seeds 0–2, the
-    claim cheapest to complete on ``device`` first (claims: :func:`stamplib.experiments.claims.cheapest_first`
-    reads the costs of ``store``'s records; ``claim_keys`` narrows it to those claims of the ledger)."""
+    the variants' and harder streams' optional ones alone (stress), or the paper's ten over seeds
+    1 and 2 in (a) (seeds)."""
     if group not in CELL_GROUPS:
         raise ValueError(f"--cells is one of {', '.join(CELL_GROUPS)}, got {group!r}")
-    if group == "claims":
-        if store is None:
-            raise ValueError("--cells claims orders the cells by the costs of the store's records: give the store")
-        unknown = sorted(set(claim_keys) - set(claims.BY_KEY))
-        if unknown:
-            raise ValueError(f"no claim {unknown} in the ledger; its keys: {', '.join(claims.BY_KEY)}")
-        chosen = [claims.BY_KEY[k] for k in claim_keys] if claim_keys else None
-        return claims.cheapest_first(claims.REFERENCE, store, device, ledger=chosen)
     return ((specs() if group in ("core", "all") else [])
             + (extra_specs() if group in ("extras", "all") else [])
             + (stress_specs() if group == "stress" else [])
@@ -325,24 +315,22 @@ def cells_of(group: str, store: ResultsStore | None = None, device: str = "cpu",
 
 def status_lines(store: ResultsStore) -> list[str]:
     """What ``reference status`` prints: the 44 cells, the optional ones, the variants' and
-    harder streams' among them, and STAMP's seed spread."""
+    harder streams' among them, and STAMP's seed spread (the ledger's line is
+    :func:`stamplib.evidence.needs.status_line`)."""
     state = store.status(specs())
     extra = store.status(extra_specs())
     stress = store.status(stress_specs())
     seeded = store.status(seeded_specs())
-    ledger = store.status(claims.ledger_cells(claims.REFERENCE))
     spread = seed_spread(store)
     return [
         f"reference store {store.root}: {len(state.done)} done, {len(state.missing)} missing, "
         f"{len(state.running)} running, of {len(state.done) + len(state.missing) + len(state.running)} cells",
         f"optional cells (compute --extras): {len(extra.done)} done, {len(extra.missing)} missing, "
         f"{len(extra.running)} running",
-        f"  of which issue 35's (compute --cells stress: Fig. 3, Table 6, notebook 13): {len(stress.done)} done, "
+        f"  of which the stress cells (compute --cells stress: Fig. 3, Table 6, notebook 13): {len(stress.done)} done, "
         f"{len(stress.missing)} missing, {len(stress.running)} running",
         f"  of which the paper's ten over seeds 1 and 2 in (a) (compute --cells seeds): {len(seeded.done)} done, "
         f"{len(seeded.missing)} missing, {len(seeded.running)} running",
-        f"the ledger's claims over seeds 0–2 (compute --cells claims): {len(ledger.done)} done, "
-        f"{len(ledger.missing)} missing, {len(ledger.running)} running",
         "STAMP seed spread (setting a): " + ("not yet measured" if spread is None else f"{spread:.2f} pt"),
     ]
 

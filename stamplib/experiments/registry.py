@@ -36,7 +36,7 @@ _FIELDS = {f.name for f in dataclasses.fields(NotebookParameters)}
 
 
 @dataclass(frozen=True)
-class Cell:
+class PlannedCell:
     """One RunSpec of a notebook, with where it sits in the table and what the paper reports
     for the corresponding cell (``paper_*``: the paper's data set / outlier set / row)."""
 
@@ -53,12 +53,12 @@ class Cell:
 class Plan:
     experiment: Experiment
     scale: str  # builtin | real | paper
-    cells: tuple[Cell, ...]
+    cells: tuple[PlannedCell, ...]
     notes: tuple[str, ...] = ()
     # The baseline cell over the headline's other seeds (an ablation's or a sweep's default
     # row, which stays at its own seeds): computed with the plan, shown only as the band of the
     # seed spread (:func:`stamplib.report.reproduce.baseline_band`), never as rows of its table.
-    band_cells: tuple[Cell, ...] = ()
+    band_cells: tuple[PlannedCell, ...] = ()
 
     @property
     def notebook(self) -> str:

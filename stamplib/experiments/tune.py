@@ -188,7 +188,7 @@ UNIENT_ALPHAS = (1.0, 0.5, 0.2, 0.1)
 TENT_LRS = (1e-4, 2.5e-4, 1e-3, 5e-3)
 
 PRESETS: dict[str, Preset] = {p.name: p for p in [
-    Preset("stamp", "stamp", STAMP_GRIDS, _AUTHORS + "; the stray \"$lamb\" of 1e60cb3 left out (issue #5)"),
+    Preset("stamp", "stamp", STAMP_GRIDS, _AUTHORS + "; the stray \"$lamb\" of 1e60cb3 left out (yuyongcan/STAMP issue #5: a typo, the author said)"),
     Preset("tent", "tent", _every_setting({"lr": TENT_LRS}), _AUTHORS),
     Preset("cotta", "cotta", _by_family(
         {"lr": (1e-4, 1e-3, 5e-3), "restore_prob": (0.005, 0.01, 0.02), "aug_threshold": (0.8, 0.92, 0.95)},

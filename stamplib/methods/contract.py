@@ -319,7 +319,7 @@ CHECKS: tuple[Callable[[str, Probe], None], ...] = (
 
 
 @dataclass(frozen=True)
-class CheckResult:
+class ContractCheck:
     check: str  # the check function's name
     outcome: str  # "passed", "failed" or "skipped"
     detail: str = ""  # why it failed or was skipped
@@ -338,13 +338,13 @@ def registered_name(method: str | type[TTAMethod]) -> str:
     return method_class(f"{method.__module__}:{method.__qualname__}").name
 
 
-def counts_line(results: list[CheckResult]) -> str:
+def counts_line(results: list[ContractCheck]) -> str:
     """``12 passed, 1 skipped``: how the checks of :func:`check_method` ended."""
     counts = {o: sum(r.outcome == o for r in results) for o in ("passed", "failed", "skipped")}
     return ", ".join(f"{n} {o}" for o, n in counts.items() if n)
 
 
-def check_method(method: str | type[TTAMethod], architecture: Architecture) -> list[CheckResult]:
+def check_method(method: str | type[TTAMethod], architecture: Architecture) -> list[ContractCheck]:
     """Run every check of :data:`CHECKS` on ``method`` (a name, ``package.module:Class`` or a
     TTAMethod subclass) in a :class:`Probe` of ``architecture``; a failing check does not stop
     the others."""
@@ -354,9 +354,9 @@ def check_method(method: str | type[TTAMethod], architecture: Architecture) -> l
         try:
             check(name, probe)
         except NotApplicable as why:
-            results.append(CheckResult(check.__name__, "skipped", str(why)))
+            results.append(ContractCheck(check.__name__, "skipped", str(why)))
         except Exception as exc:  # noqa: BLE001 - a method's own crash fails its check too
-            results.append(CheckResult(check.__name__, "failed", f"{type(exc).__name__}: {exc}"))
+            results.append(ContractCheck(check.__name__, "failed", f"{type(exc).__name__}: {exc}"))
         else:
-            results.append(CheckResult(check.__name__, "passed"))
+            results.append(ContractCheck(check.__name__, "passed"))
     return results

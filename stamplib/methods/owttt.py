@@ -28,7 +28,7 @@ update; here ``ood_score = −max cos_src`` (= os − 1, higher = outlier, same 
 Under TF32 (``--tf32``) the covariances, their Cholesky factors, the KL terms, their gradients
 and the cosines run at full float32 (``blocks.precision.full_precision_matmul``): rounded to TF32,
 the EMA covariance — a difference of products — turns indefinite within a few batches and has no
-Cholesky factor (issue 51). The network's own forward and backward keep the TF32 switch.
+Cholesky factor. The network's own forward and backward keep the TF32 switch.
 
 A step waits for the device once: one copy of the batch's scores and cosines, from which the
 host takes the decisions the algorithm branches on (Otsu thresholds, seen/unseen, the
@@ -138,7 +138,7 @@ class OWTTT(TTAMethod):
             self.source_gaussian = MultivariateNormal(mean, stats.cov + template, validate_args=False)
         self.model.requires_grad_(True)
         # foreach: one operator per parameter list, not per tensor; a GPU's default already, and the
-        # same numbers as the per-tensor loop on a CPU (issue 51).
+        # same numbers as the per-tensor loop on a CPU.
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=cfg.lr, momentum=cfg.momentum, foreach=True)
 
     @torch.no_grad()
@@ -201,7 +201,7 @@ class OWTTT(TTAMethod):
         source Gaussian (both with the template covariance added); the gradient flows through
         this batch's contribution only, the stored EMA is detached. At full float32 whatever the
         TF32 switch says: the covariance is a difference of products whose rounding to TF32
-        makes it indefinite, and then it has no Cholesky factor (issue 51)."""
+        makes it indefinite, and then it has no Cholesky factor."""
         b = feats.shape[0]
         self.ema_count += b
         alpha = 1.0 / min(self.ema_count, self.config.ema_length)

@@ -79,7 +79,7 @@ class Rotta(TTAMethod):
         params = use_robust_bn(self.model, cfg.bn_momentum)
         assert params, "RoTTA needs BatchNorm2d layers to adapt"
         # foreach: one operator per parameter list, not per tensor; a GPU's default already, and the
-        # same numbers as the per-tensor loop on a CPU (issue 51).
+        # same numbers as the per-tensor loop on a CPU.
         self.optimizer = torch.optim.Adam(params, lr=cfg.lr, betas=(0.9, 0.999), weight_decay=0.0, foreach=True)
         self.memory = CSTUMemory(self.num_classes, cfg.capacity, cfg.lambda_t, cfg.lambda_u)
         self.normalization = input_normalization(self.model) if cfg.clip_normalized_inputs else None

@@ -72,7 +72,7 @@ class SoTTA(SAMBaseline):
         self.model.eval()
         self.optimizer = self.sam(
             params, torch.optim.Adam, betas=(0.9, 0.999), weight_decay=0.0,
-            foreach=True,  # one operator per list: a GPU's default, the same numbers on a CPU (issue 51)
+            foreach=True,  # one operator per list: a GPU's default, the same numbers on a CPU
         )
         self.memory = HUSMemory(
             self.num_classes, cfg.capacity, cfg.threshold, generator=self.cpu_generator

@@ -31,7 +31,7 @@ class Tent(TTAMethod):
     def setup(self) -> None:
         params = self.adapt_bn_affine(exclude_last_stage=False)
         self.optimizer = torch.optim.Adam(params, lr=self.config.lr, betas=(0.9, 0.999), weight_decay=0.0,
-                                          foreach=True)  # one operator per list: a GPU's default, the same numbers on a CPU (issue 51)
+                                          foreach=True)  # one operator per list: a GPU's default, the same numbers on a CPU
 
     def step(self, x: torch.Tensor) -> TTAOutput:
         with torch.enable_grad():

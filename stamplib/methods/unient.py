@@ -52,7 +52,7 @@ class UniEntConfig:
     α₁, α₂ ∈ {1, 0.5, 0.2, 0.1}. Ours are chosen on that grid by the paper's protocol (H-score
     on gaussian noise + Noise outliers, the first corruption; ``python -m stamplib tune``):
     for CIFAR-10-C and its 8:2 split on real images (the JPEG CIFAR-10 with the reference run's
-    ResNet-18, quick profile, seed 0; issue 28), for CIFAR-100-C with Adam and for ImageNet-C
+    ResNet-18, quick profile, seed 0), for CIFAR-100-C with Adam and for ImageNet-C
     with its SGD on the built-in digits benchmark (no CIFAR-100 or ImageNet data here: re-run
     ``tune`` on them to replace those).
     """

@@ -1,4 +1,4 @@
-"""Numbers over seeds, and claims decided on paired seeds (issue 41).
+"""Numbers over seeds, and claims decided on paired seeds.
 
 A seed fixes the stream order, the corruption draws and every random choice of the methods, so
 under one seed every method sees the same stream: two methods are compared seed by seed

@@ -35,14 +35,40 @@ def _cpu_vendor() -> str:
 
 
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="the AVX2 pin exists on x86-64 only")
-def test_the_digits_model_is_the_known_file(digits_model: torch.nn.Module) -> None:
+def test_the_digits_model_is_a_known_file(digits_model: torch.nn.Module) -> None:
+    """The model in use is the shipped one, or one this machine trained pinned (a checkout whose
+    cache predates the shipped file keeps its own)."""
     sidecar = json.loads((paths.checkpoints_dir() / f"{builtin.DIGITS_CHECKPOINT}.json").read_text())
     assert sidecar["train_log"]["cpu_capability"] == builtin.PINNED_CAPABILITY
     assert sidecar["train_log"]["threads"] == builtin.TRAINING_THREADS
-    vendor = _cpu_vendor()
-    if vendor not in DIGITS_SHA256:
-        pytest.skip(f"no digits model recorded for a {vendor} CPU yet: add its SHA-256 once two trainings agree")
-    assert sidecar["sha256"] == DIGITS_SHA256[vendor]
+    assert sidecar["sha256"] in DIGITS_SHA256.values(), sidecar["sha256"]
+
+
+def test_the_shipped_digits_model_is_the_amd_file_and_its_sidecar_vouches_for_it() -> None:
+    import hashlib
+
+    payload = (builtin.SHIPPED / f"{builtin.DIGITS_CHECKPOINT}.pt").read_bytes()
+    sidecar = json.loads((builtin.SHIPPED / f"{builtin.DIGITS_CHECKPOINT}.json").read_text())
+    assert hashlib.sha256(payload).hexdigest() == sidecar["sha256"] == builtin.SHIPPED_SHA256 \
+        == DIGITS_SHA256["AuthenticAMD"]
+    assert sidecar["recipe"] == builtin._recipe_json()  # else it is retrained, not used
+
+
+def test_a_fresh_home_gets_the_shipped_model_without_training(home, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_training(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("trained although the shipped model fits")
+
+    monkeypatch.setattr(builtin.subprocess, "run", no_training)
+    model = builtin.digits_source_model(progress=False)
+    cached = paths.checkpoints_dir() / f"{builtin.DIGITS_CHECKPOINT}.pt"
+    assert cached.read_bytes() == (builtin.SHIPPED / cached.name).read_bytes() and not model.training
+
+
+def test_a_shipped_model_of_another_recipe_is_not_used(home, monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    monkeypatch.setattr(builtin, "DIGITS_RECIPE", dataclasses.replace(builtin.DIGITS_RECIPE, epochs=31))
+    assert builtin._install_shipped() is False and not paths.checkpoints_dir().exists()
 
 
 def test_training_refuses_a_process_that_is_not_pinned(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,38 +1,34 @@
-"""The README's reference-run section (issue 25): it equals what the committed records give, the
+"""The reference run's page, docs/reference_run.md: it equals what the committed records give, the
 headline figure is redrawn from them byte for byte (the claims' verdicts are the ledger's:
-tests/report/test_claims.py)."""
+tests/evidence/test_claims.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
-
 from stamplib.evaluation.record import Record
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
-from stamplib.experiments import claims, reference
-from stamplib.report import reference_run
+from stamplib.evidence import ledger as claims
+from stamplib.evidence import pages
+from stamplib.evidence import reference_page as reference_run
+from stamplib.experiments import reference
 
 REPO = Path(__file__).resolve().parents[2]
 COMMITTED = ResultsStore(REPO / "results" / "reference")
 
 
-def test_the_readme_shows_exactly_what_the_committed_records_give() -> None:
-    readme = (REPO / "README.md").read_text()
-    expected = reference_run.readme_block(COMMITTED)
-    advice = ("differs from the committed records: run `python -m stamplib reference readme --write` and commit "
-              f"README.md, {reference_run.DETAILS} and figures/reference_run.png")
-    assert reference_run.current_block(readme) == expected, f"README.md's reference-run section {advice}"
-    assert (REPO / reference_run.DETAILS).read_text() == reference_run.details_page(COMMITTED), \
-        f"{reference_run.DETAILS} {advice}"
+def test_the_page_shows_exactly_what_the_committed_records_give() -> None:
+    assert (REPO / reference_run.PAGE).read_text() == reference_run.page(COMMITTED) + "\n", (
+        f"{reference_run.PAGE} differs from the committed records: run `{pages.COMMAND}` and commit it with "
+        "figures/reference_run.png")
 
 
 def test_the_headline_figure_is_drawn_from_the_committed_records(tmp_path: Path) -> None:
     png, _ = reference_run.write_figure(COMMITTED, tmp_path)
     assert png.read_bytes() == (REPO / "figures" / "reference_run.png").read_bytes(), (
-        "figures/reference_run.png is stale: run `python -m stamplib reference readme --write`"
+        f"figures/reference_run.png is stale: run `{pages.COMMAND}`"
     )
 
 
@@ -48,14 +44,6 @@ def test_every_committed_record_names_the_checksum_of_its_shared_model() -> None
         assert record.provenance.git["dirty"] is False, record.key
     keys = {s.key() for s in reference.specs() + reference.extra_specs() + claims.ledger_cells(claims.REFERENCE)}
     assert {r.key for r in records} <= keys  # nothing in the store that is not a reference cell or a claim's
-
-
-def test_the_section_is_replaced_between_its_markers_only() -> None:
-    text = f"intro\n{reference_run.BEGIN}\nold\n{reference_run.END}\noutro\n"
-    new = reference_run.replace_block(text, f"{reference_run.BEGIN}\nnew\n{reference_run.END}")
-    assert new == f"intro\n{reference_run.BEGIN}\nnew\n{reference_run.END}\noutro\n"
-    with pytest.raises(ValueError, match="no reference-run section"):
-        reference_run.replace_block("no markers", "x")
 
 
 def _fake_record(spec, acc: float, auroc: float) -> Record:
@@ -85,8 +73,7 @@ def test_a_complete_store_renders_every_setting_the_seeds_and_the_optional_cells
     for i, spec in enumerate(cells):
         best = spec.method == "stamp" and not spec.overrides
         store.put(_fake_record(spec, 80.0 + spec.seed * 0.2 if best else 70.0 + 0.01 * i, 85.0 if best else 60.0))
-    block = reference_run.readme_block(store)
-    details = reference_run.details_page(store)
+    block = details = reference_run.page(store)
     assert "**44 of 44 cells**" in block and "## Optional cells (`reference compute --extras`): 109 of 109" in details
     assert "| STAMP | 80.1 | 82.5 (82.4–82.6) | +2.4 |" in block  # the headline table: (a) H paper | ours | Δ first
     assert "`ResNet18_10_jpeg` 87.6 % clean accuracy" in block

@@ -11,7 +11,7 @@ notebooks do).
 
 A :class:`Benchmark` is a (profile, scale) and the seeds that decide its claims. The judging —
 reading records, deciding over seeds, bootstrap intervals — is
-:mod:`stamplib.report.claims`; this module only says what each claim compares and which cells
+:mod:`stamplib.evidence.judge`; this module only says what each claim compares and which cells
 that takes (:func:`cells`, :func:`cheapest_first`).
 """
 
@@ -216,7 +216,7 @@ def parse_seeds(text: str) -> tuple[int, ...]:
 
 @cache
 def _plan_cells(experiment: str, params: tuple[tuple[str, str], ...], profile: str, scale: str,
-                seed: int, corruptions: tuple[str, ...]) -> tuple[plans.Cell, ...]:
+                seed: int, corruptions: tuple[str, ...]) -> tuple[plans.PlannedCell, ...]:
     return EXPERIMENTS[experiment].plan(profile=profile, scale=scale, seeds=str(seed), corruptions=",".join(corruptions),
                                         **dict(params)).cells
 

@@ -1,4 +1,4 @@
-"""The built-in benchmark's page and headline figure (stamplib.report.builtin_benchmark), from
+"""The built-in benchmark's page and headline figure (stamplib.evidence.builtin_page), from
 made-up quick-run records beside the committed reference run."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from stamplib.data import builtin_cifar10
 from stamplib.evaluation.profiles import get_profile
 from stamplib.evaluation.record import Record
 from stamplib.evaluation.store import ResultsStore
+from stamplib.evidence import builtin_page as B
+from stamplib.evidence import pages
 from stamplib.experiments import registry
 from stamplib.methods import PAPER_ORDER, TABLE_ORDER
-from stamplib.report import builtin_benchmark as B
 
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE = ResultsStore(REPO / "results" / "reference")
@@ -78,7 +79,7 @@ def test_stamps_rank_is_the_range_over_the_seeds_and_its_lead_is_decided_seed_by
     summary = B.summary(ours, leads)
     assert "STAMP ranks 1st–2nd by H with Noise outliers (71.0 (68.0–75.0); best other CoTTA 71.3 (70.0–72.0))" in summary
     assert "Does it beat the best other method under every seed (the same stream)? Over seeds 0–4 (the ledger, " \
-           "[`docs/claims.md`](docs/claims.md)): by H with Noise outliers *3 of 5 seeds (seeds 0–2: within the seed " \
+           "[`docs/claims.md`](claims.md)): by H with Noise outliers *3 of 5 seeds (seeds 0–2: within the seed " \
            "spread)*" in summary
 
 
@@ -99,17 +100,15 @@ def test_yes_and_no_need_every_seed_and_one_seed_says_so(tmp_path: Path) -> None
 
 def test_the_block_replaces_only_its_part_of_the_page(tmp_path: Path) -> None:
     store = _store(tmp_path)
-    page = tmp_path / "page.md"
-    page.write_text(f"# title\n\n{B.BEGIN}\nold\n{B.END}\n\nhand-written analysis\n")
-    written = B.render(store, directory=tmp_path / "figures", page=page, reference_store=REFERENCE)
-    assert [p.name for p in written] == ["builtin_benchmark.png", "builtin_benchmark.svg", "page.md"]
-    text = page.read_text()
-    assert text.startswith("# title\n\n" + B.BEGIN) and text.endswith(B.END + "\n\nhand-written analysis\n")
+    begin, end = pages.markers(B.BLOCK)
+    text = pages.replace_block(f"# title\n\n{begin}\nold\n{end}\n\nhand-written analysis\n", B.BLOCK,
+                               B.block(store, REFERENCE))
+    assert text.startswith("# title\n\n" + begin) and text.endswith(end + "\n\nhand-written analysis\n")
     assert "\nold\n" not in text and "| STAMP | 71.0 (68.0–75.0) | 71.0 (68.0–75.0) | 71.0 (68.0–75.0) |" in text
     assert "mean over seeds 0–2 with, in brackets, the smallest and the largest value of a single seed" in text
     assert "τ_b vs reference run" in text  # the committed ResNet-18 records take part
-    with pytest.raises(ValueError, match="no generated block"):
-        B.replace_block("no markers", "x")
+    written = B.write_figure(store, REFERENCE, tmp_path / "figures")
+    assert [p.name for p in written] == ["builtin_benchmark.png", "builtin_benchmark.svg"]
 
 
 def test_the_figure_draws_the_seeds_range_as_error_bars(tmp_path: Path) -> None:
@@ -126,12 +125,9 @@ COMMITTED = ResultsStore(REPO / "results" / "builtin_benchmark")
 
 
 def test_the_page_shows_exactly_what_the_committed_quick_records_give() -> None:
-    from stamplib.models import source_model_cards
-
-    expected = B.block(COMMITTED, REFERENCE, source_model_cards(B.SOURCE_MODELS))
-    assert expected in (REPO / B.PAGE).read_text(), (
-        "docs/builtin_benchmark.md is stale: run `python -m stamplib claims render` (or `benchmark render --results "
-        "results/builtin_benchmark --page docs/builtin_benchmark.md`)")
+    expected = B.block(COMMITTED, REFERENCE, B.model_cards())
+    assert pages.current_block((REPO / B.PAGE).read_text(), B.BLOCK) == expected, (
+        f"docs/builtin_benchmark.md is stale: run `{pages.COMMAND}`")
 
 
 def test_the_committed_quick_records_are_every_cell_and_current() -> None:
@@ -139,7 +135,7 @@ def test_the_committed_quick_records_are_every_cell_and_current() -> None:
     adds for the ledger (issue 49): every record one of those cells, made by the shipped networks
     under today's hyperparameters, from a clean checkout where it was computed after issue 41."""
     from stamplib.evaluation.store import current_config
-    from stamplib.experiments import claims
+    from stamplib.evidence import ledger as claims
 
     headline = {s.key() for nb in ("02_table1_cifar_outlier_aware", "04_table3_class_split", "05_table4_closed_set")
                 for s in registry.plan(nb, profile="quick").specs}
