@@ -281,7 +281,7 @@ def readme_block(store: ResultsStore) -> str:
     lines += [to_markdown(_format(_headline(found))), ""]
     lines += _seeds_line(found)
     lines += _rank_line(found)
-    verdicts = judge_all(store, claims.REFERENCE)
+    verdicts = judge_all(store, claims.REFERENCE_EVIDENCE)
     lines += [f"**The paper's claims, checked on real images** (the ledger's claims that CIFAR-10 can test, over "
               f"{seeds.seeds_text(claims.REFERENCE.seeds)}; both benchmarks side by side and the claims that need "
               "other data: [`docs/claims.md`](docs/claims.md)). Verdicts are " + claims_page.RULE
