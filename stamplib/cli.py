@@ -293,8 +293,13 @@ def _benchmark_parser(sub: Any) -> None:
                    help="compute: the seeds of every method's headline tables and of every claim's cells "
                         "(the ledger, docs/claims.md), e.g. 0-4 or 3,4")
     p.add_argument("--jobs", type=int, default=1, help="compute: local worker processes (one CPU core each)")
+    p.add_argument("--paper-stream", action="store_true",
+                   help="compute: instead, the cells of the claims on the step-size decay at the paper's stream "
+                        "length (the compact network on the 10,000 JPEG test images + 2,500 outliers per corruption, "
+                        "15 corruptions; needs --data-root with cifar10-jpeg.tar.gz), the cheapest claim first")
     flags.add(p, device="compute: cpu, cuda or cuda:N",
-              data_root="build: folder holding cifar10-jpeg.tar.gz or cifar10-jpeg/",
+              data_root="build: folder holding cifar10-jpeg.tar.gz or cifar10-jpeg/; compute --paper-stream: the "
+                        "same (default: shared/data beside the checkout)",
               results="render: results folder of the quick run (default: results/); compute: default "
                       "results/builtin_benchmark, the committed store")
     p.add_argument("--checkpoints", default=None,
@@ -316,9 +321,15 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     if args.action == "compute":
         from stamplib.experiments import claims, grid
 
-        context = _context(args, (paths.repo_root() or Path.cwd()) / "results" / "builtin_benchmark", writes=True)
-        cells = claims.evidence_cells(claims.BUILTIN, ResultsStore(context.results), context.device,
-                                      claims.parse_seeds(args.seeds))
+        store_root = (paths.repo_root() or Path.cwd()) / "results" / "builtin_benchmark"
+        if args.paper_stream:
+            context = _context(args, store_root, paths.shared_data(), writes=True)
+            chosen = [s for s in claims.parse_seeds(args.seeds) if s in claims.STREAM.seeds]  # the seeds it judges
+            cells = claims.cheapest_first(claims.STREAM, ResultsStore(context.results), context.device, chosen)
+        else:
+            context = _context(args, store_root, writes=True)
+            cells = claims.evidence_cells(claims.BUILTIN, ResultsStore(context.results), context.device,
+                                          claims.parse_seeds(args.seeds))
         report = grid.run_grid(cells, context, grid.ExecutorOptions(jobs=args.jobs), keep_order=True)
         print(f"built-in benchmark store {context.results}: {len(report.done)} done, {len(report.missing)} missing, "
               f"{len(report.failed)} failed jobs, of {len(cells)} cells")
@@ -527,13 +538,16 @@ def _reference_parser(sub: Any) -> None:
                    help="compute: after the 44 cells, the optional ones (15 corruptions for Source, BN Stats, "
                         "Tent and STAMP in (a); STAMP with K = 1; the ablation rows; the realistic protocol); "
                         "the same as --cells all")
-    p.add_argument("--cells", choices=["core", "extras", "all", "stress", "seeds", "claims"], default="core",
+    p.add_argument("--cells", choices=["core", "extras", "all", "stress", "seeds", "claims", "claims_all",
+                                        "claims_all_cpu"], default="core",
                    help="compute/recompute: the 44 cells (core), the optional ones only (extras), or both in "
                         "that order (all); stress: of the optional ones, only Fig. 3's weights, Table 6's "
                         "outlier proportions and notebook 13's streams (a CPU's share: the realistic "
                         "protocol's cells belong on a GPU); seeds: of the optional ones, the paper's ten "
                         "over seeds 1 and 2 in setting (a); claims: what every claim of the ledger "
-                        "(docs/claims.md) still needs over seeds 0-2, the cheapest claim first")
+                        "(docs/claims.md) still needs over seeds 0-2, the cheapest claim first; claims_all: the "
+                        "same over all 15 corruptions (a GPU's share); claims_all_cpu: of those, the claims that read "
+                        "only Source, BN Stats, Tent and EATA (a CPU's share)")
     flags.add(p, device="compute/recompute: cpu, cuda or cuda:N (each record names the device it ran on)",
               data_root="default: shared/data beside the checkout", results="reference store (default: results/reference)")
     p.add_argument("--claim", default="", help="compute --cells claims: only these claims of the ledger "
@@ -672,7 +686,8 @@ def cmd_claims(args: argparse.Namespace) -> int:
         return 0
     seeds = claims.parse_seeds(args.seeds)
     benchmark = (claims.full_benchmark(seeds) if args.profile == "full"
-                 else claims.Benchmark("quick", "quick", "builtin", seeds, "quick profile"))
+                 else claims.Benchmark("quick", "quick", "builtin", seeds, claims.BUILTIN_QUICK.corruptions,
+                                       "quick profile"))
     context = _context(args)
     verdicts = judged.judge_all(ResultsStore(context.results), benchmark)
     for verdict in verdicts:

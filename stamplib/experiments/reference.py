@@ -297,7 +297,7 @@ def select_settings(cells: Sequence[RunSpec], settings: str) -> list[RunSpec]:
 # ------------------------------------------------------------------------------- the command's actions
 
 #: ``reference compute/recompute --cells``: which cells.
-CELL_GROUPS = ("core", "extras", "all", "stress", "seeds", "claims")
+CELL_GROUPS = ("core", "extras", "all", "stress", "seeds", "claims", "claims_all", "claims_all_cpu")
 
 
 def cells_of(group: str, store: ResultsStore | None = None, device: str = "cpu",
@@ -306,17 +306,23 @@ def cells_of(group: str, store: ResultsStore | None = None, device: str = "cpu",
     the variants' and harder streams' optional ones alone (stress), the paper's ten over seeds
     1 and 2 in (a) (seeds), or what every claim of the ledger still needs over seeds 0–2, the
     claim cheapest to complete on ``device`` first (claims: :func:`stamplib.experiments.claims.cheapest_first`
-    reads the costs of ``store``'s records; ``claim_keys`` narrows it to those claims of the ledger)."""
+    reads the costs of ``store``'s records; ``claim_keys`` narrows it to those claims of the ledger);
+    claims_all: the same over the paper's fifteen corruptions (every method: a GPU's share);
+    claims_all_cpu: of those, the claims that read only Source, BN Stats, Tent and EATA (a CPU's
+    share, about 40 CPU-minutes a seed)."""
     if group not in CELL_GROUPS:
         raise ValueError(f"--cells is one of {', '.join(CELL_GROUPS)}, got {group!r}")
-    if group == "claims":
+    if group.startswith("claims"):
         if store is None:
             raise ValueError("--cells claims orders the cells by the costs of the store's records: give the store")
         unknown = sorted(set(claim_keys) - set(claims.BY_KEY))
         if unknown:
             raise ValueError(f"no claim {unknown} in the ledger; its keys: {', '.join(claims.BY_KEY)}")
-        chosen = [claims.BY_KEY[k] for k in claim_keys] if claim_keys else None
-        return claims.cheapest_first(claims.REFERENCE, store, device, ledger=chosen)
+        chosen = [claims.BY_KEY[k] for k in claim_keys] if claim_keys else list(claims.LEDGER)
+        if group == "claims_all_cpu":
+            chosen = [c for c in chosen if claims.reads_only(c, claims.CPU_REFERENCE_METHODS)]
+        benchmark = claims.REFERENCE if group == "claims" else claims.REFERENCE_ALL
+        return claims.cheapest_first(benchmark, store, device, ledger=chosen)
     return ((specs() if group in ("core", "all") else [])
             + (extra_specs() if group in ("extras", "all") else [])
             + (stress_specs() if group == "stress" else [])
