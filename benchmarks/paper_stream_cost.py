@@ -1,7 +1,7 @@
 """What the paper-stream claims cost: a tiny run of their cells, and the CPU-hours of the whole plan.
 
 The claims on the step-size decay (``stream`` in the ledger) are decided at the paper's stream
-length, on :data:`stamplib.experiments.claims.STREAM`: the compact built-in network on the 10,000
+length, on :data:`stamplib.evidence.ledger.STREAM`: the compact built-in network on the 10,000
 JPEG test images of ``shared/data``, 10,000 known-class images + 2,500 Noise outliers per
 corruption. This script runs each distinct row of that plan (Table 5's rows the claims read) on
 the first ``--batches`` batches of one corruption's paper-length stream, prints the CPU-seconds
@@ -22,7 +22,7 @@ import torch
 from stamplib import paths
 from stamplib.evaluation.assembly import build_method, build_stream
 from stamplib.evaluation.runner import run_stream
-from stamplib.experiments import claims
+from stamplib.evidence import ledger as claims
 
 
 def main() -> None:

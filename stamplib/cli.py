@@ -316,10 +316,11 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     headline figure and docs page from the results store."""
     from stamplib.data import builtin_cifar10
     from stamplib.evaluation.store import ResultsStore
-    from stamplib.report import builtin_benchmark
+    from stamplib.evidence import builtin_benchmark
 
     if args.action == "compute":
-        from stamplib.experiments import claims, grid
+        from stamplib.evidence import ledger as claims
+        from stamplib.experiments import grid
 
         store_root = (paths.repo_root() or Path.cwd()) / "results" / "builtin_benchmark"
         if args.paper_stream:
@@ -570,7 +571,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
     store = ResultsStore(context.results)
     cells = reference.specs()
     if args.action == "readme":
-        from stamplib.report import reference_run
+        from stamplib.evidence import reference_run
 
         if not args.write:
             print(reference_run.readme_block(store))
@@ -579,8 +580,8 @@ def cmd_reference(args: argparse.Namespace) -> int:
         print("wrote " + ", ".join(str(p) for p in written))
         return 0
     if args.action == "render":
+        from stamplib.evidence import reference_run
         from stamplib.notebook_runner import run_notebooks
-        from stamplib.report import reference_run
 
         reference_run.write_figure(store, context.figures)  # the README's headline figure, from the same records
         print(reference.render_line(store, cells))
@@ -588,12 +589,21 @@ def cmd_reference(args: argparse.Namespace) -> int:
             return run_notebooks(profile=reference.PROFILE, only=reference.NOTEBOOKS, data_root=str(context.data_root),
                                  extra={"compute_missing": False}, jobs=args.jobs)
     if args.action == "status":
-        print("\n".join(reference.status_lines(store)))
+        from stamplib.evidence import needs
+
+        lines = reference.status_lines(store)
+        print("\n".join([*lines[:-1], needs.status_line(store), lines[-1]]))
         return 0
     # compute writes into the reference store, recompute into --scratch: tried before any cell
     flags.writable(*((context.results, "--results") if args.action == "compute" else (Path(args.scratch), "--scratch")))
-    todo = reference.cells_of(args.cells if not args.extras or args.cells != "core" else "all", store, context.device,
-                              [k.strip() for k in args.claim.split(",") if k.strip()])
+    group = args.cells if not args.extras or args.cells != "core" else "all"
+    if group.startswith("claims"):
+        from stamplib.evidence import needs
+
+        todo = needs.claim_cells(store, context.device, [k.strip() for k in args.claim.split(",") if k.strip()],
+                                 group=group)
+    else:
+        todo = reference.cells_of(group)
     if args.action == "compute":
         report = reference.compute(todo, context, jobs=args.jobs)
         print(reference.compute_line(report, store))
@@ -663,13 +673,14 @@ def _claims_parser(sub: Any) -> None:
 def cmd_claims(args: argparse.Namespace) -> int:
     """Render the claims page, or judge a store against the ledger."""
     from stamplib.evaluation.store import ResultsStore
-    from stamplib.experiments import claims, reference
-    from stamplib.report import claims as judged
+    from stamplib.evidence import judge as judged
+    from stamplib.evidence import ledger as claims
+    from stamplib.experiments import reference
 
     root = paths.repo_root() or Path.cwd()
     if args.action == "render":
+        from stamplib.evidence import builtin_benchmark, reference_run
         from stamplib.models import source_model_cards
-        from stamplib.report import builtin_benchmark, reference_run
 
         builtin_store = ResultsStore(root / "results" / "builtin_benchmark")
         reference_store = ResultsStore(reference.reference_dir())

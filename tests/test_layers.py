@@ -28,6 +28,9 @@ ALLOWED = {
     "experiments": {"experiments", "evaluation", "data", "methods", "models", "blocks", "paths", "validation",
                     "version", "extras"},
     "report": {"report", "experiments", "evaluation", "data", "methods", "paths", "validation"},
+    # the paper's claims, how records decide them, and the pages built from committed records
+    "evidence": {"evidence", "report", "experiments", "evaluation", "data", "methods", "models", "blocks", "paths",
+                 "validation"},
     # the course (notebooks 14–17): exercises checked against the layers below, lessons' figures
     "teaching": {"teaching", "report", "experiments", "evaluation", "data", "methods", "models", "blocks", "paths",
                  "validation", "extras"},

@@ -5,7 +5,7 @@
 * ``full``  — the paper's scale: all 15 corruptions, every sample (a GPU job).
 * ``stream`` — the paper's stream length on CIFAR-10 (10,000 known-class images + 2,500
   outliers per corruption, about 196 batches) for the compact built-in network: the claims on
-  the step-size decay, which a shorter stream cannot decide (:mod:`stamplib.experiments.claims`).
+  the step-size decay, which a shorter stream cannot decide (:mod:`stamplib.evidence.ledger`).
   No notebook runs it; ``python -m stamplib benchmark compute --paper-stream`` does.
 """
 

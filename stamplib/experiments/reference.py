@@ -31,7 +31,7 @@ from stamplib import methods, paths
 from stamplib.evaluation.record import Record
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
-from stamplib.experiments import claims, grid, plans, registry
+from stamplib.experiments import grid, plans, registry
 from stamplib.paths import RunContext
 
 PROFILE = "quick"
@@ -296,33 +296,17 @@ def select_settings(cells: Sequence[RunSpec], settings: str) -> list[RunSpec]:
 
 # ------------------------------------------------------------------------------- the command's actions
 
-#: ``reference compute/recompute --cells``: which cells.
-CELL_GROUPS = ("core", "extras", "all", "stress", "seeds", "claims", "claims_all", "claims_all_cpu")
+#: ``reference compute/recompute --cells``: which cells. The ledger's (``claims``) are the
+#: evidence layer's to plan (:func:`stamplib.evidence.needs.claim_cells`).
+CELL_GROUPS = ("core", "extras", "all", "stress", "seeds")
 
 
-def cells_of(group: str, store: ResultsStore | None = None, device: str = "cpu",
-             claim_keys: Sequence[str] = ()) -> list[RunSpec]:
+def cells_of(group: str) -> list[RunSpec]:
     """The cells of a ``--cells`` group: the 44 (core), the optional ones (extras), both (all),
-    the variants' and harder streams' optional ones alone (stress), the paper's ten over seeds
-    1 and 2 in (a) (seeds), or what every claim of the ledger still needs over seeds 0–2, the
-    claim cheapest to complete on ``device`` first (claims: :func:`stamplib.experiments.claims.cheapest_first`
-    reads the costs of ``store``'s records; ``claim_keys`` narrows it to those claims of the ledger);
-    claims_all: the same over the paper's fifteen corruptions (every method: a GPU's share);
-    claims_all_cpu: of those, the claims that read only Source, BN Stats, Tent and EATA (a CPU's
-    share, about 40 CPU-minutes a seed)."""
+    the variants' and harder streams' optional ones alone (stress), or the paper's ten over seeds
+    1 and 2 in (a) (seeds)."""
     if group not in CELL_GROUPS:
         raise ValueError(f"--cells is one of {', '.join(CELL_GROUPS)}, got {group!r}")
-    if group.startswith("claims"):
-        if store is None:
-            raise ValueError("--cells claims orders the cells by the costs of the store's records: give the store")
-        unknown = sorted(set(claim_keys) - set(claims.BY_KEY))
-        if unknown:
-            raise ValueError(f"no claim {unknown} in the ledger; its keys: {', '.join(claims.BY_KEY)}")
-        chosen = [claims.BY_KEY[k] for k in claim_keys] if claim_keys else list(claims.LEDGER)
-        if group == "claims_all_cpu":
-            chosen = [c for c in chosen if claims.reads_only(c, claims.CPU_REFERENCE_METHODS)]
-        benchmark = claims.REFERENCE if group == "claims" else claims.REFERENCE_ALL
-        return claims.cheapest_first(benchmark, store, device, ledger=chosen)
     return ((specs() if group in ("core", "all") else [])
             + (extra_specs() if group in ("extras", "all") else [])
             + (stress_specs() if group == "stress" else [])
@@ -331,12 +315,12 @@ def cells_of(group: str, store: ResultsStore | None = None, device: str = "cpu",
 
 def status_lines(store: ResultsStore) -> list[str]:
     """What ``reference status`` prints: the 44 cells, the optional ones, the variants' and
-    harder streams' among them, and STAMP's seed spread."""
+    harder streams' among them, and STAMP's seed spread (the ledger's line is
+    :func:`stamplib.evidence.needs.status_line`)."""
     state = store.status(specs())
     extra = store.status(extra_specs())
     stress = store.status(stress_specs())
     seeded = store.status(seeded_specs())
-    ledger = store.status(claims.ledger_cells(claims.REFERENCE))
     spread = seed_spread(store)
     return [
         f"reference store {store.root}: {len(state.done)} done, {len(state.missing)} missing, "
@@ -347,8 +331,6 @@ def status_lines(store: ResultsStore) -> list[str]:
         f"{len(stress.missing)} missing, {len(stress.running)} running",
         f"  of which the paper's ten over seeds 1 and 2 in (a) (compute --cells seeds): {len(seeded.done)} done, "
         f"{len(seeded.missing)} missing, {len(seeded.running)} running",
-        f"the ledger's claims over seeds 0–2 (compute --cells claims): {len(ledger.done)} done, "
-        f"{len(ledger.missing)} missing, {len(ledger.running)} running",
         "STAMP seed spread (setting a): " + ("not yet measured" if spread is None else f"{spread:.2f} pt"),
     ]
 

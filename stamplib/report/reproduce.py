@@ -372,7 +372,7 @@ def standing(table: pd.DataFrame, metric: str | None = None, method: str = "stam
     ``ours_ranks`` is the rank under each seed that every method has, ``ours_rank_text`` their
     range (``2nd–6th``), ``ours_value_text`` and ``ours_best_other`` show the mean with the
     smallest and largest seed's value. Whether ``method`` beats the best other under every seed
-    is the ledger's verdict (:mod:`stamplib.report.claims`)."""
+    is the ledger's verdict (:mod:`stamplib.evidence.judge`)."""
     metric = metric or _ranking_metric(table)
     rows = []
     for (ds, o), part in table.groupby(["dataset", "outliers"], sort=False) if metric else ():
@@ -425,7 +425,7 @@ def standing_text(places: pd.DataFrame, method: str = "stamp") -> str:
     for r in places.itertuples():
         over = ""
         if r.ours_ranks:  # several seeds: the range of the ranks and the mean (min–max); whether STAMP
-            over = f" over {seeds.seeds_text(r.ours_ranks)}"  # leads is the ledger's verdict (report.claims)
+            over = f" over {seeds.seeds_text(r.ours_ranks)}"  # leads is the ledger's verdict (evidence.judge)
         sentences.append(
             f"{dataset_label(r.dataset)} + {outlier_label(r.outliers)}: {name} ranks {r.ours_rank_text} of the "
             f"paper's {r.n_methods} methods by {r.metric}{over} ({r.ours_value_text}; best other: "

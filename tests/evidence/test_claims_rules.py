@@ -14,9 +14,9 @@ import pytest
 from stamplib.data.corruptions import CORRUPTIONS
 from stamplib.evaluation.record import Record
 from stamplib.evaluation.store import ResultsStore
-from stamplib.experiments import claims as C
+from stamplib.evidence import judge as J
+from stamplib.evidence import ledger as C
 from stamplib.experiments import plans
-from stamplib.report import claims as J
 from stamplib.report.paper import paper_value
 
 T1 = plans.TABLE1.notebook

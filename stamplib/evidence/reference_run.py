@@ -26,11 +26,12 @@ import seaborn as sns
 from stamplib import paths
 from stamplib.evaluation.record import Mean, Record
 from stamplib.evaluation.store import ResultsStore
-from stamplib.experiments import claims, plans, reference
+from stamplib.evidence import judge as claims_page
+from stamplib.evidence import ledger as claims
+from stamplib.evidence.judge import judge_all
+from stamplib.experiments import plans, reference
 from stamplib.methods import PAPER_ORDER, TABLE_ORDER
-from stamplib.report import claims as claims_page
 from stamplib.report import realistic, seeds
-from stamplib.report.claims import judge_all
 from stamplib.report.paper import method_label
 from stamplib.report.reproduce import paper_table, short_variant
 from stamplib.report.tables import to_markdown

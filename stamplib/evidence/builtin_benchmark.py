@@ -2,7 +2,7 @@
 the page ``docs/builtin_benchmark.md`` (its generated block) and the README's first figure,
 ``figures/builtin_benchmark.png``, both from the quick run's records in a results store.
 
-Three settings, as in the reference run (:mod:`stamplib.report.reference_run`): (a) Table 1's
+Three settings, as in the reference run (:mod:`stamplib.evidence.reference_run`): (a) Table 1's
 CIFAR-10-C with Noise outliers (notebook 02), (b) Table 3's 8:2 class split (notebook 04), (c)
 Table 4's closed set (notebook 05). The built-in benchmark is another benchmark than the paper's
 (2,000 photographs, a compact network), so what is compared is the order of the paper's ten
@@ -24,14 +24,16 @@ import torch
 from stamplib import data
 from stamplib.evaluation.assembly import build_stream
 from stamplib.evaluation.store import ResultsStore
-from stamplib.experiments import claims, plans
+from stamplib.evidence import judge as claims_page
+from stamplib.evidence import ledger as claims
+from stamplib.evidence import reference_run
+from stamplib.evidence.judge import Verdict, judge_all, ours_text
+from stamplib.evidence.reference_run import closed_set
+from stamplib.experiments import plans
 from stamplib.methods import PAPER_ORDER, TABLE_ORDER
-from stamplib.report import claims as claims_page
-from stamplib.report import reference_run, seeds
-from stamplib.report.claims import Verdict, judge_all, ours_text
+from stamplib.report import seeds
 from stamplib.report.palette import NEWER_METHODS_BAR, PAPER_METHODS_BAR, STAMP
 from stamplib.report.paper import method_label
-from stamplib.report.reference_run import closed_set
 from stamplib.report.reproduce import paper_table
 from stamplib.report.tables import to_markdown
 from stamplib.report.walkthrough import draw_stream_image

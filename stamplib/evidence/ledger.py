@@ -15,7 +15,7 @@ notebooks do).
 
 A :class:`Benchmark` is a (profile, scale) and the seeds that decide its claims. The judging —
 reading records, deciding over seeds, bootstrap intervals — is
-:mod:`stamplib.report.claims`; this module only says what each claim compares and which cells
+:mod:`stamplib.evidence.judge`; this module only says what each claim compares and which cells
 that takes (:func:`cells`, :func:`cheapest_first`).
 """
 
@@ -560,6 +560,14 @@ LEDGER: tuple[Claim, ...] = (
           "Table 4b, CIFAR100-C, Avg of the 15 corruptions: STAMP 64.4, second best SAR 61.7",
           quote="Table 4b, Avg.: STAMP **64.4**, SAR 61.7, SoTTA 60.1", needs="CIFAR100-C", scales=("paper",)),
 )
+
+def table6_rows(benchmark: Benchmark) -> list[RunSpec]:
+    """Table 6's plan over ``benchmark``'s seeds with the other methods beside STAMP's rows (Source,
+    BN Stats, Tent, EATA at each outlier share): what the stores hold from a claim the paper does
+    not make (that STAMP's H drops least), kept as notebook 08's rows; no claim reads them now."""
+    return [c.spec for seed in benchmark.seeds
+            for c in _plan_cells(_RATIOS, _RATIO_METHODS, benchmark.profile, benchmark.scale, seed, benchmark.corruptions)]
+
 
 #: The claims by key.
 BY_KEY: dict[str, Claim] = {c.key: c for c in LEDGER}

@@ -13,10 +13,10 @@ import pytest
 
 from stamplib.evaluation.record import Record
 from stamplib.evaluation.store import ResultsStore
-from stamplib.experiments import claims as C
+from stamplib.evidence import judge as J
+from stamplib.evidence import ledger as C
 from stamplib.experiments import plans
 from stamplib.methods import PAPER_ORDER, TABLE_ORDER
-from stamplib.report import claims as J
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH = C.REFERENCE  # the quick profile on real images, seeds 0–2: planning reads no file
@@ -172,20 +172,20 @@ def test_the_claims_page_and_figure_are_what_the_committed_records_give(tmp_path
 
 
 def test_reference_compute_can_take_the_cells_of_named_claims(tmp_path: Path) -> None:
-    from stamplib.experiments import reference
+    from stamplib.evidence import needs
 
-    cells = reference.cells_of("claims", ResultsStore(tmp_path), "cpu", ["views_16_over_1"])
+    cells = needs.claim_cells(ResultsStore(tmp_path), "cpu", ["views_16_over_1"])
     assert sorted((s.seed, dict(s.overrides).get("num_views", 16)) for s in cells) == [
         (0, 1), (0, 16), (1, 1), (1, 16), (2, 1), (2, 16)]  # an empty store: every seed of both arms
     with pytest.raises(ValueError, match="no claim"):
-        reference.cells_of("claims", ResultsStore(tmp_path), "cpu", ["no_such_claim"])
+        needs.claim_cells(ResultsStore(tmp_path), "cpu", ["no_such_claim"])
 
 
 def test_claims_render_refreshes_every_page_that_quotes_the_ledger(tmp_path: Path, monkeypatch) -> None:
     """New reference records change the verdicts that three other pages quote: one command must
     leave none of them stale (a commit of records once went red on docs/builtin_benchmark.md)."""
     from stamplib import cli, paths
-    from stamplib.report import builtin_benchmark, reference_run
+    from stamplib.evidence import builtin_benchmark, reference_run
 
     (tmp_path / "results").symlink_to(REPO / "results")
     (tmp_path / "docs").mkdir()
