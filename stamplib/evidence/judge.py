@@ -208,12 +208,12 @@ class Verdict:
         return ", ".join(parts)
 
     def corruption_counts(self) -> str:
-        """``holds on 12 of 15 corruptions`` (the mean margin over the decided seeds, per corruption)."""
+        """``12 of 15 corruptions hold`` (the mean margin over the decided seeds, per corruption)."""
         found = self.corruption_margins
         if not found:
             return ""
         held = sum(round(v, self.claim.digits) > 0 for v in found.values())
-        return f"holds on {held} of {len(found)} corruptions"
+        return f"{held} of {len(found)} corruptions hold"
 
     def evidence(self) -> str:
         """``15 corruptions, seeds 0–4`` or ``3 corruptions (gaussian noise, …), seeds 0–2``."""
@@ -228,8 +228,11 @@ class Verdict:
         """How sure: the seed counts, the corruptions held, the evidence and the CPU note."""
         if self.needs_data or self.needs_stream or not self.decided_seeds:
             return ""
+        # The counts name how many seeds and corruptions the verdict rests on; the page names which.
         parts = [p for p in (self.seed_counts(), self.corruption_counts()) if p]
-        text = "; ".join(parts) + f" ({self.evidence()})"
+        if self.benchmark.scale == "stream":
+            parts.append("the paper's stream length")
+        text = "; ".join(parts)
         if self.cpu_note:
             text += f"; {self.cpu_note}"
         return text
@@ -720,7 +723,8 @@ def figure(first: Sequence[Verdict], second: Sequence[Verdict]) -> plt.Figure:
     from matplotlib.colors import SymLogNorm
 
     shown = [(x, y) for x, y in zip(first, second) if not x.needs_data and not x.needs_stream]
-    fig, axes = plt.subplots(1, 2, figsize=(13, 0.34 * len(shown) + 2.0), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(14, 0.34 * len(shown) + 2.2), sharey=True,
+                             gridspec_kw={"wspace": 0.42})
     norm = SymLogNorm(linthresh=1.0, linscale=0.8, vmin=-40, vmax=40)
     image = None
     for ax, index, title in ((axes[0], 0, BUILTIN_TITLE), (axes[1], 1, REFERENCE_TITLE)):
@@ -740,9 +744,10 @@ def figure(first: Sequence[Verdict], second: Sequence[Verdict]) -> plt.Figure:
             ax.text(len(CORRUPTIONS) - 0.3, row, f" {pair[index].verdict}", va="center", fontsize=6.5,
                     clip_on=False)
     axes[0].set_yticks(range(len(shown)), [_short_words(x.claim) for x, _ in shown], fontsize=7)
-    bar = fig.colorbar(image, ax=axes, shrink=0.6, pad=0.12)
+    bar = fig.colorbar(image, ax=axes, shrink=0.6, pad=0.1)
     bar.set_label("margin, points (the claim holds above 0; symmetric log beyond ±1)", fontsize=8)
-    bar.set_ticks([-30, -10, -3, -1, 0, 1, 3, 10, 30])
+    ticks = [-30, -10, -3, -1, 0, 1, 3, 10, 30]
+    bar.set_ticks(ticks, labels=[f"{t:+d}" if t else "0" for t in ticks])
     return fig
 
 

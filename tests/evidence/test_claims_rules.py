@@ -82,9 +82,10 @@ def test_corruptions_held_are_counted_from_the_per_corruption_margins() -> None:
     up = {corruptions[0]: 80.0, corruptions[1]: 78.0, corruptions[2]: 60.0}  # the third corruption drives a loss
     verdict = J.judge(ABOVE, bench, _records({TENT: dict.fromkeys(range(5), up), BN: dict.fromkeys(range(5), 70)},
                                              bench))
-    assert verdict.corruption_counts() == "holds on 2 of 3 corruptions"
+    assert verdict.corruption_counts() == "2 of 3 corruptions hold"
     assert verdict.corruption_margins == {corruptions[0]: 10.0, corruptions[1]: 8.0, corruptions[2]: -10.0}
-    assert "3 corruptions (gaussian noise, defocus blur and contrast), seeds 0–4" in verdict.sureness()
+    assert verdict.sureness() == "5 of 5 seeds hold; 2 of 3 corruptions hold"
+    assert verdict.evidence() == "3 corruptions (gaussian noise, defocus blur and contrast), seeds 0–4"
 
 
 def test_the_fifteen_corruption_interval_reflects_the_choice_of_corruptions() -> None:
