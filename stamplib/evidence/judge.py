@@ -691,7 +691,8 @@ def page(first: Sequence[Verdict], second: Sequence[Verdict], cpus: Mapping[str,
         lines.append("")
     lines += ["## What each claim rests on", "",
               "The paper's table cells (bold as printed) and, for the text, its sentence as transcribed in "
-              "`docs/spec/paper_numbers.md` (paraphrased, with the numbers it quotes).", ""]
+              "`docs/spec/paper_numbers.md` (paraphrased, with the numbers it quotes); where a section's reading "
+              "of a table is not transcribed there, the row says so.", ""]
     lines += [f"- `{v.claim.key}` ({v.claim.where}): {v.claim.quote}." for v in first]
     lines.append("")
     needs = [v for v in first if v.needs_data]

@@ -443,8 +443,8 @@ LEDGER: tuple[Claim, ...] = (
     Claim("tta_auroc_over_source", "Test-time adaptation can raise outlier detection over the source model: "
           "STAMP's AUROC above Source's", "§4.2, Table 1a", "auroc",
           (Difference(Arm(_T1, "stamp"), Arm(_T1, "source")),), f"{_T1A_NOISE}: AUROC Source 70.4 → STAMP 83.2",
-          quote="§4.2 reads outlier detection against the source model; Table 1a, Noise, AUC: Source 70.4, "
-                "STAMP **83.2**"),
+          quote="Table 1a, Noise, AUC: Source 70.4, STAMP **83.2** (§4.2's reading that adaptation can raise "
+                "outlier detection over the source model; that sentence is not transcribed in docs/spec)"),
     Claim("tent_acc_over_bn_stats", "Entropy minimisation raises accuracy: Tent above BN Stats", "Table 1a, §4.2",
           "acc", (Difference(Arm(_T1, "tent"), Arm(_T1, "bn_stats")),), f"{_T1A_NOISE}: ACC BN Stats 72.9 → Tent 77.4",
           quote="§4.2: Tent's accuracy on CIFAR10-C is competitive (80.1 %, Table 1a Avg); Table 1a, Noise, ACC: "
@@ -508,14 +508,14 @@ LEDGER: tuple[Claim, ...] = (
     Claim("ablation_decay_with_sam_h", "The step-size decay combined with SAM beats either alone", "Table 5, §4.3",
           "h", (Difference(_ABLATION[3], _ABLATION[2]), Difference(_ABLATION[3], _ABLATION[1])),
           "Table 5, CIFAR100-C + SVHN-C: H S.A.+D.S. 64.4 against S.A. 63.5 and D.S. 61.8", stand_in=_C100_HERE,
-          stream=True, quote="§4.3 on Table 5: combining D.S. with S.A. gives H 64.4, above S.A. alone (63.5) and "
-                             "D.S. alone (61.8)"),
+          stream=True, quote="Table 5, H: S.A.+D.S. 64.4, S.A. 63.5, D.S. 61.8 (§4.3's reading of these rows; "
+                             "that sentence is not transcribed in docs/spec)"),
     Claim("ablation_sam_softens_decay_auroc", "With SAM, the step-size decay costs less AUROC than without it",
           "Table 5, §4.3", "auroc", (SmallerDrop(_ABLATION[2], _ABLATION[3], _ABLATION[0], _ABLATION[1]),),
           "Table 5, CIFAR100-C + SVHN-C: AUROC falls 72.8 → 70.8 (−2.0) with S.A., 70.4 → 65.3 (−5.1) without",
           stand_in=_C100_HERE, stream=True,
-          quote="§4.3 on Table 5: with S.A., adding D.S. lowers AUC less (S.A. 72.8 → S.A.+D.S. 70.8) than alone "
-                "(70.4 → 65.3)"),
+          quote="Table 5, AUC: S.A. 72.8 → S.A.+D.S. 70.8; plain 70.4 → D.S. 65.3 (§4.3's reading that SAM "
+                "softens the fall; that sentence is not transcribed in docs/spec)"),
     Claim("ablation_self_weight_auroc", "Adding self-weighting to S.A.+D.S. raises AUROC", "Table 5, §4.3", "auroc",
           (Difference(_ABLATION[4], _ABLATION[3]),), "Table 5, CIFAR100-C + SVHN-C: AUROC 70.8 → 77.7",
           stand_in=_C100_HERE, quote="§4.3: adding S.W. lifts the AUC to 77.7 % (Table 5, from 70.8)"),
@@ -564,7 +564,8 @@ LEDGER: tuple[Claim, ...] = (
 def table6_rows(benchmark: Benchmark) -> list[RunSpec]:
     """Table 6's plan over ``benchmark``'s seeds with the other methods beside STAMP's rows (Source,
     BN Stats, Tent, EATA at each outlier share): what the stores hold from a claim the paper does
-    not make (that STAMP's H drops least), kept as notebook 08's rows; no claim reads them now."""
+    not make (a comparison of STAMP's fall in H with the others'), kept as notebook 08's rows; no claim
+    reads them now."""
     return [c.spec for seed in benchmark.seeds
             for c in _plan_cells(_RATIOS, _RATIO_METHODS, benchmark.profile, benchmark.scale, seed, benchmark.corruptions)]
 
