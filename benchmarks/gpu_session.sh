@@ -13,7 +13,13 @@
 #                claims still need over seeds 0-2, the claim cheapest to complete first; extras:
 #                the optional cells), with DATA_ROOT a data root holding the JPEG CIFAR-10 and the
 #                checkpoints on $STAMPLIB_CHECKPOINT_PATH, in the time left before DEADLINE
-#                seconds, into OUT/reference (copy its records into results/reference)
+#                seconds, into OUT/reference (copy its records into results/reference);
+#                claims_all: the same over all 15 corruptions for all ten methods (the ledger's
+#                fifteen-corruption reference cells). Resumable: each call starts from the records
+#                of results/reference, so a session copies OUT/reference/*.json (and .outputs.npz)
+#                into results/reference between calls of under 10 minutes each, e.g.
+#                  CELLS_ONLY=1 CELLS=claims_all DEADLINE=540 DATA_ROOT=<data> OUT=<folder> benchmarks/gpu_session.sh
+# CELLS_ONLY=1 skips every measurement above and goes straight to the cells.
 # Each step has its own time limit, so one that runs long cannot starve the others; the JSON
 # reports are written after every method. Everything goes to OUT: session.log, before.json,
 # after.json, graphs.json; benchmarks/gpu_report.py turns them into the runbook's tables.
@@ -39,6 +45,7 @@ step() {  # step NAME LIMIT_SECONDS COMMAND...
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null
   python3 -c "import sys, torch; print(sys.version.split()[0], torch.__version__, torch.version.cuda, torch.backends.cudnn.version())"
 } | tee -a "$log"
+if [[ ${CELLS_ONLY:-0} != 1 ]]; then
 if [[ -n ${BEFORE:-} ]]; then
     step before "${BEFORE_LIMIT:-75}" env PYTHONPATH="$BEFORE" python3 "$BEFORE/benchmarks/gpu_throughput.py" \
         --device "$device" --shapes cifar10_c --batches "$batches" "${bench_args[@]}" --out "$out/before.json"
@@ -67,6 +74,7 @@ graph_methods=${GRAPH_METHODS:-cotta,stamp,rotta,owttt,sotta,tent}
 checks=()
 for name in ${graph_methods//,/ }; do checks+=("tests/cuda/test_cuda.py::test_replayed_graphs_give_the_eager_outputs[$name]"); done
 [[ -n $graph_methods ]] && step graph_check "${CHECK_LIMIT:-90}" python3 -m pytest -p no:cacheprovider -m cuda -q -rsx -s "${checks[@]}"
+fi  # CELLS_ONLY
 left=$(( ${DEADLINE:-100000} - SECONDS - 20 ))
 if [[ -n ${DATA_ROOT:-} && $left -gt 30 ]]; then
     mkdir -p "$out/reference" && cp results/reference/*.json "$out/reference/"  # the costs and what is done

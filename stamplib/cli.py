@@ -293,8 +293,13 @@ def _benchmark_parser(sub: Any) -> None:
                    help="compute: the seeds of every method's headline tables and of every claim's cells "
                         "(the ledger, docs/claims.md), e.g. 0-4 or 3,4")
     p.add_argument("--jobs", type=int, default=1, help="compute: local worker processes (one CPU core each)")
+    p.add_argument("--paper-stream", action="store_true",
+                   help="compute: instead, the cells of the claims on the step-size decay at the paper's stream "
+                        "length (the compact network on the 10,000 JPEG test images + 2,500 outliers per corruption, "
+                        "15 corruptions; needs --data-root with cifar10-jpeg.tar.gz), the cheapest claim first")
     flags.add(p, device="compute: cpu, cuda or cuda:N",
-              data_root="build: folder holding cifar10-jpeg.tar.gz or cifar10-jpeg/",
+              data_root="build: folder holding cifar10-jpeg.tar.gz or cifar10-jpeg/; compute --paper-stream: the "
+                        "same (default: shared/data beside the checkout)",
               results="render: results folder of the quick run (default: results/); compute: default "
                       "results/builtin_benchmark, the committed store")
     p.add_argument("--checkpoints", default=None,
@@ -312,9 +317,15 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
         from stamplib.evidence import ledger as claims
         from stamplib.experiments import grid
 
-        context = _context(args, (paths.repo_root() or Path.cwd()) / "results" / "builtin_benchmark", writes=True)
-        cells = claims.evidence_cells(claims.BUILTIN, ResultsStore(context.results), context.device,
-                                      claims.parse_seeds(args.seeds))
+        store_root = (paths.repo_root() or Path.cwd()) / "results" / "builtin_benchmark"
+        if args.paper_stream:
+            context = _context(args, store_root, paths.shared_data(), writes=True)
+            chosen = [s for s in claims.parse_seeds(args.seeds) if s in claims.STREAM.seeds]  # the seeds it judges
+            cells = claims.cheapest_first(claims.STREAM, ResultsStore(context.results), context.device, chosen)
+        else:
+            context = _context(args, store_root, writes=True)
+            cells = claims.evidence_cells(claims.BUILTIN, ResultsStore(context.results), context.device,
+                                          claims.parse_seeds(args.seeds))
         report = grid.run_grid(cells, context, grid.ExecutorOptions(jobs=args.jobs), keep_order=True)
         print(f"built-in benchmark store {context.results}: {len(report.done)} done, {len(report.missing)} missing, "
               f"{len(report.failed)} failed jobs, of {len(cells)} cells")
@@ -517,13 +528,16 @@ def _reference_parser(sub: Any) -> None:
                    help="compute: after the 44 cells, the optional ones (15 corruptions for Source, BN Stats, "
                         "Tent and STAMP in (a); STAMP with K = 1; the ablation rows; the realistic protocol); "
                         "the same as --cells all")
-    p.add_argument("--cells", choices=["core", "extras", "all", "stress", "seeds", "claims"], default="core",
+    p.add_argument("--cells", choices=["core", "extras", "all", "stress", "seeds", "claims", "claims_all",
+                                        "claims_all_cpu"], default="core",
                    help="compute/recompute: the 44 cells (core), the optional ones only (extras), or both in "
                         "that order (all); stress: of the optional ones, only Fig. 3's weights, Table 6's "
                         "outlier proportions and notebook 13's streams (a CPU's share: the realistic "
                         "protocol's cells belong on a GPU); seeds: of the optional ones, the paper's ten "
                         "over seeds 1 and 2 in setting (a); claims: what every claim of the ledger "
-                        "(docs/claims.md) still needs over seeds 0-2, the cheapest claim first")
+                        "(docs/claims.md) still needs over seeds 0-2, the cheapest claim first; claims_all: the "
+                        "same over all 15 corruptions (a GPU's share); claims_all_cpu: of those, the claims that read "
+                        "only Source, BN Stats, Tent and EATA (a CPU's share)")
     flags.add(p, device="compute/recompute: cpu, cuda or cuda:N (each record names the device it ran on)",
               data_root="default: shared/data beside the checkout", results="reference store (default: results/reference)")
     p.add_argument("--claim", default="", help="compute --cells claims: only these claims of the ledger "
@@ -563,10 +577,11 @@ def cmd_reference(args: argparse.Namespace) -> int:
     # compute writes into the reference store, recompute into --scratch: tried before any cell
     flags.writable(*((context.results, "--results") if args.action == "compute" else (Path(args.scratch), "--scratch")))
     group = args.cells if not args.extras or args.cells != "core" else "all"
-    if group == "claims":
+    if group.startswith("claims"):
         from stamplib.evidence import needs
 
-        todo = needs.claim_cells(store, context.device, [k.strip() for k in args.claim.split(",") if k.strip()])
+        todo = needs.claim_cells(store, context.device, [k.strip() for k in args.claim.split(",") if k.strip()],
+                                 group=group)
     else:
         todo = reference.cells_of(group)
     if args.action == "compute":
@@ -629,10 +644,12 @@ def _claims_parser(sub: Any) -> None:
     p.add_argument("action", choices=["render", "judge"],
                    help="render: every generated page from the committed stores; judge: print every claim's "
                         "verdict on the store --results for --benchmark")
-    p.add_argument("--benchmark", default="full", choices=["builtin", "builtin_quick", "reference", "full"],
+    p.add_argument("--benchmark", default="full",
+                   choices=["builtin", "builtin_quick", "stream", "reference", "reference_all", "full"],
                    help="judge: the cells the claims compare: builtin (the built-in benchmark, 15 corruptions), "
-                        "builtin_quick (its three), reference (the reference run on real images) or full (the "
-                        "paper's data, a full-profile store); default full")
+                        "builtin_quick (its three), stream (the paper's stream length, the compact network on real "
+                        "images), reference (the reference run on real images, three corruptions), reference_all "
+                        "(its fifteen) or full (the paper's data, a full-profile store); default full")
     flags.add(p, results="judge: the results store to judge (required)")
     p.add_argument("--seeds", default="", help="judge: the seeds that decide, e.g. 0-2 (default: the benchmark's; "
                                                "full: 0-2)")
@@ -657,7 +674,7 @@ def cmd_claims(args: argparse.Namespace) -> int:
     if not store.is_dir() or not any(store.glob("*.json")):
         raise ValueError(f"no results store at {store} (no record there): give --results the folder of a store's "
                          "JSON records, e.g. results/reference")
-    named = {"builtin": ledger.BUILTIN, "builtin_quick": ledger.BUILTIN_QUICK, "reference": ledger.REFERENCE}
+    named = {b.name: b for b in (*ledger.BUILTIN_EVIDENCE, *ledger.REFERENCE_EVIDENCE)}
     benchmark = named.get(args.benchmark) or ledger.full_benchmark(ledger.parse_seeds(args.seeds or "0-2"))
     if args.seeds and args.benchmark in named:
         benchmark = dataclasses.replace(benchmark, seeds=tuple(ledger.parse_seeds(args.seeds)))

@@ -3,6 +3,10 @@
 * ``smoke`` — seconds; for CI: few ID samples, one corruption, on the built-in digits.
 * ``quick`` — the built-in CIFAR-10 photographs at teaching scale on a laptop CPU (minutes).
 * ``full``  — the paper's scale: all 15 corruptions, every sample (a GPU job).
+* ``stream`` — the paper's stream length on CIFAR-10 (10,000 known-class images + 2,500
+  outliers per corruption, about 196 batches) for the compact built-in network: the claims on
+  the step-size decay, which a shorter stream cannot decide (:mod:`stamplib.evidence.ledger`).
+  No notebook runs it; ``python -m stamplib benchmark compute --paper-stream`` does.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ PROFILES: dict[str, Profile] = {
         headline_seeds=(0, 1, 2), stress_batch_sizes=(4, 16, 64),
     ),
     "full": Profile("full", max_id=None, corruptions=CORRUPTIONS, max_id_real=None),
+    "stream": Profile("stream", max_id=None, corruptions=CORRUPTIONS, max_id_real=None, headline_seeds=(0, 1, 2)),
 }
 
 

@@ -244,7 +244,7 @@ LEADS = {"a": "a_best_h", "b": "b_best_h", "c": "c_best_acc"}
 def lead_verdicts(store: ResultsStore) -> dict[str, Verdict]:
     """The ledger's verdicts of STAMP's leads per setting on the built-in benchmark's seeds."""
     chosen = [claims.BY_KEY[key] for key in LEADS.values()]
-    judged = dict(zip(LEADS, judge_all(store, claims.BUILTIN_QUICK, chosen)))
+    judged = dict(zip(LEADS, judge_all(store, claims.BUILTIN_EVIDENCE, chosen)))
     return {letter: v for letter, v in judged.items() if v.decision.answer != seeds.PENDING}
 
 

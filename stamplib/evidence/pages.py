@@ -122,7 +122,7 @@ def verdict_summary(builtin: Sequence[judge.Verdict], reference: Sequence[judge.
     other data, linking ``docs/claims.md``."""
     needs = sum(v.needs_data for v in builtin)
     return "\n".join([
-        f"- **{ledger.BUILTIN_QUICK.title}**, {seeds.seeds_text(ledger.BUILTIN_QUICK.seeds)}: "
+        f"- **{ledger.BUILTIN.title}**, {seeds.seeds_text(ledger.BUILTIN.seeds)}: "
         f"{judge._counts([v for v in builtin if not v.needs_data])}.",
         f"- **{ledger.REFERENCE.title}**, {seeds.seeds_text(ledger.REFERENCE.seeds)}: "
         f"{judge._counts([v for v in reference if not v.needs_data])}.",
@@ -144,7 +144,8 @@ def render_all(root: Path) -> list[Path]:
     committed stores ``results/builtin_benchmark`` and ``results/reference``; the files written."""
     builtin = RecordsSnapshot(root / "results" / "builtin_benchmark")
     reference = RecordsSnapshot(root / "results" / "reference")
-    first, second = judge.judge_all(builtin, ledger.BUILTIN_QUICK), judge.judge_all(reference, ledger.REFERENCE)
+    first = judge.judge_all(builtin, ledger.BUILTIN_EVIDENCE)
+    second = judge.judge_all(reference, ledger.REFERENCE_EVIDENCE)
     written = judge.render(builtin, reference, root)  # docs/claims.md and figures/claims.png
     written += [_write(root, page_of(ledger.REFERENCE, reference)),
                 *reference_page.write_figure(reference, root / "figures")]

@@ -275,7 +275,7 @@ def _headline_lines(store: ResultsStore, found: Mapping[str, pd.DataFrame]) -> l
     lines += [to_markdown(_format(_headline(found))), ""]
     lines += _seeds_line(found)
     lines += _rank_line(found)
-    verdicts = judge_all(store, claims.REFERENCE)
+    verdicts = judge_all(store, claims.REFERENCE_EVIDENCE)
     lines += [f"**The paper's claims, checked on real images** (the ledger's claims that CIFAR-10 can test, over "
               f"{seeds.seeds_text(claims.REFERENCE.seeds)}; both benchmarks side by side and the claims that need "
               "other data: [`docs/claims.md`](claims.md)). Verdicts are " + claims_page.RULE

@@ -93,7 +93,7 @@ class NotebookParameters:
 
     profile: str
     data_root: str
-    scale: str  # builtin | real | paper (SCALES): the data the cells run on
+    scale: str  # builtin | real | paper | stream (SCALES): the data the cells run on
     methods: tuple[str, ...]  # empty: the notebook's own rows
     datasets: tuple[str, ...]  # empty: the notebook's data sets at this scale
     outlier_sets: tuple[str, ...]  # empty: those of each data set
@@ -152,7 +152,7 @@ class NotebookParameters:
 
 #: The data a plan's cells run on: the profile's built-in benchmark, real images of a data root
 #: at reduced size, or the paper's data sets (the full profile).
-SCALES = ("builtin", "real", "paper")
+SCALES = ("builtin", "real", "paper", "stream")
 
 
 def scale_of(profile: str, data_root: str | None) -> str:
@@ -165,7 +165,7 @@ def scale_of(profile: str, data_root: str | None) -> str:
 def check_scale(scale: str, profile: str) -> str:
     """``scale`` where ``profile`` plans it: the full profile plans the paper's data, the others
     the built-in benchmark or real images."""
-    allowed = ("paper",) if profile == "full" else ("builtin", "real")
+    allowed = {"full": ("paper",), "stream": ("stream",)}.get(profile, ("builtin", "real"))
     return validation.check_choice(f"scale (profile {profile})", scale, allowed)
 
 

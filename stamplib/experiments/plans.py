@@ -77,6 +77,8 @@ def _noise_stand_in(paper: list[Setup], paper_dataset: str, paper_outliers: tupl
         "paper": paper,
         "real": [_stand_in("cifar10_jpeg", ("noise",), paper_dataset, paper_outliers, setting)],
         "builtin": [_stand_in("cifar10_builtin", ("noise",), paper_dataset, paper_outliers, setting)],
+        # The paper's stream length: the compact built-in network on all 10,000 JPEG test images.
+        "stream": [_stand_in("cifar10_jpeg_compact", ("noise",), paper_dataset, paper_outliers, setting)],
     }
 
 
@@ -117,7 +119,7 @@ def builtin_setup(setup: Setup, benchmark: str) -> Setup:
 
 
 def _scale_setups(experiment: Experiment, params: NotebookParameters, scale: str) -> list[Setup]:
-    setups = experiment.setups[scale]
+    setups = experiment.setups.get(scale, [])  # the paper-stream scale has the Noise stand-ins only
     if scale == "builtin":
         benchmark = get_profile(params.profile).builtin
         setups = [builtin_setup(s, benchmark) for s in setups]
