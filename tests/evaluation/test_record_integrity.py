@@ -242,3 +242,44 @@ def test_a_cell_that_does_not_fit_is_refused_before_it_is_computed(tmp_path, mon
     with pytest.raises(OutOfSpace, match=r"0\.0 MiB free, and cell .* writes up to") as caught:
         runner.run(_spec(), context_for(ResultsStore(tmp_path)))
     assert "\n" not in str(caught.value)
+
+
+# -- end to end: the runner and the command line -------------------------------------------------------
+
+
+def test_run_recomputes_a_tampered_record_and_never_serves_it(tmp_path, digits_model):
+    import stamplib
+    from tests.support import context_for
+
+    spec = RunSpec(method="source", dataset="digits", outliers="noise", profile="smoke")
+    context = context_for(tmp_path / "results")
+    original = stamplib.run(spec, context)
+    store = ResultsStore(context.results)
+    for change in (lambda d: d["mean"].update(h=12.3),
+                   lambda d: d["per_corruption"]["gaussian_noise"].update(h=None),
+                   lambda d: (Path(context.results) / d["outputs"]).unlink()):
+        _edit(store, spec, change)
+        with pytest.warns(UserWarning, match="stale results record"):
+            again = stamplib.run(spec, context)
+        assert again.mean == original.mean and again.per_corruption.keys() == original.per_corruption.keys()
+        assert again.mean.h != 12.3
+        assert store.get(spec) == again
+
+
+def test_the_command_line_says_a_full_disk_in_one_line(tmp_path, monkeypatch, capsys, digits_model):
+    from stamplib import cli
+
+    real_replace = os.replace
+
+    def disk_full(src, dst):  # noqa: ANN001, ANN202 - os.replace's own
+        if str(dst).endswith(".json") and "results" in str(dst):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", disk_full)
+    results = tmp_path / "results"
+    code = cli.main(["run", "--method", "source", "--dataset", "digits", "--profile", "smoke", "--results", str(results)])
+    err = capsys.readouterr().err
+    errors = [line for line in err.replace("\r", "\n").splitlines() if line.startswith("error:")]
+    assert code == 2 and len(errors) == 1 and "no space left" in errors[0] and "Traceback" not in err, err
+    assert _leftovers(results) == []
