@@ -294,7 +294,7 @@ def explore(
 def _run(spec: RunSpec, stream: Any, context: paths.RunContext, progress: bool) -> tuple[Any, dict[str, Any]]:
     """Run the spec's method over ``stream`` with a tracer: the method as it ended, and the run."""
     device = context.device
-    tta = build_method(spec, device, progress, data_root=context.data_root)
+    tta = build_method(spec, device, progress=progress, data_root=context.data_root)
     tracer = StreamTracer(stream, tta.num_classes, device)
     if progress:
         print(f"exploring {spec.method} over {len(stream)} batches of {stream.batch_size} on {device} "

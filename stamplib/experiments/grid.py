@@ -437,10 +437,11 @@ def stop_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="stamplib-parent-watch", daemon=True).start()
 
 
-def _pool_init(counter: Any, device: str, threads: int, parent: int) -> None:
+def _pool_init(counter: Any, device: str, threads: int, parent: int | None = None) -> None:
     """Number the worker (``counter``: a shared integer), give it its device and threads, and
-    tie its life to the grid process ``parent`` (:func:`stop_with_parent`)."""
-    stop_with_parent(parent)
+    tie its life to the grid process ``parent`` (:func:`stop_with_parent`; None: not tied)."""
+    if parent is not None:
+        stop_with_parent(parent)
     import torch
 
     global _WORKER_DEVICE
