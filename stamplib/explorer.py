@@ -27,6 +27,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from tqdm.std import tqdm as tqdm_text
 
 from stamplib import paths
 from stamplib.evaluation.assembly import build_method, build_stream, stand_in_overrides
@@ -294,14 +296,31 @@ def explore(
 def _run(spec: RunSpec, stream: Any, context: paths.RunContext, progress: bool) -> tuple[Any, dict[str, Any]]:
     """Run the spec's method over ``stream`` with a tracer: the method as it ended, and the run."""
     device = context.device
-    tta = build_method(spec, device, progress=progress, data_root=context.data_root)
-    tracer = StreamTracer(stream, tta.num_classes, device)
+    tta = build_method(spec, device, data_root=context.data_root)
     if progress:
         print(f"exploring {spec.method} over {len(stream)} batches of {stream.batch_size} on {device} "
               "(kept in the results store: exploring this cell again redraws it at once)", flush=True)
-    result = run_stream(tta, stream, device, progress=progress, tracer=tracer)
+    tracer = _CountingTracer(stream, tta.num_classes, device) if progress else StreamTracer(stream, tta.num_classes, device)
+    try:
+        result = run_stream(tta, stream, device, tracer=tracer)
+    finally:
+        if progress:
+            tracer.bar.close()
     return tta, {"num_classes": tta.num_classes, "predictions": result.probs.argmax(1).numpy(),
                  "scores": result.ood_score.numpy(), "labels": result.labels.numpy(), "trace": tracer.columns}
+
+
+class _CountingTracer(StreamTracer):
+    """A tracer that also moves a text progress bar, one step per batch. Text, not a widget: a
+    notebook served by Voilà renders its outputs after the run, when a closed widget bar is gone."""
+
+    def __init__(self, stream: Any, num_classes: int, device: str) -> None:
+        super().__init__(stream, num_classes, device)
+        self.bar = tqdm_text(total=len(stream), desc="batches", unit="batch", file=sys.stdout)
+
+    def end(self, batch: Any, report: Any = None) -> None:
+        super().end(batch, report)
+        self.bar.update(1)
 
 
 def _explorer(title: str, stream: Any, run: dict[str, Any], **method: Any) -> StreamExplorer:
