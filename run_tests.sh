@@ -7,7 +7,7 @@ tools/ensure_venv.sh
 export PATH="$PWD/.venv/bin:$PATH"
 echo "[run_tests] ruff check"
 ruff check stamplib tests benchmarks notebooks templates
-echo "[run_tests] notebooks committed without outputs"
-nbstripout --verify notebooks/*.ipynb
+echo "[run_tests] notebooks committed without outputs (as git would commit them)"
+python tools/check_notebooks_stripped.py
 echo "[run_tests] pytest"
 python -m pytest -p no:cacheprovider -n 2 --dist loadfile "$@"

@@ -16,6 +16,10 @@ def run(spec: RunSpec, context: RunContext | None = None, *, force: bool = False
     ``context`` says (:func:`stamplib.evaluation.runner.run`). This is an edge, as the command
     line is: without a context it is the default one, built by :meth:`RunContext.build` as
     ``python -m stamplib run`` builds it from no flags (``$STAMPLIB_DATA_ROOT``, results/, cpu)."""
+    if not isinstance(spec, RunSpec):
+        shown = f"the dict {spec!r}" if isinstance(spec, dict) else f"a {type(spec).__name__}"
+        raise TypeError(f"stamplib.run takes a RunSpec, got {shown}; pass stamplib.RunSpec.make('tent', ...) "
+                        "(a dict's fields as keywords: stamplib.RunSpec.make(**fields))")
     return _runner.run(spec, context if context is not None else RunContext.build(), force=force, progress=progress)
 
 

@@ -37,6 +37,25 @@ def _context(args: argparse.Namespace, results: str | Path | None = None,
     return context
 
 
+def _worker_count(allow_auto: bool = False) -> Any:
+    """``--jobs``'s reading: a whole number of worker processes, at least 1 (``allow_auto``: or 0,
+    one per GPU with CUDA, else one per CPU core)."""
+    least = 0 if allow_auto else 1
+
+    def read(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = least - 1
+        if value < least:
+            raise argparse.ArgumentTypeError(
+                f"--jobs must be a whole number of at least 1{' (or 0: one per GPU, else per core)' if allow_auto else ''}"
+                f", got {text!r}")
+        return value
+
+    return read
+
+
 def _executor_options(args: argparse.Namespace) -> Any:
     """The grid's executor options from the flags ``grid`` and ``tune`` share (jobs 0: one per
     GPU with CUDA, else one per CPU core)."""
@@ -222,7 +241,7 @@ def _notebooks_parser(sub: Any) -> None:
     p.add_argument("--only", nargs="*", default=[], metavar="NAME")
     flags.add_pairs(p, "--param", "a notebook parameter, e.g. methods=source,stamp or seeds=0,1,2")
     p.add_argument("--timeout", type=int, default=None, help="per-cell timeout in seconds")
-    p.add_argument("--jobs", type=int, default=1,
+    p.add_argument("--jobs", type=_worker_count(), default=1,
                    help="notebooks executed at once, each in its own process (run_all.sh: as many as the grid's "
                         "workers, once the grid has computed every cell)")
     p.set_defaults(func=cmd_notebooks)
@@ -292,7 +311,7 @@ def _benchmark_parser(sub: Any) -> None:
     p.add_argument("--seeds", default="0-4",
                    help="compute: the seeds of every method's headline tables and of every claim's cells "
                         "(the ledger, docs/claims.md), e.g. 0-4 or 3,4")
-    p.add_argument("--jobs", type=int, default=1, help="compute: local worker processes (one CPU core each)")
+    p.add_argument("--jobs", type=_worker_count(), default=1, help="compute: local worker processes (one CPU core each)")
     p.add_argument("--paper-stream", action="store_true",
                    help="compute: instead, the cells of the claims on the step-size decay at the paper's stream "
                         "length (the compact network on the 10,000 JPEG test images + 2,500 outliers per corruption, "
@@ -356,7 +375,7 @@ def _executor_flags(parser: argparse.ArgumentParser, *, executor_default: str | 
     (:func:`_executor_options` reads them)."""
     parser.add_argument("--executor", default=executor_default, choices=["local", "submitit", "submitit-local"],
                         help=executor_help)
-    parser.add_argument("--jobs", type=int, default=1, help=jobs_help)
+    parser.add_argument("--jobs", type=_worker_count(allow_auto=True), default=1, help=jobs_help)
     parser.add_argument("--partition", default=None, help="SLURM partition (--executor submitit)")
     parser.add_argument("--gpus-per-job", type=int, default=1, help="GPUs per job (with --device cuda)")
     parser.add_argument("--cpus-per-task", type=int, default=4, help="CPUs per job (its torch threads)")
@@ -543,7 +562,7 @@ def _reference_parser(sub: Any) -> None:
     p.add_argument("--claim", default="", help="compute --cells claims: only these claims of the ledger "
                                                "(comma-separated keys of docs/claims.md's claims, e.g. views_16_over_1)")
     p.add_argument("--scratch", default="results/recompute", help="recompute: where the new records go")
-    p.add_argument("--jobs", type=int, default=1, help="compute/recompute: worker processes; render: notebooks at once")
+    p.add_argument("--jobs", type=_worker_count(), default=1, help="compute/recompute: worker processes; render: notebooks at once")
     p.add_argument("--methods", default="", help="recompute: only these methods' committed cells (comma-separated; "
                                                  "'deterministic' = those without test-time randomness)")
     p.add_argument("--settings", default="", help="recompute: only these settings (comma-separated: a = Noise "
@@ -609,7 +628,7 @@ def _course_parser(sub: Any) -> None:
     grade.add_argument("--timeout", type=float, default=120,
                        help="seconds per notebook for the student's code and the checks together (the kernel's "
                             "start and imports not counted)")
-    grade.add_argument("--jobs", type=int, default=1, help="notebooks graded at once, each in its own kernel")
+    grade.add_argument("--jobs", type=_worker_count(), default=1, help="notebooks graded at once, each in its own kernel")
     grade.add_argument("--out", default=None, help="the grades file (default: SUBMISSIONS/grades.csv)")
     grade.add_argument("--executed", default=None, metavar="FOLDER",
                        help="also keep the notebooks the grader executed, to see why a row failed")

@@ -10,23 +10,34 @@ figure (well under a second on a CPU). The view of batch ``i``:
 * histograms of the OOD score of known-class samples and outliers seen so far;
 * running ACC, AUROC and H over the batches seen so far, and the step size.
 
-In JupyterLab :meth:`StreamExplorer.widget` gives a slider (ipywidgets, from the ``notebooks``
-extra); without a front end (papermill, a terminal) or without ipywidgets,
-:meth:`StreamExplorer.summary` draws the start, middle and end of the stream as one static
-figure, which :func:`show` falls back to.
+An explorer left as a cell's value displays itself (Jupyter's display protocol): the slider in
+JupyterLab (:meth:`StreamExplorer.widget`, ipywidgets from the ``notebooks`` extra); without a
+front end (papermill, a terminal) or without ipywidgets, :meth:`StreamExplorer.summary` draws
+the start, middle and end of the stream as one static figure (:func:`show` picks). Its text
+repr is one line.
+
+The run is kept in the results store (``<results>/.explorer/``: the per-sample outputs, each
+batch's filter decisions and the traces), so exploring the same cell again — the same method,
+hyperparameters, stream and seed — redraws it without running the method; the method as it
+ended the stream (:attr:`StreamExplorer.method`) is then rebuilt only if it is asked for.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import math
+import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from tqdm.std import tqdm as tqdm_text
 
 from stamplib import paths
 from stamplib.evaluation.assembly import build_method, build_stream, stand_in_overrides
@@ -34,12 +45,13 @@ from stamplib.evaluation.metrics import accuracy, auroc, h_score
 from stamplib.evaluation.profiles import get_profile
 from stamplib.evaluation.runner import run_stream
 from stamplib.evaluation.spec import RunSpec
+from stamplib.evaluation.store import current_config
 from stamplib.evaluation.traces import StreamTracer
 from stamplib.extras import MissingExtra, require
 from stamplib.validation import literal_or_text
 
 
-@dataclass
+@dataclass(repr=False)
 class StreamExplorer:
     """A precomputed run and everything its views need (see the module docstring)."""
 
@@ -57,11 +69,32 @@ class StreamExplorer:
     # The tracer's columns (evaluation/traces.py) and the method as it ended the stream, so a
     # notebook can plot the traces or read the adapted model without running the stream again.
     trace: dict[str, list] = field(default_factory=dict)
-    method: Any = None
+    _method: Any = None
+    # For a run read back from the results store: runs the stream again for the adapted method.
+    _rerun: Callable[[], Any] | None = None
+
+    @property
+    def method(self) -> Any:
+        """The method as it ended the stream (for a run read back from the results store, the
+        stream is run again the first time this is asked for)."""
+        if self._method is None and self._rerun is not None:
+            self._method = self._rerun()
+        return self._method
 
     @property
     def num_batches(self) -> int:
         return len(self.masks)
+
+    def __repr__(self) -> str:
+        return (f"<StreamExplorer: {self.title}, {self.num_batches} batches of {self.batch_size}; "
+                "display it (a cell's last line) for the slider>")
+
+    def _ipython_display_(self) -> None:
+        """A cell's value: the slider where a front end is live, else the static summary."""
+        view = show(self)
+        _ipython().display.display(view)  # called by IPython only: it is installed
+        if isinstance(view, plt.Figure):
+            plt.close(view)  # displayed once: the inline backend would show it again at the cell's end
 
     def batch_slice(self, i: int) -> slice:
         if not 0 <= i < self.num_batches:
@@ -223,6 +256,8 @@ def explore(
     seed: int = 0,
     setting: str = "",
     profile: str = "quick",
+    progress: bool = True,
+    reuse: bool = True,
     **hyperparameters: Any,
 ) -> StreamExplorer:
     """Run ``method`` once over one corruption's stream and return a :class:`StreamExplorer`
@@ -233,7 +268,9 @@ def explore(
     ``alpha=0.4`` for STAMP); ``context``: the data root the data sets are read from and the
     device the method runs on (a notebook's, built from its parameters cell; without one, the
     default that :meth:`stamplib.paths.RunContext.build` builds, as ``stamplib.run`` and the
-    command line do, so that ``stamplib.explore("stamp")`` works in a fresh kernel)."""
+    command line do, so that ``stamplib.explore("stamp")`` works in a fresh kernel).
+    ``progress``: a bar over the batches while the method runs. ``reuse``: redraw a run of the
+    same cell kept in the results store instead of running the method again (module docstring)."""
     context = context if context is not None else paths.RunContext.build()
     dataset = dataset or get_profile(profile).builtin
     spec = RunSpec.make(
@@ -241,18 +278,57 @@ def explore(
         outliers=outliers, corruptions=(corruption,), severity=severity, outlier_ratio=outlier_ratio, seed=seed,
         profile=profile, setting=setting,
     )
+    extra = ", ".join(f"{k}={v}" for k, v in hyperparameters.items())
+    title = f"{method}{f' ({extra})' if extra else ''} on {dataset} / {corruption} {severity} + {outliers}"
+    kept = _kept_path(Path(context.results), spec, max_id)
+    stored = _read_kept(kept, current_config(spec)) if reuse else None
+    stream = build_stream(spec, max_id=max_id, data_root=context.data_root)
+    if stored is not None and len(stored["labels"]) == len(stream.labels):
+        def rerun() -> Any:
+            return _run(spec, stream, context, progress)[0]
+
+        return _explorer(title, stream, stored, _rerun=rerun)
+    tta, run = _run(spec, stream, context, progress)
+    _keep(kept, current_config(spec), run)
+    return _explorer(title, stream, run, _method=tta)
+
+
+def _run(spec: RunSpec, stream: Any, context: paths.RunContext, progress: bool) -> tuple[Any, dict[str, Any]]:
+    """Run the spec's method over ``stream`` with a tracer: the method as it ended, and the run."""
     device = context.device
     tta = build_method(spec, device, data_root=context.data_root)
-    stream = build_stream(spec, max_id=max_id, data_root=context.data_root)
-    tracer = StreamTracer(stream, tta.num_classes, device)
-    result = run_stream(tta, stream, device, tracer=tracer)
-    trace = tracer.columns
-    predictions = result.probs.argmax(1).numpy()
-    scores, labels = result.ood_score.numpy(), result.labels.numpy()
-    extra = ", ".join(f"{k}={v}" for k, v in hyperparameters.items())
+    if progress:
+        print(f"exploring {spec.method} over {len(stream)} batches of {stream.batch_size} on {device} "
+              "(kept in the results store: exploring this cell again redraws it at once)", flush=True)
+    tracer = _CountingTracer(stream, tta.num_classes, device) if progress else StreamTracer(stream, tta.num_classes, device)
+    try:
+        result = run_stream(tta, stream, device, tracer=tracer)
+    finally:
+        if progress:
+            tracer.bar.close()
+    return tta, {"num_classes": tta.num_classes, "predictions": result.probs.argmax(1).numpy(),
+                 "scores": result.ood_score.numpy(), "labels": result.labels.numpy(), "trace": tracer.columns}
+
+
+class _CountingTracer(StreamTracer):
+    """A tracer that also moves a text progress bar, one step per batch. Text, not a widget: a
+    notebook served by Voilà renders its outputs after the run, when a closed widget bar is gone."""
+
+    def __init__(self, stream: Any, num_classes: int, device: str) -> None:
+        super().__init__(stream, num_classes, device)
+        self.bar = tqdm_text(total=len(stream), desc="batches", unit="batch", file=sys.stdout)
+
+    def end(self, batch: Any, report: Any = None) -> None:
+        super().end(batch, report)
+        self.bar.update(1)
+
+
+def _explorer(title: str, stream: Any, run: dict[str, Any], **method: Any) -> StreamExplorer:
+    trace = run["trace"]
+    predictions, scores, labels = run["predictions"], run["scores"], run["labels"]
     return StreamExplorer(
-        title=f"{method}{f' ({extra})' if extra else ''} on {dataset} / {corruption} {severity} + {outliers}",
-        num_classes=tta.num_classes,
+        title=title,
+        num_classes=run["num_classes"],
         batch_size=stream.batch_size,
         images=stream.images.numpy(),
         labels=labels,
@@ -263,8 +339,49 @@ def explore(
         lrs=[math.nan if s is None else s for s in trace["step_size"]],
         running=_running_metrics(predictions, scores, labels, stream.batch_size),
         trace=trace,
-        method=tta,
+        **method,
     )
+
+
+def _kept_path(results: Path, spec: RunSpec, max_id: int | None) -> Path:
+    return results / ".explorer" / f"{spec.method}__{spec.key()}__{max_id or 'profile'}.npz"
+
+
+def _keep(path: Path, config: str, run: dict[str, Any]) -> None:
+    """Keep ``run`` at ``path``; a store that cannot take it (read-only, full) only costs the reuse."""
+    trace = run["trace"]
+    passed = trace["passed"]
+    sizes = [len(m) if m is not None else 0 for m in passed]
+    flat = np.concatenate([np.asarray(m, dtype=np.int8) for m in passed if m is not None] or [np.zeros(0, np.int8)])
+    meta = {"config": config, "num_classes": run["num_classes"], "mask_sizes": sizes,
+            "has_mask": [m is not None for m in passed],
+            "trace": {k: v for k, v in trace.items() if k != "passed"}}
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, predictions=run["predictions"], scores=run["scores"], labels=run["labels"],
+                        passed=flat, meta=np.array(json.dumps(meta)))
+    try:
+        paths.atomic_write_bytes(path, buffer.getvalue())
+    except OSError as exc:
+        warnings.warn(f"the explorer's run is not kept in {path.parent} ({exc.strerror or exc}); exploring this "
+                      "cell again runs the method again", stacklevel=3)
+
+
+def _read_kept(path: Path, config: str) -> dict[str, Any] | None:
+    """The run kept at ``path``, or None: absent, unreadable, or made under other hyperparameters."""
+    try:
+        with np.load(path, allow_pickle=False) as kept:
+            meta = json.loads(str(kept["meta"]))
+            run = {name: kept[name] for name in ("predictions", "scores", "labels", "passed")}
+    except (OSError, ValueError, KeyError, EOFError):
+        return None
+    if meta.get("config") != config:
+        return None
+    masks, start = [], 0
+    for size, has in zip(meta["mask_sizes"], meta["has_mask"]):
+        masks.append(run["passed"][start:start + size].astype(bool) if has else None)
+        start += size
+    return {"num_classes": meta["num_classes"], "predictions": run["predictions"], "scores": run["scores"],
+            "labels": run["labels"], "trace": {**meta["trace"], "passed": masks}}
 
 
 def parse_hyperparameters(text: str) -> dict[str, Any]:
@@ -280,16 +397,25 @@ def parse_hyperparameters(text: str) -> dict[str, Any]:
     return out
 
 
+def _ipython() -> Any:
+    """The IPython package, with its display module; None where it is not installed (then no
+    kernel runs this)."""
+    try:
+        import IPython.display
+    except ImportError:
+        return None
+    return IPython
+
+
 def _in_a_live_kernel() -> bool:
     """Whether a Jupyter kernel with a front end runs this (not papermill, which the notebook
     runner marks with ``STAMPLIB_HEADLESS=1``: a widget there would be stored inert)."""
     if paths.environment("STAMPLIB_HEADLESS"):
         return False
-    try:
-        from IPython import get_ipython
-    except ImportError:
+    ipython = _ipython()
+    if ipython is None:
         return False
-    shell = get_ipython()
+    shell = ipython.get_ipython()
     return shell is not None and getattr(shell, "kernel", None) is not None
 
 

@@ -8,7 +8,17 @@ venv="$root/.venv"
 python="${PYTHON:-python3}"
 want="$( { cat "$root/pyproject.toml"; "$python" -c 'import sys; print(sys.version)'; } | sha256sum | cut -d' ' -f1)"
 have="$(cat "$venv/.requirements-hash" 2>/dev/null || true)"
+# Git strips notebook outputs from what it stores (.gitattributes names the filter; its command is
+# configured here, in the checkout's git config): a notebook run in JupyterLab commits clean.
+install_notebook_filter() {
+    if git -C "$root" rev-parse --git-dir >/dev/null 2>&1 && [[ -x "$venv/bin/python" ]]; then
+        git -C "$root" config filter.nbstripout.clean "\"$venv/bin/python\" -m nbstripout"
+        git -C "$root" config filter.nbstripout.smudge cat
+        git -C "$root" config diff.ipynb.textconv "\"$venv/bin/python\" -m nbstripout -t"
+    fi
+}
 if [[ -x "$venv/bin/python" && "$want" == "$have" ]]; then
+    install_notebook_filter
     exit 0
 fi
 echo "[stamplib] setting up $venv (first run takes a few minutes: torch is large)" >&2
@@ -21,5 +31,6 @@ echo "[stamplib] setting up $venv (first run takes a few minutes: torch is large
 # OpenCV and scikit-image, which we do not need, out of the environment.
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "imagecorruptions==1.1.2"
 "$venv/bin/python" -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (stamplib)" >/dev/null
+install_notebook_filter
 echo "$want" > "$venv/.requirements-hash"
 echo "[stamplib] environment ready" >&2

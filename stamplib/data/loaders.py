@@ -175,6 +175,12 @@ def load_npz(path: str | os.PathLike, *, require_labels: bool = True) -> ImageSe
         raise DatasetNotFound(
             f"{path} does not exist; write one with np.savez(path, images=uint8 N×H×W×3, labels=int N)"
         )
+    with open(path, "rb") as fh:
+        magic = fh.read(4)
+    if magic != b"PK\x03\x04":  # np.load would read text as a pickle, and a .npy as one array
+        raise DatasetFormatError(
+            f"{path} is not an .npz archive; expected one holding 'images' (uint8 N×H×W×3) and 'labels' "
+            "(int N), as np.savez(path, images=..., labels=...) writes")
     try:
         with np.load(path, allow_pickle=False) as z:
             if "images" not in z.files:

@@ -1,8 +1,9 @@
 """Per-sample outputs beside each results record, and re-scoring records from them.
 
 A record ``<name>.json`` made by :func:`stamplib.evaluation.runner.run` has a companion
-``<name>.outputs.npz`` (compressed NumPy arrays, written atomically *before* the record, so a
-record that names its outputs file always has it). Per corruption it keeps, in stream order:
+``<name>.outputs.npz`` (compressed NumPy arrays, renamed into place *before* the record, which
+carries its SHA-256 in ``outputs_sha256``; the store serves a record only while its outputs file
+matches: :mod:`stamplib.evaluation.store`). Per corruption it keeps, in stream order:
 
 * ``prediction`` (int16): the argmax class;
 * ``ood_score`` (float32): the method's outlier score, higher = outlier;
@@ -76,12 +77,17 @@ def outputs_path(record_path: Path) -> Path:
     return record_path.with_name(record_path.name.removesuffix(".json") + SUFFIX)
 
 
-def save_outputs(path: Path, streams: Mapping[str, StreamOutputs]) -> Path:
-    """Write every stream's arrays (keys ``<corruption>.<field>``) atomically to ``path``."""
+def outputs_bytes(streams: Mapping[str, StreamOutputs]) -> bytes:
+    """The outputs file of ``streams``: every stream's arrays, keys ``<corruption>.<field>``."""
     arrays = {f"{corruption}.{name}": getattr(out, name) for corruption, out in streams.items() for name in FIELDS}
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **arrays)
-    paths.atomic_write_bytes(path, buffer.getvalue())
+    return buffer.getvalue()
+
+
+def save_outputs(path: Path, streams: Mapping[str, StreamOutputs]) -> Path:
+    """Write :func:`outputs_bytes` of ``streams`` atomically to ``path``."""
+    paths.atomic_write_bytes(path, outputs_bytes(streams))
     return path
 
 
@@ -94,7 +100,7 @@ def load_outputs(path: Path) -> dict[str, StreamOutputs]:
 
 
 class NoOutputsError(LookupError):
-    """A record that predates per-sample outputs (or whose file is gone)."""
+    """A record that predates per-sample outputs, or whose file is not kept in its store."""
 
 
 def record_outputs(record: Record, directory: Path) -> dict[str, StreamOutputs]:
@@ -106,7 +112,10 @@ def record_outputs(record: Record, directory: Path) -> dict[str, StreamOutputs]:
         )
     path = Path(directory) / record.outputs
     if not path.is_file():
-        raise NoOutputsError(f"record {record.key} names its outputs file {path}, which is missing; recompute it")
+        raise NoOutputsError(
+            f"record {record.key} names its outputs file {path}, which this store does not keep (its metrics "
+            "are served, its per-sample outputs are not); recompute the cell into a store that keeps them "
+            "(python -m stamplib run ... --results results) to read them")
     return load_outputs(path)
 
 

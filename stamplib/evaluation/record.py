@@ -326,6 +326,7 @@ class Record:
     realistic: Realistic | None = None
     stream: StreamSection | None = None
     outputs: str | None = None  # the per-sample outputs file beside it (:mod:`stamplib.evaluation.outputs`)
+    outputs_sha256: str | None = None  # that file's digest: a truncated or replaced file is caught on load
 
     @property
     def method(self) -> str:
@@ -362,6 +363,7 @@ class Record:
             realistic=Realistic.from_json(d["realistic"]) if "realistic" in d else None,
             stream=StreamSection.from_json(d["stream"]) if "stream" in d else None,
             outputs=d.get("outputs"),
+            outputs_sha256=d.get("outputs_sha256"),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -377,7 +379,7 @@ class Record:
                         "provenance": self.provenance.to_json() if self.provenance is not None else None,
                         "realistic": self.realistic.to_json() if self.realistic is not None else None,
                         "stream": self.stream.to_json() if self.stream is not None else None,
-                        "outputs": self.outputs}),
+                        "outputs": self.outputs, "outputs_sha256": self.outputs_sha256}),
         }
         if self.trace:
             out["trace"] = {c: t.to_json() for c, t in self.trace.items()}

@@ -251,6 +251,7 @@ def run(spec: RunSpec, context: RunContext, *, force: bool = False, progress: bo
         stored = store.get(spec)
         if stored is not None:
             return stored
+    store.check_space(spec)  # a full disk is found before the compute, not after it
     apply_tf32_policy(context.allow_tf32)  # a record is a fidelity run: float32, not TF32, on a GPU
     method = build_method(spec, context.device, progress, data_root=context.data_root)
     record_provenance = provenance(spec.dataset, context.data_root, context.command,

@@ -1,58 +1,271 @@
 """The results store: one JSON record per RunSpec hash, written atomically, and the state of
 the cells being computed.
 
-A record is complete or absent: it is written to a temporary file and renamed, so a run
-killed mid-write leaves no partial record (and a stray temporary file is never read).
+Writing. A cell's outputs file and its record are first written whole to temporary names
+(hidden ``.tmp-*`` files that no reader opens), then renamed into place, the outputs file first
+and the record last: an interrupted or failed write (a full disk) leaves neither an orphan
+outputs file nor half a record. A full disk is one line (:class:`OutOfSpace`), never a
+traceback, and :meth:`ResultsStore.check_space` refuses a cell that would not fit before it is
+computed.
+
+Serving. A record is served only when it is whole and consistent (:func:`record_problem`):
+
+* every metric of every row is a number: finite, or NaN where it is undefined (a metric of the
+  outliers in a stream without outliers, :data:`UNDEFINED_WITHOUT_OUTLIERS`);
+* its mean follows from its rows (each metric's mean over corruptions, the collapsed ones named);
+* its outputs file is a plain name in the store, exists, and matches ``outputs_sha256``. A record
+  written before records carried that digest is checked to be a complete archive instead (and
+  ``tools/add_outputs_digests.py`` adds the digest to such records without changing anything
+  else in them).
+
+A record that fails is stale: it is moved aside to ``<results>/.grid/stale/`` with a one-line
+warning naming the reason, and counts as missing, so it is recomputed. It is never served and
+never crashes a command.
+
+Stores that do not keep outputs files. A store may declare, with a file
+:data:`OUTPUTS_NOT_KEPT` in its root (whose text says why), that the outputs files its records
+name are not kept — ``results/builtin_benchmark`` commits its records only, to stay small. There
+a record whose outputs file is absent is served for its metrics (tables, figures, the ledger,
+skipping a computed cell), and whatever needs its per-sample outputs (re-scoring, the lessons'
+per-batch views) says to recompute it into a store that keeps them
+(:class:`~stamplib.evaluation.outputs.NoOutputsError`). An outputs file that *is* there is
+checked as anywhere else: a mismatching one makes its record stale.
 
 Beside the records, under ``<results>/.grid/``: ``running/<key>.json`` marks a cell claimed by
-a live job (job id, host, pid, start, deadline), ``failed/<key>.json`` keeps the last
-failure of a cell that is still missing, and ``partial/<key>/<corruption>.json`` (with its
-``.outputs.npz``) keeps each finished corruption of an episodic cell that is still running, so
-that a cell interrupted at its 7th corruption resumes there (:meth:`ResultsStore.partial`). :meth:`ResultsStore.status` splits cells into done,
-running and missing from these files; grids and notebooks both ask it.
+a live job (job id, host, pid, start, deadline; claimed atomically: :meth:`ResultsStore.claim`),
+``failed/<key>.json`` keeps the last failure of a cell that is still missing, and
+``partial/<key>/<corruption>.json`` (with its ``.outputs.npz``) keeps each finished corruption
+of an episodic cell that is still running, so that a cell interrupted at its 7th corruption
+resumes there (:meth:`ResultsStore.partial`). :meth:`ResultsStore.status` splits cells into
+done, running and missing from these files; grids and notebooks both ask it.
 
 A record whose stored hyperparameters (``config``) differ from what the spec resolves to today
-is stale — a default changed since it was computed — and counts as absent, so it is recomputed.
+is stale too — a default changed since it was computed — and counts as absent, so it is
+recomputed (it stays in place: the recomputed record replaces it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
+import hashlib
 import json
+import math
 import os
 import shutil
 import socket
+import tempfile
+import threading
 import time
 import warnings
-from collections.abc import Iterable, Mapping
+import zipfile
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from stamplib import paths
+from stamplib.data.registry import CLOSED_SET
 from stamplib.evaluation.outputs import SUFFIX as OUTPUTS_SUFFIX
 from stamplib.evaluation.outputs import (
     StreamOutputs,
     load_outputs,
+    outputs_bytes,
     outputs_path,
     rescore_all,
     save_outputs,
 )
+from stamplib.evaluation.profiles import get_profile
 from stamplib.evaluation.record import Record, Row, Trace
 from stamplib.evaluation.spec import RunSpec
 
+#: A file in a store's root declaring that the outputs files its records name are not kept.
+OUTPUTS_NOT_KEPT = "OUTPUTS_NOT_KEPT.txt"
+#: The metrics that are NaN, not a number, in a stream without outliers (everything but ACC).
+UNDEFINED_WITHOUT_OUTLIERS = ("auroc", "h", "fpr95", "aupr_in", "aupr_out", "oscr")
+#: Bytes a cell writes per sample, at most: its outputs twice (an episodic cell keeps each
+#: corruption until its record is stored), the per-batch traces and the JSON, with room to spare.
+BYTES_PER_SAMPLE = 64
+#: What every write needs beyond its samples' share (the record, markers, temporary names).
+BYTES_PER_CELL = 1 << 20
+#: Known-class samples per corruption assumed where a profile takes a whole data set.
+WHOLE_DATA_SET = 50_000
 
-def _read(path: Path) -> Record | None:
-    """A complete record from ``path``, or None with a warning (it will be recomputed)."""
+
+class OutOfSpace(ValueError):
+    """The disk (or quota) of a results store cannot hold what a cell writes: one line."""
+
+
+@contextlib.contextmanager
+def _writing(what: Path) -> Iterator[None]:
+    """Turn a full disk while writing ``what`` into one line (:class:`OutOfSpace`)."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        raise OutOfSpace(f"no space left on the disk of {what.parent} while writing {what.name} ({_free(what)} free); "
+                         "free some space or pass another --results folder, then run the same command again") from None
+
+
+def _free(path: Path) -> str:
+    folder = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
+    return f"{shutil.disk_usage(folder).free / 2**20:.1f} MiB"
+
+
+def _temporary(path: Path, payload: bytes) -> Path:
+    """``payload`` written whole and synced to a hidden temporary sibling of ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".tmp-{path.name}-")
+    tmp = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def _read(path: Path) -> Record | str:
+    """The record stored at ``path``, or why it is not one."""
     try:
         stored = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        warnings.warn(f"ignoring unreadable results record {path} ({exc}); it will be recomputed", stacklevel=3)
-        return None
+        return f"unreadable ({exc})"
     try:
         return Record.from_json(stored)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:  # written by something else, or edited
-        warnings.warn(f"ignoring incomplete results record {path} ({exc!r}); it will be recomputed", stacklevel=3)
-        return None
+        return f"incomplete ({exc!r})"
+
+
+#: Outputs files already checked, by (path, size, modification time): their digests.
+_DIGESTS: dict[tuple[str, int, int], str | None] = {}
+_DIGESTS_LOCK = threading.Lock()
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of the file at ``path`` (hex)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _outputs_digest(path: Path) -> str | None:
+    """The digest of the outputs file ``path``, None if it is no complete archive; remembered
+    while the file is unchanged, so a store read many times hashes each file once."""
+    stat = path.stat()
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    with _DIGESTS_LOCK:
+        if key in _DIGESTS:
+            return _DIGESTS[key]
+    try:
+        with zipfile.ZipFile(path) as archive:
+            complete = archive.testzip() is None
+    except (zipfile.BadZipFile, OSError, EOFError):
+        complete = False
+    digest = file_sha256(path) if complete else None
+    with _DIGESTS_LOCK:
+        _DIGESTS[key] = digest
+    return digest
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _row_problem(name: str, row: Row, without_outliers: bool) -> str | None:
+    for metric, value in row.scores.items():
+        if not _is_number(value):
+            return f"{name}'s {metric} is {value!r}, not a number"
+        if math.isinf(value) or (math.isnan(value) and not (without_outliers and metric in UNDEFINED_WITHOUT_OUTLIERS)):
+            return f"{name}'s {metric} is {value}"
+    for level in row.severities or ():
+        problem = _row_problem(f"{name} at severity {level.severity}", Row(level.scores), without_outliers)
+        if problem:
+            return problem
+    return None
+
+
+def _close(a: float, b: float) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+
+
+def record_problem(record: Record, root: Path, outputs_kept: bool = True) -> str | None:
+    """Why ``record`` (stored in the store at ``root``) must not be served, or None (the module
+    docstring gives the rules; ``outputs_kept`` False: the store declares :data:`OUTPUTS_NOT_KEPT`)."""
+    rows = record.per_corruption
+    for corruption, row in rows.items():
+        without = row.n_outliers == 0 if row.n_outliers is not None else record.spec.outliers == CLOSED_SET
+        problem = _row_problem(corruption, row, without)
+        if problem:
+            return problem
+    for metric, value in record.mean.scores.items():
+        if not _is_number(value):
+            return f"the mean {metric} is {value!r}, not a number"
+    if rows:
+        for metric, value in record.mean.scores.items():
+            if not all(metric in row.scores for row in rows.values()):
+                return f"the mean has {metric}, which not every corruption has"
+            follows = sum(row.scores[metric] for row in rows.values()) / len(rows)
+            if not _close(follows, value):
+                return f"the mean {metric} is {value:.4g}, but its corruptions average {follows:.4g}"
+        if record.mean.collapsed is not None and any(row.collapsed is not None for row in rows.values()):
+            collapsed = [c for c, row in rows.items() if row.collapsed]
+            if list(record.mean.collapsed) != collapsed:
+                return f"the mean names {list(record.mean.collapsed)} collapsed, its corruptions {collapsed}"
+    return _outputs_problem(record, root, outputs_kept)
+
+
+def _outputs_problem(record: Record, root: Path, outputs_kept: bool) -> str | None:
+    if not record.outputs:
+        return None  # a record from before outputs were kept, or one made by hand: metrics only
+    if Path(record.outputs).name != record.outputs:
+        return f"its outputs file {record.outputs!r} is not a file of the store"
+    path = root / record.outputs
+    if not path.is_file():
+        return None if not outputs_kept else f"its outputs file {record.outputs} is missing"
+    digest = _outputs_digest(path)
+    if digest is None:
+        return f"its outputs file {record.outputs} is truncated or damaged"
+    if record.outputs_sha256 is not None and digest != record.outputs_sha256:
+        return f"its outputs file {record.outputs} does not match the record's digest (replaced or changed)"
+    return None
+
+
+def add_outputs_digest(path: Path) -> str:
+    """Give the record at ``path`` the ``outputs_sha256`` of its outputs file, changing nothing
+    else in it (its other lines stay byte for byte). Returns what happened: ``added``, ``has
+    one``, ``no outputs file`` (none named, or not kept here), ``damaged outputs file`` or
+    ``not in the store's format`` (then it is left as it is)."""
+    text = path.read_text()
+    stored = json.loads(text)
+    if "outputs_sha256" in stored:
+        return "has one"
+    name = stored.get("outputs")
+    if not name or Path(name).name != name or not (path.parent / name).is_file():
+        return "no outputs file"
+    if json.dumps(stored, indent=1, sort_keys=True) != text:
+        return "not in the store's format"
+    digest = _outputs_digest(path.parent / name)
+    if digest is None:
+        return "damaged outputs file"
+    stored["outputs_sha256"] = digest
+    paths.atomic_write_bytes(path, json.dumps(stored, indent=1, sort_keys=True).encode())
+    return "added"
+
+
+def expected_bytes(spec: RunSpec) -> int:
+    """At most how many bytes computing ``spec`` writes to its store (:data:`BYTES_PER_SAMPLE`)."""
+    profile = get_profile(spec.profile)
+    limits = [n for n in (profile.max_id, profile.max_id_real) if n is not None]
+    known = max(limits) if limits and len(limits) == 2 else WHOLE_DATA_SET
+    samples = known / max(1e-6, 1.0 - spec.outlier_ratio)
+    return BYTES_PER_CELL + int(BYTES_PER_SAMPLE * samples * max(1, len(spec.corruptions)))
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -103,28 +316,93 @@ class ResultsStore:
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
 
+    @property
+    def outputs_kept(self) -> bool:
+        """Whether this store keeps the outputs files its records name (module docstring)."""
+        return not (self.root / OUTPUTS_NOT_KEPT).is_file()
+
     def path(self, spec: RunSpec) -> Path:
         return self.root / f"{spec.method}__{spec.dataset}__{spec.outliers}__{spec.key()}.json"
 
     def get(self, spec: RunSpec) -> Record | None:
+        """The stored record of ``spec`` if it may be served, else None (a stale one is set aside)."""
         path = self.path(spec)
         if not path.is_file():
             return None
-        record = _read(path)
-        if record is None or record.key != spec.key():
+        record = self._load(path, self.outputs_kept)
+        if record is None:
+            return None
+        if record.key != spec.key():
+            self._set_aside(path, f"it holds the record of cell {record.key}, not of {spec.key()}")
             return None
         if record.config is not None and record.config != current_config(spec):
             return None  # computed under other defaults
         return record
 
+    def _load(self, path: Path, outputs_kept: bool) -> Record | None:
+        """The record at ``path`` if it is whole and consistent (:func:`record_problem`); else
+        it is set aside and None returned."""
+        record = _read(path)
+        problem = record if isinstance(record, str) else record_problem(record, self.root, outputs_kept)
+        if problem is not None:
+            self._set_aside(path, problem, None if isinstance(record, str) else record.outputs)
+            return None
+        return record
+
+    def _set_aside(self, path: Path, reason: str, outputs: str | None = None) -> None:
+        """Move a stale record (and its outputs file) to ``.grid/stale/``, warning in one line."""
+        folder = self.grid_dir / "stale"
+        moved = ""
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            stamp = time.strftime("%Y%m%dT%H%M%S")
+            if outputs and Path(outputs).name == outputs and (self.root / outputs).is_file():
+                os.replace(self.root / outputs, folder / f"{stamp}-{outputs}")
+            os.replace(path, folder / f"{stamp}-{path.name}")
+            moved = f"; moved to {folder}"
+        except OSError as exc:  # a read-only store: it is still never served
+            moved = f"; could not move it aside ({exc.strerror or exc})"
+        warnings.warn(f"stale results record {path.name}: {reason}{moved}; it counts as missing and will be "
+                      "recomputed", stacklevel=3)
+
+    def check_space(self, spec: RunSpec) -> None:
+        """Refuse, in one line, a cell whose record and outputs would not fit on the store's disk."""
+        need = expected_bytes(spec)
+        self.root.mkdir(parents=True, exist_ok=True)
+        free = shutil.disk_usage(self.root).free
+        if free < need:
+            raise OutOfSpace(f"the results folder {self.root} has {free / 2**20:.1f} MiB free, and cell {spec.key()} "
+                             f"({spec.method}) writes up to {need / 2**20:.1f} MiB; free some space or pass another "
+                             "--results folder")
+
     def put(self, record: Record, outputs: Mapping[str, StreamOutputs] | None = None) -> Record:
         """Store ``record`` and return it as stored; with ``outputs`` (per-sample outputs by
-        corruption) first write them beside it and name the file in its ``outputs``, so a stored
-        record's outputs exist."""
+        corruption) the outputs file is stored beside it, and the record names it and its digest.
+        Both are written whole to temporary names first, then renamed: outputs, then the record
+        (module docstring). A full disk raises :class:`OutOfSpace` and leaves the store as it was."""
         path = self.path(record.spec)
-        if outputs is not None:
-            record = dataclasses.replace(record, outputs=save_outputs(outputs_path(path), outputs).name)
-        paths.atomic_write_bytes(path, json.dumps(record.to_json(), indent=1, sort_keys=True).encode())
+        written: list[tuple[Path, Path]] = []  # (temporary, final), in the order they are renamed
+        renamed: list[Path] = []
+        try:
+            with _writing(path):
+                if outputs is not None:
+                    payload = outputs_bytes(outputs)
+                    target = outputs_path(path)
+                    record = dataclasses.replace(record, outputs=target.name,
+                                                 outputs_sha256=hashlib.sha256(payload).hexdigest())
+                    written.append((_temporary(target, payload), target))
+                text = json.dumps(record.to_json(), indent=1, sort_keys=True).encode()
+                written.append((_temporary(path, text), path))
+                for tmp, final in written:
+                    os.replace(tmp, final)
+                    renamed.append(final)
+        except BaseException:
+            if renamed and path not in renamed:  # the outputs file is in place, its record is not
+                renamed[0].unlink(missing_ok=True)
+            raise
+        finally:
+            for tmp, _ in written:
+                tmp.unlink(missing_ok=True)
         self.clear_partials(record.spec)
         return record
 
@@ -138,13 +416,14 @@ class ResultsStore:
         return {record.key: record for record in self.records()}
 
     def records(self) -> list[Record]:
-        """Every complete record. Temporary files of a killed writer (``.tmp-*``, hidden) are
-        skipped, and so — with a warning — are unreadable or incomplete ones."""
+        """Every record that may be served. Temporary files of a killed writer (``.tmp-*``,
+        hidden) are skipped; stale records are set aside with a warning (module docstring)."""
         out = []
+        kept = self.outputs_kept
         for p in sorted(self.root.glob("*.json")):
             if p.name.startswith("."):  # pathlib's glob, unlike a shell's, matches dot files
                 continue
-            record = _read(p)
+            record = self._load(p, kept)
             if record is not None:
                 out.append(record)
         return out
@@ -159,11 +438,12 @@ class ResultsStore:
         """Keep one finished corruption of ``spec`` until its record is stored. The outputs are
         written first and the JSON last, so a JSON always has its outputs."""
         folder = self.partial_dir(spec)
-        save_outputs(folder / f"{corruption}{OUTPUTS_SUFFIX}", {corruption: outputs})
         entry = {"key": spec.key(), "corruption": corruption, "config": current_config(spec),
                  "checkpoint_sha256": checkpoint_sha256, "row": row.to_json(),
                  "trace": trace.to_json() if trace is not None else None}
-        paths.atomic_write_bytes(folder / f"{corruption}.json", json.dumps(entry, sort_keys=True).encode())
+        with _writing(folder / f"{corruption}.json"):
+            save_outputs(folder / f"{corruption}{OUTPUTS_SUFFIX}", {corruption: outputs})
+            paths.atomic_write_bytes(folder / f"{corruption}.json", json.dumps(entry, sort_keys=True).encode())
 
     def partial(self, spec: RunSpec, corruption: str, checkpoint_sha256: str | None
                 ) -> tuple[Row, StreamOutputs, Trace | None] | None:
@@ -198,7 +478,50 @@ class ResultsStore:
         return self.grid_dir / "failed" / f"{spec.key()}.json"
 
     def mark_running(self, spec: RunSpec, marker: dict[str, Any]) -> None:
-        paths.atomic_write_bytes(self.marker_path(spec), json.dumps({**marker, "spec": spec.to_dict()}).encode())
+        """Mark ``spec`` running under ``marker`` whoever holds it (a requeued job retaking its own)."""
+        with _writing(self.marker_path(spec)):
+            paths.atomic_write_bytes(self.marker_path(spec), json.dumps({**marker, "spec": spec.to_dict()}).encode())
+
+    def claim(self, spec: RunSpec, marker: dict[str, Any]) -> dict[str, Any] | None:
+        """Claim ``spec`` for the job of ``marker``: None when it is now this job's, else the live
+        marker of the job that holds it. Atomic: the marker is created whole by a hard link, which
+        fails when one exists (``O_EXCL`` semantics), so of two jobs claiming at once exactly one
+        wins; a stale marker (its job is gone) or this job's own (requeued) is replaced under a lock
+        on ``.grid/claims.lock``, so that two jobs do not both take it over."""
+        target = self.marker_path(spec)
+        payload = json.dumps({**marker, "spec": spec.to_dict()}).encode()
+        with _writing(target):
+            tmp = _temporary(target, payload)
+            try:
+                with self._claims_lock():
+                    held = _read_json(target)
+                    if held is not None and marker_alive(held) and held.get("job_id") != marker.get("job_id"):
+                        return held
+                    if target.exists():  # stale, unreadable, or this job's own
+                        target.unlink(missing_ok=True)
+                    try:
+                        os.link(tmp, target)
+                    except FileExistsError:  # a job that does not take the lock was faster
+                        return _read_json(target) or {"job_id": "?"}
+            finally:
+                tmp.unlink(missing_ok=True)
+        return None
+
+    @contextlib.contextmanager
+    def _claims_lock(self) -> Iterator[None]:
+        lock = self.grid_dir / "claims.lock"
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        with open(lock, "a") as fh:
+            try:
+                import fcntl
+            except ImportError:  # no flock (Windows): the hard link alone decides fresh claims
+                yield
+                return
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
     def unmark_running(self, spec: RunSpec) -> None:
         self.marker_path(spec).unlink(missing_ok=True)
@@ -210,7 +533,8 @@ class ResultsStore:
 
     def record_failure(self, spec: RunSpec, failure: dict[str, Any]) -> None:
         record = {**failure, "time": time.time(), "spec": spec.to_dict()}
-        paths.atomic_write_bytes(self.failure_path(spec), json.dumps(record, indent=1).encode())
+        with _writing(self.failure_path(spec)):
+            paths.atomic_write_bytes(self.failure_path(spec), json.dumps(record, indent=1).encode())
 
     def clear_failure(self, spec: RunSpec) -> None:
         self.failure_path(spec).unlink(missing_ok=True)

@@ -29,12 +29,16 @@ failed is kept by the results store (:class:`~stamplib.evaluation.store.ResultsS
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import dataclasses
 import math
 import os
 import shutil
+import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -167,11 +171,13 @@ def run_group(
         if store.get(spec) is not None:
             outcome[spec.key()] = "skipped"
             continue
-        other = store.running_marker(spec)
-        if other is not None and other.get("job_id") != job_id:  # a requeued job takes its own back
+        if store.claim(spec, marker) is not None:  # another live job holds it (a requeued job retakes its own)
             outcome[spec.key()] = "elsewhere"
             continue
-        store.mark_running(spec, marker)
+        if store.get(spec) is not None:  # stored by a job that released it between the check and the claim
+            store.unmark_running(spec)
+            outcome[spec.key()] = "skipped"
+            continue
         mine.append(spec)
     errors: dict[str, str] = {}
     try:
@@ -311,11 +317,19 @@ class GridReport:
 
 
 class _Handle:
-    """One submitted group, whatever ran it."""
+    """One submitted group, whatever ran it. ``claimed``: whether its job computed (or tried)
+    any cell itself, rather than finding them all stored or held by another grid's job."""
 
     def __init__(self, specs: list[RunSpec], job_id: str, log: Path | None,
-                 done: Callable[[], bool], error: Callable[[], str | None]) -> None:
+                 done: Callable[[], bool], error: Callable[[], str | None],
+                 claimed: Callable[[], bool] = lambda: True) -> None:
         self.specs, self.job_id, self.log, self.done, self.error = specs, job_id, log, done, error
+        self.claimed = claimed
+
+
+def _claimed_any(outcome: dict[str, str] | None) -> bool:
+    """Whether a job with this :func:`run_group` outcome claimed a cell (None: it raised, so it did)."""
+    return outcome is None or any(v == "done" for v in outcome.values())
 
 
 def _spec_dicts(group: Sequence[RunSpec]) -> list[dict[str, Any]]:
@@ -332,11 +346,12 @@ def _submit_inprocess(groups: list[list[RunSpec]], store: ResultsStore, context:
     for group in groups:
         log = _local_log(store, group)
         try:
-            run_group(_spec_dicts(group), context, None, None, str(log))
+            outcome: dict[str, str] | None = run_group(_spec_dicts(group), context, None, None, str(log))
             err = None
         except CellsFailed as exc:
-            err = str(exc)
-        handles.append(_Handle(group, f"local-{os.getpid()}", log, lambda: True, lambda e=err: e))
+            outcome, err = None, str(exc)
+        handles.append(_Handle(group, f"local-{os.getpid()}", log, lambda: True, lambda e=err: e,
+                               lambda o=outcome: _claimed_any(o)))
         _advance(bar, store, [s for h in handles for s in h.specs])
     return handles
 
@@ -383,8 +398,50 @@ def worker_threads(device: str, jobs: int) -> int:
 _WORKER_DEVICE: str | None = None
 
 
-def _pool_init(counter: Any, device: str, threads: int) -> None:
-    """Number the worker (``counter``: a shared integer) and give it its device and threads."""
+class ParentGone(BaseException):
+    """Raised in a pool worker whose grid process has died: it stops computing, releases its
+    cells (:func:`run_group`'s ``finally``) and exits. A BaseException, so that no ``except
+    Exception`` around a cell takes it for the cell's failure."""
+
+
+#: How often a pool worker checks that its grid process is still alive, in seconds.
+PARENT_POLL_S = 1.0
+#: Seconds a worker whose grid has died may take to release its cells before it is ended.
+RELEASE_S = 10.0
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def stop_with_parent(parent: int) -> None:
+    """Make this process (a pool worker) stop when ``parent``, the grid that started it, dies —
+    killed with SIGKILL or by the out-of-memory killer, so that it cannot tell its workers. On
+    Linux the kernel sends SIGTERM at once (``prctl(PR_SET_PDEATHSIG)``); everywhere a thread
+    also checks every :data:`PARENT_POLL_S` seconds that the parent is still this process's
+    parent. SIGTERM raises :class:`ParentGone` in the worker's main thread; a worker that has
+    not exited :data:`RELEASE_S` seconds later is ended, as its pipe to the grid is gone."""
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        raise ParentGone(f"the grid process {parent} has died")
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(RELEASE_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="stamplib-parent-watch", daemon=True).start()
+
+
+def _pool_init(counter: Any, device: str, threads: int, parent: int | None = None) -> None:
+    """Number the worker (``counter``: a shared integer), give it its device and threads, and
+    tie its life to the grid process ``parent`` (:func:`stop_with_parent`; None: not tied)."""
+    if parent is not None:
+        stop_with_parent(parent)
     import torch
 
     global _WORKER_DEVICE
@@ -399,7 +456,10 @@ def _pool_run_group(spec_dicts: list[dict[str, Any]], context: RunContext, threa
                     log_file: str) -> dict[str, str]:
     """:func:`run_group` on this pool worker's own device."""
     mine = dataclasses.replace(context, device=_WORKER_DEVICE or context.device)
-    return run_group(spec_dicts, mine, threads, None, log_file)
+    try:
+        return run_group(spec_dicts, mine, threads, None, log_file)
+    except ParentGone:  # its cells are released; no one is left to take a result
+        os._exit(1)
 
 
 def _submit_pool(groups: list[list[RunSpec]], store: ResultsStore, context: RunContext, jobs: int
@@ -411,7 +471,7 @@ def _submit_pool(groups: list[list[RunSpec]], store: ResultsStore, context: RunC
     spawn = multiprocessing.get_context("spawn")
     threads = worker_threads(context.device, jobs)
     pool = ProcessPoolExecutor(jobs, mp_context=spawn, initializer=_pool_init,
-                               initargs=(spawn.Value("i", 0), context.device, threads))
+                               initargs=(spawn.Value("i", 0), context.device, threads, os.getpid()))
     handles = []
     for i, group in enumerate(groups):
         log = _local_log(store, group)
@@ -421,7 +481,10 @@ def _submit_pool(groups: list[list[RunSpec]], store: ResultsStore, context: RunC
             exc = f.exception()
             return None if exc is None else f"{type(exc).__name__}: {exc}"
 
-        handles.append(_Handle(group, f"local-pool-{i}", log, future.done, error))
+        def claimed(f: Any = future) -> bool:
+            return _claimed_any(f.result() if f.exception() is None else None)
+
+        handles.append(_Handle(group, f"local-pool-{i}", log, future.done, error, claimed))
     return pool, handles
 
 
@@ -516,6 +579,9 @@ def run_grid(
                 default_poll = 30.0 if options.executor == "submitit" else 1.0
                 _wait(handles, store, bar, poll_s if poll_s is not None else default_poll)
                 _collect_failures(handles, store, report)
+                # Only the jobs that claimed cells are this grid's; the others found every cell
+                # of their group stored or held by another grid running on the same store.
+                report.jobs = [h.job_id for h in handles if h.claimed()]
             else:
                 report.pending = [s for h in handles for s in h.specs]
         finally:

@@ -164,3 +164,45 @@ def test_the_explorer_in_jupyterlab(browser, lab_url: str) -> None:
             news.first.click()
         caption.scroll_into_view_if_needed()
         page.screenshot(path=str(Path(os.environ["STAMPLIB_SCREENSHOTS"]) / "explorer_jupyterlab.png"))
+
+
+def test_explore_as_the_last_line_of_a_fresh_notebook_shows_the_slider(browser, tmp_path: Path) -> None:
+    """A new user's first cell, ``stamplib.explore(...)`` as its last line and nothing else: the
+    explorer displays itself (no ``show``, no ``.widget()``) and the slider redraws the batch."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell('import stamplib\n\nstamplib.explore("stamp", profile="smoke")')]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (stamplib)", "language": "python"}
+    nbformat.write(nb, tmp_path / "fresh.ipynb")
+    port = _free_port()
+    with _server(tmp_path, [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}",
+                            "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=", "--ServerApp.password=",
+                            f"--ServerApp.root_dir={tmp_path}", "--LabApp.news_url=",
+                            "--ServerApp.disable_check_xsrf=True", "--allow-root"], port) as url:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.route(lambda u: not u.startswith(url), lambda route: route.abort())
+        page.goto(f"{url}lab/tree/fresh.ipynb", timeout=120_000, wait_until="domcontentloaded")
+        page.locator(".jp-Notebook").wait_for(timeout=120_000)
+        page.get_by_text("Python 3 (stamplib) | Idle").wait_for(timeout=120_000)
+        for _ in range(3):  # a click that lands while the session is still settling runs nothing
+            page.locator(".jp-Notebook").click()
+            page.get_by_role("menuitem", name="Run", exact=True).click()
+            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+            try:
+                page.locator(".jp-InputPrompt", has_text="[*]").first.wait_for(state="attached", timeout=15_000)
+                break
+            except Exception:
+                continue
+        caption = page.locator(".stamplib-explorer-caption")
+        try:
+            caption.wait_for(state="attached", timeout=300_000)
+        except Exception:
+            if os.environ.get("STAMPLIB_SCREENSHOTS"):
+                page.screenshot(path=str(Path(os.environ["STAMPLIB_SCREENSHOTS"]) / "explorer_fresh_failed.png"))
+            raise
+        assert caption.inner_text().startswith("batch 1 of ")
+        assert "StreamExplorer(" not in page.locator(".jp-OutputArea").first.inner_text()  # no dataclass repr
+        page.get_by_text("Python 3 (stamplib) | Idle").wait_for(timeout=300_000)
+        seconds = _move_the_slider(page)
+        print(f"JupyterLab, fresh notebook: slider move to redraw {seconds:.2f} s")
+        if os.environ.get("STAMPLIB_SCREENSHOTS"):
+            page.screenshot(path=str(Path(os.environ["STAMPLIB_SCREENSHOTS"]) / "explorer_fresh_notebook.png"))

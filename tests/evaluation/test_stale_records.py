@@ -1,5 +1,5 @@
 """A stored record computed under other hyperparameter defaults is stale: the store treats it as
-absent, so that a changed default (e.g. OWTTT's λ, issue 16) never serves old numbers."""
+absent, so that a changed default (e.g. OWTTT's λ, once retuned) never serves old numbers."""
 
 from __future__ import annotations
 

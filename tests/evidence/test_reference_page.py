@@ -53,8 +53,8 @@ def _fake_record(spec, acc: float, auroc: float) -> Record:
            "n_id": 2000, "n_outliers": 500}
     per = {c: dict(row) for c in spec.corruptions}
     if spec.stream.realistic:
-        for c in per:
-            per[c].update(relative_speed=3, adapted_batches=14, batches=40)
+        for c in per:  # the realistic protocol costs 5 points here; the mean follows from the rows
+            per[c].update(acc=acc - 5, h=h - 5, relative_speed=3, adapted_batches=14, batches=40)
         realistic = {"relative_speed": 3, "measured": True, "adapted_batches": 42, "batches": 120}
         return Record.from_json({"key": spec.key(), "spec": spec.to_dict(), "per_corruption": per,
                                  "seconds": 60.0 * len(per), "mean": {"acc": acc - 5, "auroc": auroc, "h": h - 5,

@@ -1,4 +1,4 @@
-"""A grid job that dies at one cell, for the grid's tests (issue 50: the grid takes no fault
+"""A grid job that dies at one cell, for the grid's tests (the grid itself takes no fault
 argument). The tests put :class:`KilledAtCell` in place of :class:`stamplib.experiments.grid.CellGroup`
 by monkeypatch; submitit pickles the job by reference, so its subprocess imports this module and
 reads the victim from the environment."""
