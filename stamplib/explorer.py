@@ -297,9 +297,9 @@ def _run(spec: RunSpec, stream: Any, context: paths.RunContext, progress: bool) 
     """Run the spec's method over ``stream`` with a tracer: the method as it ended, and the run."""
     device = context.device
     tta = build_method(spec, device, data_root=context.data_root)
-    if progress:
+    if progress:  # on stderr, with the progress bar: a script's stdout stays its own
         print(f"exploring {spec.method} over {len(stream)} batches of {stream.batch_size} on {device} "
-              "(kept in the results store: exploring this cell again redraws it at once)", flush=True)
+              "(kept in the results store: exploring this cell again redraws it at once)", file=sys.stderr, flush=True)
     tracer = _CountingTracer(stream, tta.num_classes, device) if progress else StreamTracer(stream, tta.num_classes, device)
     try:
         result = run_stream(tta, stream, device, tracer=tracer)

@@ -63,7 +63,7 @@ def test_exploring_a_cell_again_reuses_the_kept_run(tmp_path, monkeypatch, digit
     context = context_for(tmp_path / "results")
     kwargs = dict(context=context, profile="smoke", outliers="noise", corruption="gaussian_noise")
     first = explorer.explore("stamp", **kwargs)
-    assert "exploring stamp over" in capsys.readouterr().out  # progress while it computes
+    assert "exploring stamp over" in capsys.readouterr().err  # progress while it computes
     assert list((tmp_path / "results" / ".explorer").glob("stamp__*.npz"))
 
     def no_run(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
@@ -71,7 +71,7 @@ def test_exploring_a_cell_again_reuses_the_kept_run(tmp_path, monkeypatch, digit
 
     monkeypatch.setattr(explorer, "run_stream", no_run)
     again = explorer.explore("stamp", **kwargs)
-    assert "exploring" not in capsys.readouterr().out
+    assert "exploring" not in capsys.readouterr().err
     assert np.array_equal(again.predictions, first.predictions) and np.array_equal(again.scores, first.scores)
     assert all((a is None and b is None) or np.array_equal(a, b) for a, b in zip(again.masks, first.masks))
     assert again.memory_counts == first.memory_counts
