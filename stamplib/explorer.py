@@ -316,7 +316,8 @@ class _CountingTracer(StreamTracer):
 
     def __init__(self, stream: Any, num_classes: int, device: str) -> None:
         super().__init__(stream, num_classes, device)
-        self.bar = tqdm_text(total=len(stream), desc="batches", unit="batch", file=sys.stdout)
+        # On stderr, beside the progress line: a script's stdout stays its own.
+        self.bar = tqdm_text(total=len(stream), desc="batches", unit="batch", file=sys.stderr)
 
     def end(self, batch: Any, report: Any = None) -> None:
         super().end(batch, report)
