@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -129,12 +130,10 @@ def test_moving_the_slider_redraws_the_batch(browser, voila_url: str) -> None:
     assert seconds < 5, f"the redraw took {seconds:.1f} s (target: about a second)"
 
 
-def test_the_explorer_in_jupyterlab(browser, lab_url: str) -> None:
-    """The same slider in JupyterLab: open notebook 11, run all cells, move the slider."""
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    remote: list[str] = []
-    page.route(lambda url: not url.startswith(lab_url), lambda route: (remote.append(route.request.url), route.abort()))
-    page.goto(f"{lab_url}lab/tree/{NOTEBOOK.name}", timeout=120_000, wait_until="domcontentloaded")
+def _run_all_cells_until_the_explorer_shows(page: Any, lab_url: str, notebook: str, failed_png: str) -> Any:
+    """Open ``notebook`` in JupyterLab, run all its cells, and wait for the explorer's caption (a
+    screenshot ``failed_png`` under STAMPLIB_SCREENSHOTS when it never shows); the caption."""
+    page.goto(f"{lab_url}lab/tree/{notebook}", timeout=120_000, wait_until="domcontentloaded")
     page.locator(".jp-Notebook").wait_for(timeout=120_000)
     page.get_by_text("Python 3 (stamplib) | Idle").wait_for(timeout=120_000)  # the kernel is up
     for _ in range(3):  # a click that lands while the session is still settling runs nothing
@@ -151,8 +150,17 @@ def test_the_explorer_in_jupyterlab(browser, lab_url: str) -> None:
         caption.wait_for(state="attached", timeout=300_000)
     except Exception:
         if os.environ.get("STAMPLIB_SCREENSHOTS"):
-            page.screenshot(path=str(Path(os.environ["STAMPLIB_SCREENSHOTS"]) / "explorer_jupyterlab_failed.png"))
+            page.screenshot(path=str(Path(os.environ["STAMPLIB_SCREENSHOTS"]) / failed_png))
         raise
+    return caption
+
+
+def test_the_explorer_in_jupyterlab(browser, lab_url: str) -> None:
+    """The same slider in JupyterLab: open notebook 11, run all cells, move the slider."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    remote: list[str] = []
+    page.route(lambda url: not url.startswith(lab_url), lambda route: (remote.append(route.request.url), route.abort()))
+    caption = _run_all_cells_until_the_explorer_shows(page, lab_url, NOTEBOOK.name, "explorer_jupyterlab_failed.png")
     caption.scroll_into_view_if_needed()  # JupyterLab hides cells outside the window
     assert caption.inner_text().startswith("batch 1 of ")
     page.get_by_text("Python 3 (stamplib) | Idle").wait_for(timeout=300_000)  # the last cells are done
@@ -180,25 +188,7 @@ def test_explore_as_the_last_line_of_a_fresh_notebook_shows_the_slider(browser, 
                             "--ServerApp.disable_check_xsrf=True", "--allow-root"], port) as url:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.route(lambda u: not u.startswith(url), lambda route: route.abort())
-        page.goto(f"{url}lab/tree/fresh.ipynb", timeout=120_000, wait_until="domcontentloaded")
-        page.locator(".jp-Notebook").wait_for(timeout=120_000)
-        page.get_by_text("Python 3 (stamplib) | Idle").wait_for(timeout=120_000)
-        for _ in range(3):  # a click that lands while the session is still settling runs nothing
-            page.locator(".jp-Notebook").click()
-            page.get_by_role("menuitem", name="Run", exact=True).click()
-            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-            try:
-                page.locator(".jp-InputPrompt", has_text="[*]").first.wait_for(state="attached", timeout=15_000)
-                break
-            except Exception:
-                continue
-        caption = page.locator(".stamplib-explorer-caption")
-        try:
-            caption.wait_for(state="attached", timeout=300_000)
-        except Exception:
-            if os.environ.get("STAMPLIB_SCREENSHOTS"):
-                page.screenshot(path=str(Path(os.environ["STAMPLIB_SCREENSHOTS"]) / "explorer_fresh_failed.png"))
-            raise
+        caption = _run_all_cells_until_the_explorer_shows(page, url, "fresh.ipynb", "explorer_fresh_failed.png")
         assert caption.inner_text().startswith("batch 1 of ")
         assert "StreamExplorer(" not in page.locator(".jp-OutputArea").first.inner_text()  # no dataclass repr
         page.get_by_text("Python 3 (stamplib) | Idle").wait_for(timeout=300_000)
