@@ -65,6 +65,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from stamplib import paths
+from stamplib.data import downloads
 from stamplib.data.registry import CLOSED_SET
 from stamplib.evaluation.outputs import SUFFIX as OUTPUTS_SUFFIX
 from stamplib.evaluation.outputs import (
@@ -146,15 +147,6 @@ _DIGESTS: dict[tuple[str, int, int], str | None] = {}
 _DIGESTS_LOCK = threading.Lock()
 
 
-def file_sha256(path: Path) -> str:
-    """The SHA-256 of the file at ``path`` (hex)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _outputs_digest(path: Path) -> str | None:
     """The digest of the outputs file ``path``, None if it is no complete archive; remembered
     while the file is unchanged, so a store read many times hashes each file once."""
@@ -168,7 +160,7 @@ def _outputs_digest(path: Path) -> str | None:
             complete = archive.testzip() is None
     except (zipfile.BadZipFile, OSError, EOFError):
         complete = False
-    digest = file_sha256(path) if complete else None
+    digest = downloads.file_digest(path, "sha256") if complete else None
     with _DIGESTS_LOCK:
         _DIGESTS[key] = digest
     return digest

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from stamplib.data import downloads
 from stamplib.evaluation import store as store_module
 from stamplib.evaluation.outputs import NoOutputsError, StreamOutputs, record_outputs
 from stamplib.evaluation.record import Mean, Record, Row
@@ -66,7 +67,7 @@ def _refused(store: ResultsStore, spec: RunSpec, reason: str) -> None:
 def test_a_whole_record_is_served_with_its_digest(tmp_path):
     store = ResultsStore(tmp_path)
     record = _stored(store)
-    assert record.outputs_sha256 == store_module.file_sha256(tmp_path / record.outputs)
+    assert record.outputs_sha256 == downloads.file_digest(tmp_path / record.outputs, "sha256")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert store.get(record.spec) == record
