@@ -123,9 +123,9 @@ def verdict_summary(builtin: Sequence[judge.Verdict], reference: Sequence[judge.
     needs = sum(v.needs_data for v in builtin)
     return "\n".join([
         f"- **{ledger.BUILTIN.title}**, {seeds.seeds_text(ledger.BUILTIN.seeds)}: "
-        f"{judge._counts([v for v in builtin if not v.needs_data])}.",
+        f"{judge.verdict_tally([v for v in builtin if not v.needs_data])}.",
         f"- **{ledger.REFERENCE.title}**, {seeds.seeds_text(ledger.REFERENCE.seeds)}: "
-        f"{judge._counts([v for v in reference if not v.needs_data])}.",
+        f"{judge.verdict_tally([v for v in reference if not v.needs_data])}.",
         f"- {len(ledger.LEDGER)} claims in the ledger, {needs} of which need data neither benchmark has: every claim, "
         f"its numbers and its paired differences in [`docs/claims.md`]({judge.PAGE}).",
     ])
