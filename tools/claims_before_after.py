@@ -21,6 +21,7 @@ import subprocess
 from stamplib import paths
 from stamplib.evaluation.store import ResultsStore
 from stamplib.evidence import judge, ledger
+from stamplib.report.seeds import seeds_text
 
 #: Old words → the claim's key, where the words changed.
 RENAMED = {"Self-weighting raises AUROC over S.A.+D.S.": "ablation_self_weight_auroc"}
@@ -47,9 +48,20 @@ def before_verdicts(commit: str) -> dict[str, tuple[str, str]]:
     return found
 
 
+def after(verdict: judge.Verdict) -> str:
+    """The verdict now, with what it rests on where it rests on records."""
+    if verdict.needs_data or verdict.needs_stream or not verdict.decided_seeds:
+        return verdict.answer
+    corruptions = len(verdict.benchmark.corruptions)
+    stream = ", paper stream" if verdict.benchmark.scale == "stream" else ""
+    return f"{verdict.answer} [{corruptions} corr., {seeds_text(verdict.decided_seeds)}{stream}]"
+
+
 def why(before: str, verdict: judge.Verdict) -> str:
     after = verdict.verdict
     if SAME.get(before, before) == after and (verdict.complete or verdict.needs_data):
+        if len(verdict.benchmark.corruptions) > 3 and not verdict.needs_data:
+            return f"unchanged, now over {len(verdict.benchmark.corruptions)} corruptions"
         return ""
     if verdict.needs_stream:
         return "stream length: a short stream cannot decide it"
@@ -82,9 +94,9 @@ def main() -> None:
     for b, r in zip(built, ref):
         was = old.get(b.claim.words) or by_words.get(b.claim.key)
         if was is None:
-            rows.append((b.claim.key, "—", b.answer, "new claim", "—", r.answer, "new claim"))
+            rows.append((b.claim.key, "—", after(b), "new claim", "—", after(r), "new claim"))
             continue
-        rows.append((b.claim.key, was[0], b.answer, why(was[0], b), was[1], r.answer, why(was[1], r)))
+        rows.append((b.claim.key, was[0], after(b), why(was[0], b), was[1], after(r), why(was[1], r)))
     for words, reason in REMOVED.items():
         was = old.get(words, ("—", "—"))
         rows.append((words, was[0], "—", reason, was[1], "—", reason))
@@ -96,7 +108,7 @@ def main() -> None:
     else:
         for row in rows:
             print(" · ".join(row))
-    changed = sum(1 for row in rows for w in (row[3], row[6]) if w)
+    changed = sum(1 for row in rows for w in (row[3], row[6]) if w and not w.startswith("unchanged"))
     print(f"\n{len(rows)} claims; {changed} of {2 * len(rows)} verdicts changed or are new or removed")
 
 
