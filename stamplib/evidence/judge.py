@@ -761,8 +761,9 @@ def _short_words(claim: Claim) -> str:
 
 def render(builtin_store: ResultsStore, reference_store: ResultsStore, root: Path) -> list[Path]:
     """Write ``docs/claims.md`` and ``figures/claims.png`` under ``root`` (the checkout)."""
-    from stamplib.report.figures import save_figure
+    from stamplib.report.figures import save_figure, set_theme
 
+    set_theme()  # the project's theme, whatever an earlier figure in this process set: the PNG is reproducible
     first = judge_all(builtin_store, ledger.BUILTIN_EVIDENCE)
     second = judge_all(reference_store, ledger.REFERENCE_EVIDENCE)
     cpus = {BUILTIN_TITLE: cpu_kinds(builtin_store), REFERENCE_TITLE: cpu_kinds(reference_store)}
