@@ -761,11 +761,18 @@ def _short_words(claim: Claim) -> str:
 
 def render(builtin_store: ResultsStore, reference_store: ResultsStore, root: Path) -> list[Path]:
     """Write ``docs/claims.md`` and ``figures/claims.png`` under ``root`` (the checkout)."""
+    first = judge_all(builtin_store, ledger.BUILTIN_EVIDENCE)
+    second = judge_all(reference_store, ledger.REFERENCE_EVIDENCE)
+    return write(first, second, builtin_store, reference_store, root)
+
+
+def write(first: Sequence[Verdict], second: Sequence[Verdict], builtin_store: ResultsStore,
+          reference_store: ResultsStore, root: Path) -> list[Path]:
+    """:func:`render` for verdicts already judged on those stores (``first`` on the built-in
+    benchmark's, ``second`` on the reference run's), so that a caller that needs them too judges once."""
     from stamplib.report.figures import save_figure, set_theme
 
     set_theme()  # the project's theme, whatever an earlier figure in this process set: the PNG is reproducible
-    first = judge_all(builtin_store, ledger.BUILTIN_EVIDENCE)
-    second = judge_all(reference_store, ledger.REFERENCE_EVIDENCE)
     cpus = {BUILTIN_TITLE: cpu_kinds(builtin_store), REFERENCE_TITLE: cpu_kinds(reference_store)}
     path = root / PAGE
     paths.atomic_write_bytes(path, page(first, second, cpus).encode())  # as the pages that quote it are written

@@ -146,7 +146,7 @@ def render_all(root: Path) -> list[Path]:
     reference = RecordsSnapshot(root / "results" / "reference")
     first = judge.judge_all(builtin, ledger.BUILTIN_EVIDENCE)
     second = judge.judge_all(reference, ledger.REFERENCE_EVIDENCE)
-    written = judge.render(builtin, reference, root)  # docs/claims.md and figures/claims.png
+    written = judge.write(first, second, builtin, reference, root)  # docs/claims.md and figures/claims.png
     written += [_write(root, page_of(ledger.REFERENCE, reference)),
                 *reference_page.write_figure(reference, root / "figures")]
     written += [_write(root, page_of(ledger.BUILTIN_QUICK, builtin, reference)),
