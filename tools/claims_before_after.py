@@ -21,7 +21,6 @@ import subprocess
 from stamplib import paths
 from stamplib.evaluation.store import ResultsStore
 from stamplib.evidence import judge, ledger
-from stamplib.report.seeds import seeds_text
 
 #: Old words → the claim's key, where the words changed.
 RENAMED = {"Self-weighting raises AUROC over S.A.+D.S.": "ablation_self_weight_auroc"}
@@ -48,20 +47,16 @@ def before_verdicts(commit: str) -> dict[str, tuple[str, str]]:
     return found
 
 
-def after(verdict: judge.Verdict) -> str:
-    """The verdict now, with what it rests on where it rests on records."""
+def reading_now(verdict: judge.Verdict) -> str:
+    """The verdict now, with what it rests on where it rests on records (:meth:`judge.Verdict.evidence`)."""
     if verdict.needs_data or verdict.needs_stream or not verdict.decided_seeds:
         return verdict.answer
-    corruptions = len(verdict.benchmark.corruptions)
-    stream = ", paper stream" if verdict.benchmark.scale == "stream" else ""
-    return f"{verdict.answer} [{corruptions} corr., {seeds_text(verdict.decided_seeds)}{stream}]"
+    return f"{verdict.answer} [{verdict.evidence()}]"
 
 
 def why(before: str, verdict: judge.Verdict) -> str:
     after = verdict.verdict
     if SAME.get(before, before) == after and (verdict.complete or verdict.needs_data):
-        if len(verdict.benchmark.corruptions) > 3 and not verdict.needs_data:
-            return f"unchanged, now over {len(verdict.benchmark.corruptions)} corruptions"
         return ""
     if verdict.needs_stream:
         return "stream length: a short stream cannot decide it"
@@ -94,9 +89,9 @@ def main() -> None:
     for b, r in zip(built, ref):
         was = old.get(b.claim.words) or by_words.get(b.claim.key)
         if was is None:
-            rows.append((b.claim.key, "—", after(b), "new claim", "—", after(r), "new claim"))
+            rows.append((b.claim.key, "—", reading_now(b), "new claim", "—", reading_now(r), "new claim"))
             continue
-        rows.append((b.claim.key, was[0], after(b), why(was[0], b), was[1], after(r), why(was[1], r)))
+        rows.append((b.claim.key, was[0], reading_now(b), why(was[0], b), was[1], reading_now(r), why(was[1], r)))
     for words, reason in REMOVED.items():
         was = old.get(words, ("—", "—"))
         rows.append((words, was[0], "—", reason, was[1], "—", reason))
@@ -108,7 +103,7 @@ def main() -> None:
     else:
         for row in rows:
             print(" · ".join(row))
-    changed = sum(1 for row in rows for w in (row[3], row[6]) if w and not w.startswith("unchanged"))
+    changed = sum(1 for row in rows for w in (row[3], row[6]) if w)
     print(f"\n{len(rows)} claims; {changed} of {2 * len(rows)} verdicts changed or are new or removed")
 
 
