@@ -1,4 +1,4 @@
-"""Time ``./run_all.sh`` (quick profile) at several commits, one after the other, on this machine.
+"""Time ``./run_all.sh`` (quick profile unless told otherwise) at several commits, one after the other, on this machine.
 
 Each commit gets a fresh clone of this checkout under ``--workdir`` with its own virtual
 environment, made before the clock starts (``tools/ensure_venv.sh``; torch comes from pip's
@@ -31,6 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from stamplib.evaluation.provenance import cpu_state  # noqa: E402
+from stamplib.paths import atomic_write_bytes  # noqa: E402
 
 
 def git(*args: str, cwd: Path = REPO) -> str:
@@ -74,11 +75,7 @@ def time_commit(commit: str, profile: str, workdir: Path, out: Path) -> dict:
         "cores": os.cpu_count(),
         "command": f"STAMPLIB_RESULTS={clone / 'results_timing'} ./run_all.sh --profile {profile}",
     }
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{started:%Y%m%dT%H%M%S}_{sha[:7]}.json"
-    partial = path.with_suffix(".json.partial")
-    partial.write_text(json.dumps(record, indent=2) + "\n")
-    partial.replace(path)  # a record is whole or absent
+    atomic_write_bytes(out / f"{started:%Y%m%dT%H%M%S}_{sha[:7]}.json", (json.dumps(record, indent=2) + "\n").encode())
     shutil.rmtree(clone, ignore_errors=True)
     return record
 
@@ -87,7 +84,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("commits", nargs="+", help="commits to time, in the order they run")
     parser.add_argument("--profile", default="quick", choices=["smoke", "quick"],
-                        help="run_all.sh's profile (smoke: a minute's check of this script)")
+                        help="run_all.sh's profile (smoke: a check of this script in about 5 minutes)")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "run_all_timing")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/run_all_timing"))
     args = parser.parse_args()
@@ -96,7 +93,7 @@ def main() -> None:
     print(f"{'commit':8s} {'wall s':>8s} {'grid s':>7s} {'load before':>12s}  subject")
     for commit in args.commits:
         r = time_commit(commit, args.profile, args.workdir, args.out)
-        print(f"{r['commit'][:7]:8s} {r['wall_seconds']:8.0f} {r['grid_seconds'] or 0:7d} "
+        print(f"{r['commit'][:7]:8s} {r['wall_seconds']:8.0f} {r['grid_seconds'] if r['grid_seconds'] is not None else '—':>7} "
               f"{r['load_average_before'][0]:12.2f}  {r['subject'][:70]}", flush=True)
 
 
