@@ -88,8 +88,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "results" / "run_all_timing")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/run_all_timing"))
     args = parser.parse_args()
-    for commit in args.commits:
-        git("rev-parse", "--verify", f"{commit}^{{commit}}")  # a bad name stops before any run
+    for commit in args.commits:  # a bad name stops before any run
+        try:
+            git("rev-parse", "--verify", f"{commit}^{{commit}}")
+        except subprocess.CalledProcessError:
+            raise SystemExit(f"run_all_timing.py: {commit!r} names no commit of {REPO} (see git log)") from None
     print(f"{'commit':8s} {'wall s':>8s} {'grid s':>7s} {'load before':>12s}  subject")
     for commit in args.commits:
         r = time_commit(commit, args.profile, args.workdir, args.out)
