@@ -181,6 +181,22 @@ def test_the_step_decay_claims_need_the_paper_stream_length() -> None:
     assert not any(c.stream for c in C.LEDGER if not c.key.startswith("ablation_"))
 
 
+def test_the_stream_section_names_the_scale_that_decides_and_the_benchmark_still_waiting() -> None:
+    claim = C.BY_KEY["ablation_step_decay_acc"]
+    reference = [J.judge(claim, C.REFERENCE, {})]
+    waiting = "\n".join(J.stream_section([J.judge(claim, C.BUILTIN, {})], reference))
+    assert "to be decided by the compact network" in waiting and "--paper-stream" in waiting
+    assert "too slow for three seeds on a CPU" in waiting
+    decay, plain = claim.margins[0].higher, claim.margins[0].lower
+    records = _records({decay: {0: 61.0, 1: 60.5, 2: 61.2}, plain: {0: 59.0, 1: 59.1, 2: 58.7}}, C.STREAM)
+    decided = J.best_evidence(claim, C.BUILTIN_EVIDENCE, records)
+    assert decided.benchmark == C.STREAM and decided.verdict == "yes" and "the paper's stream length" in decided.sureness()
+    text = "\n".join(J.stream_section([decided], reference))
+    assert "are decided at that length, by the compact network" in text and "to be decided" not in text
+    assert "The reference run (real images) reads *needs the paper's stream length*" in text
+    assert J.stream_section([J.judge(ABOVE, C.BUILTIN, {})], [J.judge(ABOVE, C.REFERENCE, {})]) == []
+
+
 def test_a_stand_in_row_says_so_in_the_row() -> None:
     claim = C.BY_KEY["ablation_memory_acc"]
     assert J.claim_text(claim).endswith("(paper: CIFAR100-C + SVHN-C; here: CIFAR-10 + Noise)")
