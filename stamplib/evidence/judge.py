@@ -648,19 +648,17 @@ def stream_section(first: Sequence[Verdict], second: Sequence[Verdict]) -> list[
     claims = [v for v in first if v.claim.stream]
     if not claims:
         return []
-    decided = [v for v in first if v.claim.stream and v.benchmark.scale == "stream"]
-    waiting = {title for title, vs in ((BUILTIN_TITLE, first), (REFERENCE_TITLE, second))
-               if any(v.needs_stream for v in vs)}
+    decided = any(v.benchmark.scale == "stream" for v in claims)
     lines = ["## Claims that need the paper's stream length", "", STREAM_WHY, ""]
     scale = ("the compact network of the built-in benchmark on the 10,000 JPEG test images of `shared/data` "
              f"({STREAM_COMMAND}, about 6.5–10 CPU-hours by `benchmarks/paper_stream_cost.py`)")
     if decided:
         lines.append(f"On the {BUILTIN_TITLE} they are decided at that length, by {scale}: its rows say "
                      "\"the paper's stream length\".")
-    elif BUILTIN_TITLE in waiting:
+    elif any(v.needs_stream for v in first):
         lines.append(f"On the {BUILTIN_TITLE} they are to be decided by {scale}; until its cells are in for "
                      f"{ledger.ENOUGH_SEEDS} seeds they read *{NEEDS_STREAM}*.")
-    if REFERENCE_TITLE in waiting:
+    if any(v.needs_stream for v in second):
         lines.append(f"The {REFERENCE_TITLE} reads *{NEEDS_STREAM}*: its ResNet-18 keeps 16 views a sample, so at "
                      "the paper's length a seed would cost about 5× its 1,500–3,600 CPU-s of today's streams, too "
                      "slow for three seeds on a CPU, and no command computes its rows at that length yet.")
