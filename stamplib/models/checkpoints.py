@@ -77,6 +77,26 @@ REGISTRY: dict[str, CheckpointEntry] = {
 }
 
 
+#: A source network trained with seed ``k`` (k ≥ 1) is ``<name>_seed<k>``; seed 0 keeps the plain
+#: name, so every record and file written before replicates existed names the same network.
+NETWORK_SUFFIX = "_seed"
+
+
+def network_name(name: str, network: int) -> str:
+    """The checkpoint name of source network ``network`` (its training seed) of registered
+    checkpoint ``name``: ``name`` itself for network 0, else ``<name>_seed<network>``."""
+    if isinstance(network, bool) or not isinstance(network, int) or network < 0:
+        raise ValueError(f"network: a source network's training seed, an integer >= 0; got {network!r}")
+    return name if network == 0 else f"{name}{NETWORK_SUFFIX}{network}"
+
+
+def base_name(name: str) -> str:
+    """The registered name behind a network's checkpoint name (``ResNet18_10_jpeg_seed2`` →
+    ``ResNet18_10_jpeg``); a name with no such suffix is returned as it is."""
+    stem, suffix, digits = name.rpartition(NETWORK_SUFFIX)
+    return stem if suffix and digits.isdigit() and int(digits) > 0 and stem in REGISTRY else name
+
+
 class MissingCheckpointError(FileNotFoundError):
     """No file for a registered checkpoint (the message says how to get one)."""
 
@@ -121,7 +141,7 @@ def read_sidecar(checkpoint: Path) -> dict[str, Any] | None:
 def how_to_get(name: str) -> str:
     """The ways to obtain checkpoint ``name``, for error messages."""
     path = checkpoint_path(name)
-    entry = REGISTRY.get(name)
+    entry = REGISTRY.get(base_name(name))
     if entry is not None and entry.recipe is None:
         return (
             f"it is built automatically on first use: call stamplib.models.source_model('digits') "
@@ -216,8 +236,9 @@ def load(name: str) -> dict[str, torch.Tensor]:
     """The verified state_dict of registered checkpoint ``name``."""
     from stamplib.data import builtin_cifar10
 
-    if name not in REGISTRY:
-        raise KeyError(f"unknown checkpoint {name!r}; registered: {', '.join(REGISTRY)}")
+    if base_name(name) not in REGISTRY:
+        raise KeyError(f"unknown checkpoint {name!r}; registered: {', '.join(REGISTRY)} (network k >= 1 of "
+                       f"each: <name>{NETWORK_SUFFIX}<k>)")
     if name in builtin_cifar10.CHECKPOINTS:
         builtin_cifar10.checkpoint_file(name)  # package data: the file and its sidecar as shipped
     path = checkpoint_path(name)

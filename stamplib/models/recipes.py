@@ -191,6 +191,8 @@ def train_source_for(
     # Another architecture cannot occupy the data set's registry name (the compact recipe on
     # cifar10_jpeg writes ResNetTiny_10_jpeg, not ResNet18_10_jpeg).
     target = entry.checkpoint if chosen.architecture == registered.architecture else chosen.checkpoint
+    # Each seed is its own source network (a replicate), kept beside the others, never over them.
+    target = checkpoints.network_name(target, seed)
     return train_source(
         chosen, images[train_idx], labels[train_idx], test_images[test_idx], test_labels[test_idx],
         name=plan.checkpoint_name(target, profile), epochs=plan.epochs, seed=seed, device=device,

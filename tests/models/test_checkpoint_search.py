@@ -108,3 +108,16 @@ def test_the_cli_lists_imports_and_the_doctor_names_where_each_model_was_found(s
     assert imported.returncode == 0 and "imported" in imported.stdout
     listed = cli("checkpoints", "list")
     assert str(home / "checkpoints" / "ResNet18_8_jpeg.pt") in listed.stdout
+
+
+def test_a_network_seed_names_its_own_checkpoint_and_seed_0_keeps_the_registered_name() -> None:
+    from stamplib.models import checkpoints
+
+    assert checkpoints.network_name("ResNetTiny_10_jpeg", 0) == "ResNetTiny_10_jpeg"
+    assert checkpoints.network_name("ResNetTiny_10_jpeg", 3) == "ResNetTiny_10_jpeg_seed3"
+    assert checkpoints.base_name("ResNet18_10_jpeg_seed2") == "ResNet18_10_jpeg"
+    assert checkpoints.base_name("ResNet18_10_jpeg") == "ResNet18_10_jpeg"
+    assert checkpoints.base_name("nothing_seed2") == "nothing_seed2"  # not registered: left as it is
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="training seed"):
+            checkpoints.network_name("ResNetTiny_10_jpeg", bad)
