@@ -660,9 +660,11 @@ def _claims_parser(sub: Any) -> None:
                                       "page, figure and README block from the committed stores (docs/claims.md, "
                                       "docs/reference_run.md, docs/builtin_benchmark.md, the README's verdicts), "
                                       "or judge a store of your own")
-    p.add_argument("action", choices=["render", "judge"],
+    p.add_argument("action", choices=["render", "judge", "compute", "status"],
                    help="render: every generated page from the committed stores; judge: print every claim's "
-                        "verdict on the store --results for --benchmark")
+                        "verdict on the store --results for --benchmark; compute: the missing cells of a committed "
+                        "benchmark's design (--benchmark builtin|reference --design NAME --replicates 1-4), the "
+                        "cheapest claim first, into its store; status: how many cells each design has")
     p.add_argument("--benchmark", default="full",
                    choices=["builtin", "builtin_quick", "stream", "reference", "reference_all", "full"],
                    help="judge: the cells the claims compare: builtin (the built-in benchmark, 15 corruptions), "
@@ -673,6 +675,15 @@ def _claims_parser(sub: Any) -> None:
     p.add_argument("--seeds", default="", help="judge: the seeds that decide, e.g. 0-2 (default: the benchmark's; "
                                                "full: 0-2)")
     p.add_argument("--write", default=None, metavar="PAGE", help="judge: also write the verdicts as a page")
+    p.add_argument("--design", default="",
+                   help="compute: the design whose cells to compute (builtin: networks, streams, stream; reference: "
+                        "networks, fifteen, three)")
+    p.add_argument("--replicates", default="",
+                   help="compute: which of the design's replicates: network numbers on a design of several "
+                        "networks, stream seeds on one of one network (e.g. 1-4; default: all of them)")
+    p.add_argument("--jobs", type=_worker_count(), default=1, help="compute: local worker processes (one core each)")
+    flags.add(p, device="compute: cpu, cuda or cuda:N", data_root="compute: where the data sets are (default: "
+                                                                  "shared/data beside the checkout)")
     p.set_defaults(func=cmd_claims)
 
 
@@ -686,6 +697,8 @@ def cmd_claims(args: argparse.Namespace) -> int:
         for path in pages.render_all(paths.repo_root() or Path.cwd()):
             print(f"wrote {path}")
         return 0
+    if args.action in ("compute", "status"):
+        return _claims_compute(args)
     if not args.results:
         raise ValueError("claims judge needs the store to judge: give --results DIR (e.g. --results results/reference "
                          "--benchmark reference)")
@@ -705,6 +718,36 @@ def cmd_claims(args: argparse.Namespace) -> int:
         paths.atomic_write_bytes(Path(args.write), (page.text + "\n").encode())
         print(f"wrote {args.write}")
     return 0
+
+
+def _claims_compute(args: argparse.Namespace) -> int:
+    """``claims compute`` and ``claims status`` on a committed benchmark's store."""
+    from stamplib.evaluation.store import ResultsStore
+    from stamplib.evidence import benchmarks
+    from stamplib.experiments import grid
+
+    if args.benchmark not in ("builtin", "reference"):
+        raise ValueError("claims compute/status: give --benchmark builtin or --benchmark reference (the committed "
+                         "benchmarks; a store of your own is judged with claims judge)")
+    benchmark = benchmarks.by_name(args.benchmark)
+    store_root = (paths.repo_root() or Path.cwd()) / benchmark.store
+    if args.action == "status":
+        store = ResultsStore(Path(args.results) if args.results else store_root)
+        for design in benchmark.designs:
+            state = store.status(benchmarks.ledger_cells(design))
+            print(f"{benchmark.name}/{design.name} ({design.title}; {design.replicates_text()}, "
+                  f"{design.corruptions_text()}): {len(state.done)} of {len(state.done) + len(state.missing)} cells")
+        return 0
+    if not args.design:
+        raise ValueError(f"claims compute: name the design with --design ({', '.join(d.name for d in benchmark.designs)})")
+    design = benchmark.design(args.design)
+    chosen = benchmarks.chosen_replicates(design, args.replicates) if args.replicates else design.replicates
+    context = _context(args, store_root, paths.shared_data(), writes=True)
+    cells = benchmarks.evidence_cells(design, ResultsStore(context.results), context.device, chosen)
+    report = grid.run_grid(cells, context, grid.ExecutorOptions(jobs=args.jobs), keep_order=True)
+    print(f"{benchmark.name}/{design.name} into {context.results}: {len(report.done)} done, {len(report.missing)} "
+          f"missing, {len(report.failed)} failed jobs, of {len(cells)} cells")
+    return 0 if report.ok else 1
 
 
 #: Every command's parser builder, in the order ``--help`` lists them.

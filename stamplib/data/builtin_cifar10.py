@@ -2,9 +2,10 @@
 
 The quick profile runs on it offline, with nothing to download: the first 200 test and the first
 200 training photographs of every class of the JPEG CIFAR-10 (shared/data; file-name order
-within a class), kept as their original JPEG bytes, and two compact ResNets trained on all
+within a class), kept as their original JPEG bytes, and compact ResNets trained on all
 50,000 JPEG training images (``ResNetTiny_10_jpeg`` for the 10 classes, ``ResNetTiny_8_jpeg``
-for classes 0–7, the class-split setting). Every file's SHA-256 is in ``SHA256SUMS``; a file
+for classes 0–7, the class-split setting), each as five source networks trained with seeds 0–4
+(:data:`NETWORKS`; seed k >= 1 is ``<name>_seed<k>``). Every file's SHA-256 is in ``SHA256SUMS``; a file
 that does not match is refused with the way to restore it. ``README.md`` in the folder gives
 the provenance and the terms.
 
@@ -14,7 +15,7 @@ show how the methods rank on real images at teaching scale; the reference run
 (``results/reference``) is the larger evidence.
 
 ``python -m stamplib benchmark build --data-root DIR`` rebuilds the folder from the JPEG
-CIFAR-10 and the two trained checkpoints (``train-source --recipe compact``).
+CIFAR-10 and the trained checkpoints (``train-source --recipe compact --seed k``).
 """
 
 from __future__ import annotations
@@ -29,11 +30,16 @@ import torch
 
 FOLDER = Path(__file__).resolve().parent / "builtin_cifar10"
 IMAGES_FILE = "cifar10_subset.npz"
-CHECKPOINTS = ("ResNetTiny_10_jpeg", "ResNetTiny_8_jpeg")
+#: The compact source networks' registered names; network k >= 1 of each (trained with seed k)
+#: ships as ``<name>_seed<k>`` (:func:`stamplib.models.checkpoints.network_name`).
+BASE_CHECKPOINTS = ("ResNetTiny_10_jpeg", "ResNetTiny_8_jpeg")
+#: The networks that ship: 0–4 of each, so that a claim is decided over five source networks.
+NETWORKS = (0, 1, 2, 3, 4)
+CHECKPOINTS = tuple(name if k == 0 else f"{name}_seed{k}" for k in NETWORKS for name in BASE_CHECKPOINTS)
 SUMS_FILE = "SHA256SUMS"
 PER_CLASS = 200  # test and training photographs of each class
-#: The budget for everything in the folder (DEVELOPERS.md: at most 8 MB of package data).
-MAX_BYTES = 8_000_000
+#: The budget for everything in the folder (DEVELOPERS.md: at most 20 MB of package data).
+MAX_BYTES = 20_000_000
 
 
 class PackageDataError(ValueError):
@@ -147,11 +153,22 @@ def _pack(folder: Path, per_class: int) -> dict[str, np.ndarray]:
     }
 
 
+def _same_arrays(path: Path, arrays: dict[str, np.ndarray]) -> bool:
+    """Whether the ``.npz`` at ``path`` holds exactly ``arrays`` (names, dtypes and values)."""
+    if not path.is_file():
+        return False
+    with np.load(path, allow_pickle=False) as z:
+        return set(z.files) == set(arrays) and all(
+            z[k].dtype == v.dtype and np.array_equal(z[k], v) for k, v in arrays.items())
+
+
 def build(photographs: Path, checkpoint_dir: Path, out: Path | None = None, per_class: int = PER_CLASS) -> list[Path]:
     """Write the benchmark's folder (default: the package's): the photographs from the JPEG
-    CIFAR-10 ImageFolder ``photographs`` (holding ``train/`` and ``test/``), the two compact
-    checkpoints with their sidecars from ``checkpoint_dir`` (where ``train-source`` wrote them),
-    and ``SHA256SUMS``. Refuses a folder over :data:`MAX_BYTES`. Returns the files written."""
+    CIFAR-10 ImageFolder ``photographs`` (holding ``train/`` and ``test/``), the compact
+    checkpoints (:data:`CHECKPOINTS`) with their sidecars from ``checkpoint_dir`` (where
+    ``train-source`` wrote them), and ``SHA256SUMS``. An images file that already holds the same
+    arrays is kept as it is, so that its SHA-256 (which records name) does not change with the
+    zip's time stamps. Refuses a folder over :data:`MAX_BYTES`. Returns the files written."""
     from stamplib import paths
     from stamplib.data.downloads import file_digest
 
@@ -165,13 +182,15 @@ def build(photographs: Path, checkpoint_dir: Path, out: Path | None = None, per_
     if missing := [f for f in files if not f.is_file()]:
         raise FileNotFoundError(
             f"missing {', '.join(map(str, missing))}: train them first with `python -m stamplib train-source "
-            "--dataset cifar10_jpeg --recipe compact --bf16 --data-root DIR` (and --dataset cifar10_jpeg_8_2)"
+            "--dataset cifar10_jpeg --recipe compact --seed K --data-root DIR` for K in 0–4 (and --dataset "
+            "cifar10_jpeg_8_2)"
         )
     total = len(buffer.getvalue()) + sum(f.stat().st_size for f in files)
     if total > MAX_BYTES:
         raise ValueError(f"the benchmark would take {total:,} bytes, over the {MAX_BYTES:,} allowed: fewer images")
     out.mkdir(parents=True, exist_ok=True)
-    paths.atomic_write_bytes(out / IMAGES_FILE, buffer.getvalue())
+    if not _same_arrays(out / IMAGES_FILE, arrays):
+        paths.atomic_write_bytes(out / IMAGES_FILE, buffer.getvalue())
     written = [out / IMAGES_FILE]
     for source in files:
         if source.resolve() != (out / source.name).resolve():

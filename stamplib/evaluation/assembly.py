@@ -42,7 +42,9 @@ def source_data(spec: RunSpec, data_root: str | os.PathLike | None) -> methods.S
     limit = cls.source_images_needed(spec.config)
     images, labels = data.source_train(spec.dataset, data_root, limit=limit)
     # The name keys the cache of source statistics: a prefix must not pass for the whole set.
+    # The statistics are the source network's too: another network of the data set is another key.
     name = spec.dataset if limit is None else f"{spec.dataset}[:{limit}]"
+    name = f"{name}@network{spec.network}" if spec.network else name
     return methods.SourceData(name, images, labels)
 
 
@@ -79,7 +81,7 @@ def build_method(
     defaults, another only to time it)."""
     # A partial data set copy fails here, naming every missing file, not at the 7th corruption.
     data.check_available(spec.dataset, spec.corruptions, spec.severity, data_root)
-    network = models.source_model(spec.dataset, progress=progress) if model is None else model
+    network = models.source_model(spec.dataset, progress=progress, network=spec.network) if model is None else model
     network = network.to(device, memory_format=layout or network_layout(device))
     if replay_graphs:
         network = graphs.replayed(network)

@@ -31,10 +31,11 @@ def file_sha256(path: Path) -> str:
     return _file_sha256(str(path), stat.st_size, stat.st_mtime_ns)
 
 
-def checkpoint_provenance(dataset: str) -> dict[str, Any]:
-    """The source model of ``dataset``: checkpoint name, the SHA-256 its sidecar vouches for
-    (verified on load) and the clean accuracy the trainer measured (None when unknown)."""
+def checkpoint_provenance(dataset: str, network: int = 0) -> dict[str, Any]:
+    """The source model ``network`` of ``dataset``: checkpoint name, the SHA-256 its sidecar
+    vouches for (verified on load) and the clean accuracy the trainer measured (None when unknown)."""
     name = data.dataset(dataset).checkpoint
+    name = checkpoints.network_name(name, network) if network else name
     path = Path(name) if name.endswith(".pt") else checkpoints.checkpoint_path(name)
     side = checkpoints.read_sidecar(path) if path.is_file() else None
     return {
@@ -118,13 +119,14 @@ def cpu_state() -> dict[str, Any]:
     return {"model": model, "extensions": [e for e in VECTOR_EXTENSIONS if e in flags]}
 
 
-def provenance(dataset: str, data_root: str | os.PathLike | None, command: str, layout: str) -> dict[str, Any]:
+def provenance(dataset: str, data_root: str | os.PathLike | None, command: str, layout: str,
+               network: int = 0) -> dict[str, Any]:
     """A record's provenance: ``command`` is the one the run context carries (the command a
     person typed, handed to grid workers and notebook kernels); "" names this process's own.
     ``layout``: the memory layout the network ran in (``assembly.network_layout``; records
     from before it was recorded ran in the contiguous one)."""
     return {
-        "checkpoint": checkpoint_provenance(dataset),
+        "checkpoint": checkpoint_provenance(dataset, network),
         "data": data_provenance(dataset, data_root),
         "git": git_state(),
         "command": command or own_command(),

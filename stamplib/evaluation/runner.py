@@ -255,7 +255,7 @@ def run(spec: RunSpec, context: RunContext, *, force: bool = False, progress: bo
     apply_tf32_policy(context.allow_tf32)  # a record is a fidelity run: float32, not TF32, on a GPU
     method = build_method(spec, context.device, progress, data_root=context.data_root)
     record_provenance = provenance(spec.dataset, context.data_root, context.command,
-                                   layout_name(network_layout(context.device)))
+                                   layout_name(network_layout(context.device)), spec.network)
     started = time.perf_counter()
     cell = SCHEDULE_LOOPS[spec.stream.schedule](method, spec, context, store, record_provenance["checkpoint"]["sha256"], progress)
     rows = cell.rows

@@ -12,7 +12,7 @@ from stamplib import data, methods, validation
 from stamplib.evaluation.profiles import get_profile
 
 #: Fields added after the first records were written, with the default that leaves them out.
-_LATER_FIELDS: dict[str, Any] = {"setting": ""}
+_LATER_FIELDS: dict[str, Any] = {"setting": "", "network": 0}
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,10 @@ class RunSpec:
     setting: str = ""  # hyperparameter setting to use instead of the dataset's own (e.g. "imagenet_c")
     overrides: tuple[tuple[str, Any], ...] = field(default_factory=tuple)
     stream: data.StreamSpec = data.PAPER_STREAM
+    #: The source network: the training seed of the data set's checkpoint (0 = the registered one,
+    #: k = ``<checkpoint>_seed<k>``), a source of variation that a replicate draws anew beside the
+    #: stream ``seed``. Left out of the key at 0, so every key written before it existed stays valid.
+    network: int = 0
 
     def __post_init__(self) -> None:
         # Names first, before any file or model is touched; every check reads no file.
@@ -56,6 +60,7 @@ class RunSpec:
         object.__setattr__(self, "severity", validation.check_severity(self.severity))
         validation.check_outlier_ratio(self.outlier_ratio)
         object.__setattr__(self, "seed", validation.check_seed(self.seed))
+        object.__setattr__(self, "network", validation.check_network(self.network, self.dataset))
         get_profile(self.profile)
         if not isinstance(self.stream, data.StreamSpec):
             raise ValueError(f"stream is a stamplib.data.StreamSpec (e.g. StreamSpec(schedule='continual')), "

@@ -525,8 +525,8 @@ def _prepare_sources(specs: Sequence[RunSpec]) -> None:
     """Load every source model the cells need once, here, before workers start: the built-in
     one is trained on first use (workers would each train it), and a missing checkpoint fails
     now with its message instead of once per worker."""
-    for dataset in dict.fromkeys(s.dataset for s in specs):
-        models.source_model(dataset, progress=False)
+    for dataset, network in dict.fromkeys((s.dataset, s.network) for s in specs):
+        models.source_model(dataset, progress=False, network=network)
 
 
 def run_grid(

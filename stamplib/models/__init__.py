@@ -29,17 +29,18 @@ from stamplib.models.recipes import RECIPES, TrainSourceResult, train_source, tr
 from stamplib.models.resnet_cifar import CifarResNet, resnet18_cifar, resnet_cifar_tiny
 
 
-def source_model_card(dataset: str) -> dict[str, object]:
-    """What the sidecar of ``dataset``'s source network says (building the digits model first
-    if needed): architecture, classes, clean test accuracy and on how many images, epochs,
-    training seconds and SHA-256."""
+def source_model_card(dataset: str, network: int = 0) -> dict[str, object]:
+    """What the sidecar of ``dataset``'s source network ``network`` (its training seed) says
+    (building the digits model first if needed): architecture, classes, clean test accuracy and
+    on how many images, epochs, training seconds and SHA-256."""
     entry = data.dataset(dataset)
     if entry.checkpoint == DIGITS_CHECKPOINT:
         digits_source_model()
-    side = checkpoints.read_sidecar(checkpoints.checkpoint_path(entry.checkpoint)) or {}
+    name = checkpoints.network_name(entry.checkpoint, network)
+    side = checkpoints.read_sidecar(checkpoints.checkpoint_path(name)) or {}
     log = side.get("train_log", {})  # the digits model's sidecar keeps its training log apart
     return {
-        "checkpoint": entry.checkpoint,
+        "checkpoint": name,
         "architecture": side.get("architecture", entry.architecture),
         "parameters": sum(p.numel() for p in ARCHITECTURES[entry.architecture](entry.known).parameters()),
         "classes": side.get("num_classes", entry.known),
@@ -56,16 +57,19 @@ def source_model_cards(datasets: Sequence[str]) -> list[dict[str, object]]:
     return [source_model_card(name) for name in datasets]
 
 
-def source_model(dataset: str, progress: bool = True) -> nn.Module:
+def source_model(dataset: str, progress: bool = True, network: int = 0) -> nn.Module:
     """The source network of an ID data set (its registry entry names architecture and
-    weights), in eval mode on the CPU."""
+    weights; ``network`` k >= 1 is the same recipe trained with seed k,
+    :func:`stamplib.models.checkpoints.network_name`), in eval mode on the CPU."""
     entry = data.dataset(dataset)
     if entry.checkpoint == DIGITS_CHECKPOINT:
+        assert network == 0, "the digits benchmark has one source network"
         return digits_source_model(progress=progress)
     if not entry.checkpoint:
         with_model = [n for n, d in data.DATASETS.items() if d.checkpoint]
         raise ValueError(f"no source model for dataset {dataset!r}; known: {', '.join(with_model)}")
-    return create(entry.architecture, entry.known, weights=entry.checkpoint, progress=progress).eval()
+    weights = checkpoints.network_name(entry.checkpoint, network)
+    return create(entry.architecture, entry.known, weights=weights, progress=progress).eval()
 
 
 __all__ = [

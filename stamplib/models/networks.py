@@ -81,8 +81,8 @@ def create(name: str, num_classes: int, weights: str | Path | None = None, progr
     # Weights are resolved before the network is built: a missing file fails fast, without
     # initialising 25M parameters first.
     tv_member = _torchvision_weights(name, weights) if isinstance(weights, str) else None
-    if isinstance(weights, str) and weights in REGISTRY:
-        entry = REGISTRY[weights]
+    if isinstance(weights, str) and checkpoints.base_name(weights) in REGISTRY:
+        entry = REGISTRY[checkpoints.base_name(weights)]  # network k of a registered checkpoint: its architecture
         if (entry.architecture, entry.num_classes) != (name, num_classes):
             raise CheckpointMismatchError(
                 f"checkpoint {weights!r} is a {entry.architecture} with {entry.num_classes} classes, "

@@ -359,7 +359,7 @@ def shift_on_streams(plan: Plan, context: RunContext, count: int = 256) -> pd.Da
     """:func:`batch_norm_shift` of the source model of the plan's data set on ``count`` clean
     known-class images and on the same number from each corruption of its streams."""
     spec = plan.cells[0].spec
-    model = source_model(spec.dataset, progress=False)
+    model = source_model(spec.dataset, progress=False, network=spec.network)
     images = {name: known_class_images(build_stream(spec, corruption, data_root=context.data_root), count)
               for name, corruption in [("clean", "none"), *[(c, c) for c in spec.corruptions]]}
     return batch_norm_shift(model, images)

@@ -18,8 +18,8 @@ from stamplib.data.builtin_cifar10 import FOLDER, PackageDataError
 from stamplib.models import checkpoints
 from stamplib.models.training import evaluate_accuracy
 
-SHIPPED = ("cifar10_subset.npz", "ResNetTiny_10_jpeg.pt", "ResNetTiny_10_jpeg.json", "ResNetTiny_8_jpeg.pt",
-           "ResNetTiny_8_jpeg.json")
+#: Every file the package ships: the photographs and five networks of each setting (seeds 0–4).
+SHIPPED = ("cifar10_subset.npz", *(f"{n}{s}" for n in builtin_cifar10.CHECKPOINTS for s in (".pt", ".json")))
 
 
 def test_every_shipped_file_has_its_recorded_sha256_and_the_folder_fits_the_budget() -> None:
@@ -60,7 +60,7 @@ def test_loading_a_shipped_network_checks_the_package_sums(tmp_path: Path, monke
     monkeypatch.setattr(builtin_cifar10, "FOLDER", copy)
     with pytest.raises(PackageDataError, match="ResNetTiny_10_jpeg.pt has SHA-256"):
         models.source_model("cifar10_builtin")
-    assert {row["checkpoint"] for row in checkpoints.status()} >= set(builtin_cifar10.CHECKPOINTS)  # still lists
+    assert {row["checkpoint"] for row in checkpoints.status()} >= set(builtin_cifar10.BASE_CHECKPOINTS)  # still lists
 
 
 def test_the_photographs_are_class_balanced_and_interleaved() -> None:
@@ -121,7 +121,8 @@ def _jpeg_folder(root: Path, per_class: int) -> None:
 
 def _fake_checkpoints(folder: Path) -> None:
     folder.mkdir()
-    for name, classes in (("ResNetTiny_10_jpeg", 10), ("ResNetTiny_8_jpeg", 8)):
+    for name in builtin_cifar10.CHECKPOINTS:
+        classes = 8 if name.startswith("ResNetTiny_8_") else 10
         net = models.resnet_cifar_tiny(classes)
         checkpoints.save_checkpoint(folder / f"{name}.pt", net.state_dict(), {"name": name, "num_classes": classes})
 
@@ -139,6 +140,9 @@ def test_build_writes_a_verified_folder_from_an_image_folder(tmp_path: Path) -> 
     with Image.open(source) as im:  # decoded exactly as the ImageFolder loader decodes the file
         assert torch.equal(photos.test_images[10], torch.from_numpy(np.array(im.convert("RGB"))))
     assert json.loads((out / "ResNetTiny_8_jpeg.json").read_text())["num_classes"] == 8
+    images = (out / "cifar10_subset.npz").read_bytes()
+    builtin_cifar10.build(tmp_path / "data" / "cifar10-jpeg", tmp_path / "ckpt", out=out, per_class=2)
+    assert (out / "cifar10_subset.npz").read_bytes() == images  # the same arrays: kept, its SHA-256 too
 
 
 def test_build_names_what_is_missing(tmp_path: Path) -> None:
