@@ -1,7 +1,7 @@
 """What the paper-stream claims cost: a tiny run of their cells, and the CPU-hours of the whole plan.
 
 The claims on the step-size decay (``stream`` in the ledger) are decided at the paper's stream
-length, on :data:`stamplib.evidence.ledger.STREAM`: the compact built-in network on the 10,000
+length, on :data:`stamplib.evidence.benchmarks.BUILTIN`'s ``stream`` design: the compact built-in network on the 10,000
 JPEG test images of ``shared/data``, 10,000 known-class images + 2,500 Noise outliers per
 corruption. This script runs each distinct row of that plan (Table 5's rows the claims read) on
 the first ``--batches`` batches of one corruption's paper-length stream, prints the CPU-seconds
@@ -22,7 +22,9 @@ import torch
 from stamplib import paths
 from stamplib.evaluation.assembly import build_method, build_stream
 from stamplib.evaluation.runner import run_stream
-from stamplib.evidence import ledger as claims
+from stamplib.evidence import benchmarks
+
+STREAM = benchmarks.BUILTIN.design("stream")
 
 
 def main() -> None:
@@ -32,9 +34,9 @@ def main() -> None:
     parser.add_argument("--data-root", default=str(paths.shared_data()))
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    plan = claims.ledger_cells(claims.STREAM)
+    plan = benchmarks.ledger_cells(STREAM)
     rows = {s.overrides: s for s in plan}
-    samples = 12_500 * len(claims.STREAM.corruptions)
+    samples = 12_500 * len(STREAM.corruptions)
     total = 0.0
     for spec in rows.values():
         stream = build_stream(spec, max_id=64 * (args.batches + 1) * 4 // 5, data_root=args.data_root)
@@ -50,8 +52,8 @@ def main() -> None:
         print(f"{dict(spec.overrides) or 'full STAMP'}: {len(result.labels)} samples in {used:.1f} CPU-s "
               f"({result.seconds:.1f} s wall) = "
               f"{per_sample:.4f} CPU-s a sample ({result.batches} batches); {cells} cells of the plan")
-    print(f"plan: {len(plan)} cells ({len(rows)} rows × seeds {claims.STREAM.seeds}) × "
-          f"{len(claims.STREAM.corruptions)} corruptions × 12,500 samples ≈ {total / 3600:.1f} CPU-hours")
+    print(f"plan: {len(plan)} cells ({len(rows)} rows × seeds {STREAM.seeds}) × "
+          f"{len(STREAM.corruptions)} corruptions × 12,500 samples ≈ {total / 3600:.1f} CPU-hours")
 
 
 if __name__ == "__main__":

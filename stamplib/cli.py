@@ -10,6 +10,7 @@ grids, tuning, the reference run), ``stamplib.data`` and ``stamplib.models``."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shlex
 import sys
@@ -304,51 +305,24 @@ def cmd_train_source(args: argparse.Namespace) -> int:
 
 
 def _benchmark_parser(sub: Any) -> None:
-    p = sub.add_parser("benchmark", help="the built-in CIFAR-10 benchmark: rebuild its package data (build), "
-                                          "draw the quick run's headline figure (render; the pages: claims render), or compute "
-                                          "the committed evidence over seeds (compute --seeds 0-4)")
-    p.add_argument("action", choices=["build", "render", "compute"])
-    p.add_argument("--seeds", default="0-4",
-                   help="compute: the seeds of every method's headline tables and of every claim's cells "
-                        "(the ledger, docs/claims.md), e.g. 0-4 or 3,4")
-    p.add_argument("--jobs", type=_worker_count(), default=1, help="compute: local worker processes (one CPU core each)")
-    p.add_argument("--paper-stream", action="store_true",
-                   help="compute: instead, the cells of the claims on the step-size decay at the paper's stream "
-                        "length (the compact network on the 10,000 JPEG test images + 2,500 outliers per corruption, "
-                        "15 corruptions; needs --data-root with cifar10-jpeg.tar.gz), the cheapest claim first")
-    flags.add(p, device="compute: cpu, cuda or cuda:N",
-              data_root="build: folder holding cifar10-jpeg.tar.gz or cifar10-jpeg/; compute --paper-stream: the "
-                        "same (default: shared/data beside the checkout)",
-              results="render: results folder of the quick run (default: results/); compute: default "
-                      "results/builtin_benchmark, the committed store")
+    p = sub.add_parser("benchmark", help="the built-in CIFAR-10 benchmark: rebuild its package data (build), or draw "
+                                          "the quick run's headline figure (render); its evidence: claims compute")
+    p.add_argument("action", choices=["build", "render"])
+    flags.add(p, data_root="build: folder holding cifar10-jpeg.tar.gz or cifar10-jpeg/",
+              results="render: results folder of the quick run (default: results/)")
     p.add_argument("--checkpoints", default=None,
-                   help="build: folder of ResNetTiny_{10,8}_jpeg.pt and .json (default: where train-source writes)")
+                   help="build: folder of the compact networks ResNetTiny_{10,8}_jpeg[_seedK].pt and .json "
+                        "(default: where train-source writes)")
     p.add_argument("--out", default=None, help="build: default the package's data/builtin_cifar10 folder")
     p.set_defaults(func=cmd_benchmark)
 
 
 def cmd_benchmark(args: argparse.Namespace) -> int:
-    """The built-in CIFAR-10 benchmark: rebuild its package data, compute its evidence, or draw the
-    quick run's headline figure from the results store."""
+    """The built-in CIFAR-10 benchmark: rebuild its package data, or draw the quick run's headline
+    figure from the results store."""
     from stamplib.data import builtin_cifar10
     from stamplib.evaluation.store import ResultsStore
-    if args.action == "compute":
-        from stamplib.evidence import ledger as claims
-        from stamplib.experiments import grid
 
-        store_root = (paths.repo_root() or Path.cwd()) / "results" / "builtin_benchmark"
-        if args.paper_stream:
-            context = _context(args, store_root, paths.shared_data(), writes=True)
-            chosen = [s for s in claims.parse_seeds(args.seeds) if s in claims.STREAM.seeds]  # the seeds it judges
-            cells = claims.cheapest_first(claims.STREAM, ResultsStore(context.results), context.device, chosen)
-        else:
-            context = _context(args, store_root, writes=True)
-            cells = claims.evidence_cells(claims.BUILTIN, ResultsStore(context.results), context.device,
-                                          claims.parse_seeds(args.seeds))
-        report = grid.run_grid(cells, context, grid.ExecutorOptions(jobs=args.jobs), keep_order=True)
-        print(f"built-in benchmark store {context.results}: {len(report.done)} done, {len(report.missing)} missing, "
-              f"{len(report.failed)} failed jobs, of {len(cells)} cells")
-        return 0 if report.ok else 1
     context = _context(args)
     if args.action == "build":
         from stamplib.data.catalog import cifar10_jpeg_folder
@@ -547,20 +521,15 @@ def _reference_parser(sub: Any) -> None:
                    help="compute: after the 44 cells, the optional ones (15 corruptions for Source, BN Stats, "
                         "Tent and STAMP in (a); STAMP with K = 1; the ablation rows; the realistic protocol); "
                         "the same as --cells all")
-    p.add_argument("--cells", choices=["core", "extras", "all", "stress", "seeds", "claims", "claims_all",
-                                        "claims_all_cpu"], default="core",
+    p.add_argument("--cells", choices=["core", "extras", "all", "stress", "seeds"], default="core",
                    help="compute/recompute: the 44 cells (core), the optional ones only (extras), or both in "
                         "that order (all); stress: of the optional ones, only Fig. 3's weights, Table 6's "
                         "outlier proportions and notebook 13's streams (a CPU's share: the realistic "
                         "protocol's cells belong on a GPU); seeds: of the optional ones, the paper's ten "
-                        "over seeds 1 and 2 in setting (a); claims: what every claim of the ledger "
-                        "(docs/claims.md) still needs over seeds 0-2, the cheapest claim first; claims_all: the "
-                        "same over all 15 corruptions (a GPU's share); claims_all_cpu: of those, the claims that read "
-                        "only Source, BN Stats, Tent and EATA (a CPU's share)")
+                        "over seeds 1 and 2 in setting (a). The ledger's claims: claims compute --benchmark "
+                        "reference")
     flags.add(p, device="compute/recompute: cpu, cuda or cuda:N (each record names the device it ran on)",
               data_root="default: shared/data beside the checkout", results="reference store (default: results/reference)")
-    p.add_argument("--claim", default="", help="compute --cells claims: only these claims of the ledger "
-                                               "(comma-separated keys of docs/claims.md's claims, e.g. views_16_over_1)")
     p.add_argument("--scratch", default="results/recompute", help="recompute: where the new records go")
     p.add_argument("--jobs", type=_worker_count(), default=1, help="compute/recompute: worker processes; render: notebooks at once")
     p.add_argument("--methods", default="", help="recompute: only these methods' committed cells (comma-separated; "
@@ -588,21 +557,12 @@ def cmd_reference(args: argparse.Namespace) -> int:
             return run_notebooks(profile=reference.PROFILE, only=reference.NOTEBOOKS, data_root=str(context.data_root),
                                  extra={"compute_missing": False}, jobs=args.jobs)
     if args.action == "status":
-        from stamplib.evidence import needs
-
-        lines = reference.status_lines(store)
-        print("\n".join([*lines[:-1], needs.status_line(store), lines[-1]]))
+        print("\n".join(reference.status_lines(store)))
         return 0
     # compute writes into the reference store, recompute into --scratch: tried before any cell
     flags.writable(*((context.results, "--results") if args.action == "compute" else (Path(args.scratch), "--scratch")))
     group = args.cells if not args.extras or args.cells != "core" else "all"
-    if group.startswith("claims"):
-        from stamplib.evidence import needs
-
-        todo = needs.claim_cells(store, context.device, [k.strip() for k in args.claim.split(",") if k.strip()],
-                                 group=group)
-    else:
-        todo = reference.cells_of(group)
+    todo = reference.cells_of(group)
     if args.action == "compute":
         report = reference.compute(todo, context, jobs=args.jobs)
         print(reference.compute_line(report, store))
@@ -656,42 +616,37 @@ def cmd_course(args: argparse.Namespace) -> int:
 
 
 def _claims_parser(sub: Any) -> None:
-    p = sub.add_parser("claims", help="the paper's claims (the ledger) judged over seeds: render every generated "
-                                      "page, figure and README block from the committed stores (docs/claims.md, "
-                                      "docs/reference_run.md, docs/builtin_benchmark.md, the README's verdicts), "
-                                      "or judge a store of your own")
-    p.add_argument("action", choices=["render", "judge", "compute", "status"],
-                   help="render: every generated page from the committed stores; judge: print every claim's "
-                        "verdict on the store --results for --benchmark; compute: the missing cells of a committed "
-                        "benchmark's design (--benchmark builtin|reference --design NAME --replicates 1-4), the "
-                        "cheapest claim first, into its store; status: how many cells each design has")
-    p.add_argument("--benchmark", default="full",
-                   choices=["builtin", "builtin_quick", "stream", "reference", "reference_all", "full"],
-                   help="judge: the cells the claims compare: builtin (the built-in benchmark, 15 corruptions), "
-                        "builtin_quick (its three), stream (the paper's stream length, the compact network on real "
-                        "images), reference (the reference run on real images, three corruptions), reference_all "
-                        "(its fifteen) or full (the paper's data, a full-profile store); default full")
-    flags.add(p, results="judge: the results store to judge (required)")
-    p.add_argument("--seeds", default="", help="judge: the seeds that decide, e.g. 0-2 (default: the benchmark's; "
-                                               "full: 0-2)")
-    p.add_argument("--write", default=None, metavar="PAGE", help="judge: also write the verdicts as a page")
+    p = sub.add_parser("claims", help="the paper's claims (the ledger) on a benchmark: compute their cells, report "
+                                      "status, render every generated page from the committed stores, or judge a "
+                                      "store of your own")
+    p.add_argument("action", choices=["render", "status", "compute", "judge"],
+                   help="render: every generated page, figure and README block from the committed stores "
+                        "(docs/claims.md first); status: how many cells each design of a committed benchmark has; "
+                        "compute: the missing cells of one design of a committed benchmark, the cheapest claim "
+                        "first, into its store (and, for a design of several networks, their Noise diagnostics); "
+                        "judge: every claim's verdict on the store --results")
+    p.add_argument("--benchmark", default="", choices=["", "builtin", "reference", "full"],
+                   help="status/compute: a committed benchmark (builtin, reference; status: default both); judge: "
+                        "whose designs decide (default: the committed benchmark whose store --results is, else full: "
+                        "a full-profile store of the paper's data)")
     p.add_argument("--design", default="",
                    help="compute: the design whose cells to compute (builtin: networks, streams, stream; reference: "
-                        "networks, fifteen, three)")
+                        "networks, fifteen, three; `claims status` lists them)")
     p.add_argument("--replicates", default="",
-                   help="compute: which of the design's replicates: network numbers on a design of several "
-                        "networks, stream seeds on one of one network (e.g. 1-4; default: all of them)")
+                   help="compute: which of the design's replicates: network numbers on a design of several networks, "
+                        "stream seeds on a design of one network (e.g. 1-4; default: all of them)")
+    p.add_argument("--seeds", default="", help="judge --benchmark full: the seeds that decide (default 0-2)")
     p.add_argument("--jobs", type=_worker_count(), default=1, help="compute: local worker processes (one core each)")
-    flags.add(p, device="compute: cpu, cuda or cuda:N", data_root="compute: where the data sets are (default: "
-                                                                  "shared/data beside the checkout)")
+    p.add_argument("--write", default=None, metavar="PAGE", help="judge: also write the verdicts as a page")
+    flags.add(p, results="judge: the store to judge (required); status/compute: default the benchmark's committed "
+                         "store", device="compute: cpu, cuda or cuda:N",
+              data_root="compute: where the data sets are (default: shared/data beside the checkout)")
     p.set_defaults(func=cmd_claims)
 
 
 def cmd_claims(args: argparse.Namespace) -> int:
-    """Render every generated page, or judge a store against the ledger."""
-    import dataclasses
-
-    from stamplib.evidence import judge, ledger, pages
+    """The ledger's claims: render the committed pages, report status, compute cells, judge a store."""
+    from stamplib.evidence import pages
 
     if args.action == "render":
         for path in pages.render_all(paths.repo_root() or Path.cwd()):
@@ -699,20 +654,28 @@ def cmd_claims(args: argparse.Namespace) -> int:
         return 0
     if args.action in ("compute", "status"):
         return _claims_compute(args)
+    return _claims_judge(args)
+
+
+def _claims_judge(args: argparse.Namespace) -> int:
+    """``claims judge``: every claim's verdict on a store."""
+    from stamplib.evidence import benchmarks, judge, pages
+
     if not args.results:
-        raise ValueError("claims judge needs the store to judge: give --results DIR (e.g. --results results/reference "
-                         "--benchmark reference)")
+        raise ValueError("claims judge needs the store to judge: give --results DIR (e.g. --results results/reference)")
     store = Path(args.results)
     if not store.is_dir() or not any(store.glob("*.json")):
         raise ValueError(f"no results store at {store} (no record there): give --results the folder of a store's "
                          "JSON records, e.g. results/reference")
-    named = {b.name: b for b in (*ledger.BUILTIN_EVIDENCE, *ledger.REFERENCE_EVIDENCE)}
-    benchmark = named.get(args.benchmark) or ledger.full_benchmark(ledger.parse_seeds(args.seeds or "0-2"))
-    if args.seeds and args.benchmark in named:
-        benchmark = dataclasses.replace(benchmark, seeds=tuple(ledger.parse_seeds(args.seeds)))
+    if args.benchmark in ("builtin", "reference"):
+        benchmark = dataclasses.replace(benchmarks.by_name(args.benchmark), store=store)
+    elif not args.benchmark and (committed := benchmarks.for_store(store)) is not None:
+        benchmark = dataclasses.replace(committed, store=store)
+    else:
+        benchmark = benchmarks.full_benchmark(benchmarks.parse_numbers(args.seeds or "0-2"), store)
     snapshot = pages.RecordsSnapshot(store)
-    for verdict in judge.judge_all(snapshot, benchmark):
-        print(f"{verdict.claim.key}: {verdict.answer} — {judge.ours_text(verdict)}")
+    for verdict in judge.judge_benchmark(benchmark, snapshot):
+        print(f"{verdict.claim.key}: {verdict.label} — {judge.ours_text(verdict)}")
     if args.write:
         page = pages.verdict_page(benchmark, snapshot)
         paths.atomic_write_bytes(Path(args.write), (page.text + "\n").encode())
@@ -723,30 +686,36 @@ def cmd_claims(args: argparse.Namespace) -> int:
 def _claims_compute(args: argparse.Namespace) -> int:
     """``claims compute`` and ``claims status`` on a committed benchmark's store."""
     from stamplib.evaluation.store import ResultsStore
-    from stamplib.evidence import benchmarks
+    from stamplib.evidence import benchmarks, networks
     from stamplib.experiments import grid
 
-    if args.benchmark not in ("builtin", "reference"):
-        raise ValueError("claims compute/status: give --benchmark builtin or --benchmark reference (the committed "
-                         "benchmarks; a store of your own is judged with claims judge)")
-    benchmark = benchmarks.by_name(args.benchmark)
-    store_root = (paths.repo_root() or Path.cwd()) / benchmark.store
+    if args.benchmark == "full" or (args.action == "compute" and not args.benchmark):
+        raise ValueError(f"claims {args.action}: give --benchmark builtin or --benchmark reference (the committed "
+                         "benchmarks; a store of your own is judged with claims judge --results DIR)")
     if args.action == "status":
-        store = ResultsStore(Path(args.results) if args.results else store_root)
-        for design in benchmark.designs:
-            state = store.status(benchmarks.ledger_cells(design))
-            print(f"{benchmark.name}/{design.name} ({design.title}; {design.replicates_text()}, "
-                  f"{design.corruptions_text()}): {len(state.done)} of {len(state.done) + len(state.missing)} cells")
+        for benchmark in [benchmarks.by_name(args.benchmark)] if args.benchmark else benchmarks.BENCHMARKS:
+            root = Path(args.results) if args.results else (paths.repo_root() or Path.cwd()) / benchmark.store
+            store = ResultsStore(root)
+            for design in benchmark.designs:
+                state = store.status(benchmarks.ledger_cells(design))
+                print(f"{benchmark.name}/{design.name} ({design.title}; {design.replicates_text()}, "
+                      f"{design.corruptions_text()}): {len(state.done)} of {len(state.done) + len(state.missing)} "
+                      "cells")
         return 0
+    benchmark = benchmarks.by_name(args.benchmark)
     if not args.design:
         raise ValueError(f"claims compute: name the design with --design ({', '.join(d.name for d in benchmark.designs)})")
     design = benchmark.design(args.design)
     chosen = benchmarks.chosen_replicates(design, args.replicates) if args.replicates else design.replicates
-    context = _context(args, store_root, paths.shared_data(), writes=True)
+    context = _context(args, (paths.repo_root() or Path.cwd()) / benchmark.store, paths.shared_data(), writes=True)
     cells = benchmarks.evidence_cells(design, ResultsStore(context.results), context.device, chosen)
     report = grid.run_grid(cells, context, grid.ExecutorOptions(jobs=args.jobs), keep_order=True)
     print(f"{benchmark.name}/{design.name} into {context.results}: {len(report.done)} done, {len(report.missing)} "
           f"missing, {len(report.failed)} failed jobs, of {len(cells)} cells")
+    if design.varies_networks:
+        for dataset, network in benchmarks.networks_of(design, chosen):
+            diagnostic = networks.diagnose(dataset, network, context.data_root)
+            print(f"wrote {networks.write(context.results, diagnostic, args.command_line)}")
     return 0 if report.ok else 1
 
 

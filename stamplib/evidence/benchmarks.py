@@ -363,6 +363,12 @@ def chosen_replicates(design: Design, text: str) -> tuple[Replicate, ...]:
     return tuple(by_number[n] for n in numbers)
 
 
+def networks_of(design: Design, replicates: Sequence[Replicate] | None = None) -> list[tuple[str, int]]:
+    """The (data set, network) pairs whose source networks ``design``'s ledger cells use over
+    ``replicates`` (None: the design's), in order."""
+    return list(dict.fromkeys((s.dataset, s.network) for s in ledger_cells(design, replicates)))
+
+
 def replicate_of(spec_: RunSpec) -> Replicate:
     return Replicate(spec_.network, spec_.seed)
 

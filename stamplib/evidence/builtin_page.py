@@ -25,10 +25,8 @@ import torch
 from stamplib import data
 from stamplib.evaluation.assembly import build_stream
 from stamplib.evaluation.store import ResultsStore
-from stamplib.evidence import judge as claims_page
-from stamplib.evidence import ledger as claims
 from stamplib.evidence import reference_page
-from stamplib.evidence.judge import Verdict, judge_all, ours_text
+from stamplib.evidence.judge import Verdict, ours_text
 from stamplib.evidence.reference_page import closed_set
 from stamplib.experiments import plans
 from stamplib.methods import PAPER_ORDER, TABLE_ORDER
@@ -241,11 +239,10 @@ def corruption_table(per_corruption: Mapping[str, pd.DataFrame]) -> pd.DataFrame
 LEADS = {"a": "a_best_h", "b": "b_best_h", "c": "c_best_acc"}
 
 
-def lead_verdicts(store: ResultsStore) -> dict[str, Verdict]:
-    """The ledger's verdicts of STAMP's leads per setting on the built-in benchmark's seeds."""
-    chosen = [claims.BY_KEY[key] for key in LEADS.values()]
-    judged = dict(zip(LEADS, judge_all(store, claims.BUILTIN_EVIDENCE, chosen)))
-    return {letter: v for letter, v in judged.items() if v.decision.answer != seeds.PENDING}
+def lead_verdicts(verdicts: Sequence[Verdict]) -> dict[str, Verdict]:
+    """Of the built-in benchmark's verdicts, STAMP's leads per setting (those with a reading)."""
+    by_key = {v.claim.key: v for v in verdicts}
+    return {letter: by_key[key] for letter, key in LEADS.items() if key in by_key and by_key[key].margins}
 
 
 def verdicts(ours: Mapping[str, pd.DataFrame], leads: Mapping[str, Verdict]) -> list[str]:
@@ -259,7 +256,8 @@ def verdicts(ours: Mapping[str, pd.DataFrame], leads: Mapping[str, Verdict]) -> 
             continue
         place = standing(ours, letter)
         rank = f" STAMP ranks {place.rank_text} by {metric} over {seeds.seeds_text(place.seeds)}." if place else ""
-        lines.append(f"- {TITLES[letter]}, *{verdict.claim.words}*: **{verdict.answer}**. {ours_text(verdict)}.{rank}")
+        lines.append(f"- {TITLES[letter]}, *{verdict.claim.words}* ({verdict.evidence()}): **{verdict.label}**. "
+                     f"{ours_text(verdict)}.{rank}")
     return lines
 
 
@@ -273,10 +271,12 @@ def _models_line(cards: Sequence[Mapping[str, Any]]) -> str:
         f"on 2 CPU cores" for c in cards) + "."
 
 
-def block(store: ResultsStore, reference_store: ResultsStore, model_cards: Sequence[Mapping[str, Any]] = ()) -> str:
+def block(store: ResultsStore, reference_store: ResultsStore, judged: Sequence[Verdict] = (),
+          model_cards: Sequence[Mapping[str, Any]] = ()) -> str:
     """The generated part of ``docs/builtin_benchmark.md`` from the quick run's ``store`` and the
-    reference run's ``reference_store`` (``model_cards``: the source networks'
-    :func:`stamplib.models.source_model_card`, named in its first paragraph)."""
+    reference run's ``reference_store`` (``judged``: the ledger's verdicts on the built-in
+    benchmark; ``model_cards``: the source networks' :func:`stamplib.models.source_model_card`,
+    named in its first paragraph)."""
     ours = tables(store)
     ref = reference_page.tables(reference_store)
     found = sum(len(seeds.present(v)) for letter, (_, metric) in SETTINGS.items()
@@ -284,7 +284,8 @@ def block(store: ResultsStore, reference_store: ResultsStore, model_cards: Seque
     seen = _seeds_of(ours)
     if not found:
         return "\nNo quick-run records yet: `./run_all.sh` computes them.\n"
-    lines = ["", summary(ours, lead_verdicts(store)), "", f"From the quick run's records ({found} records over {seeds.seeds_text(seen)}; "
+    leading = lead_verdicts(judged)
+    lines = ["", summary(ours, leading), "", f"From the quick run's records ({found} records over {seeds.seeds_text(seen)}; "
              "`./run_all.sh`): mean over gaussian noise, defocus blur and contrast at severity 5, 1,024 known-class "
              "photographs + 256 outliers per corruption." + _models_line(model_cards), ""]
     if len(seen) > 1:
@@ -302,11 +303,10 @@ def block(store: ResultsStore, reference_store: ResultsStore, model_cards: Seque
                   "seeds that all ten have): on the built-in benchmark, in the paper, and in the ResNet-18 reference "
                   "run on the JPEG CIFAR-10 (`results/reference`, its numbers the mean over its seeds):", "",
                   to_markdown(agree), ""]
-    leads = verdicts(ours, lead_verdicts(store))
+    leads = verdicts(ours, leading)
     if leads:
-        lines += [f"Does STAMP lead the paper's ten? The ledger's verdicts over {seeds.seeds_text(claims.BUILTIN_QUICK.seeds)} "
-                  f"(`{claims_page.PAGE_COMMAND}`; every other claim of the paper: [`docs/claims.md`](claims.md)), "
-                  + claims_page.RULE + ":", ""] + leads
+        lines += ["Does STAMP lead the paper's ten? The ledger's verdicts (how a verdict is reached, and every other "
+                  "claim: [`docs/claims.md`](claims.md#how-a-verdict-is-reached)):", ""] + leads
     lines += [""]
     return "\n".join(lines)
 
@@ -328,7 +328,8 @@ def summary(ours: Mapping[str, pd.DataFrame], leads: Mapping[str, Verdict]) -> s
         parts.append(f"{place.rank_text} {_SUMMARY_WHAT[letter]} ({own.text()}; best other "
                      f"{method_label(place.best_other)} {other.text()})")
         if letter in leads:
-            answers.append(f"{_SUMMARY_WHAT[letter].removeprefix('by ')} *{leads[letter].answer}*")
+            answers.append(f"{_SUMMARY_WHAT[letter].removeprefix('by ')} *{leads[letter].label}* "
+                           f"({leads[letter].design.title})")
     if not parts:
         return "No quick-run records yet."
     seen = sorted({s for letter in SETTINGS if (p := standing(ours, letter)) is not None for s in p.seeds})
@@ -337,8 +338,7 @@ def summary(ours: Mapping[str, pd.DataFrame], leads: Mapping[str, Verdict]) -> s
             if len(seen) > 1 else f" ({seeds.seeds_text(seen)})")
     text = f"Among the paper's ten methods, STAMP ranks {listed}{over}."
     if answers:
-        text += (f" Does it beat the best other method under every seed (the same stream)? Over "
-                 f"{seeds.seeds_text(claims.BUILTIN_QUICK.seeds)} (the ledger, [`docs/claims.md`](claims.md)): by "
+        text += (" Does it beat the best other method? The ledger's verdicts ([`docs/claims.md`](claims.md)): by "
                  + ", by ".join(answers) + ".")
     return text
 

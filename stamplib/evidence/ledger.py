@@ -2,8 +2,7 @@
 
 Each :class:`Claim` is written once: its words, where the paper makes it, the paper's sentence or
 table cells it rests on (``quote``), the paper's numbers with their data set and average
-(``paper``; ``paper_here``: the paper's own per-corruption values on the corruptions we run,
-where it prints them), the metric, and the rule as margins (:class:`Lead`, :class:`Difference`,
+(``paper``), the metric, and the rule as margins (:class:`Lead`, :class:`Difference`,
 :class:`Within`, :class:`SmallerDrop`) that must all be positive under a seed for the claim to
 hold under that seed. A margin may carry a size (``by``): a claim of the paper's stated size
 ("+5.1 % AUROC") holds where our lead is at least that size, not merely positive. A margin reads
@@ -13,27 +12,21 @@ benchmark's cells, the reference run's on real images, or the full profile's on 
 (where the small scales stand in for CIFAR100-C + SVHN-C with CIFAR-10 + Noise, as the
 notebooks do).
 
-A :class:`Benchmark` is a (profile, scale) and the seeds that decide its claims. The judging —
-reading records, deciding over seeds, bootstrap intervals — is
-:mod:`stamplib.evidence.judge`; this module only says what each claim compares and which cells
-that takes (:func:`cells`, :func:`cheapest_first`).
+The paper's own size of each margin is computed from its printed numbers
+(:func:`paper_margin`, from ``stamplib/report/paper_numbers.csv``), never typed here. Where the
+claims are judged is :mod:`stamplib.evidence.benchmarks`, how is :mod:`stamplib.evidence.statistics`
+and :mod:`stamplib.evidence.judge`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from functools import cache
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from stamplib.data.corruptions import CORRUPTIONS
-from stamplib.evaluation.profiles import get_profile
-from stamplib.evaluation.spec import RunSpec
-from stamplib.evaluation.store import ResultsStore
-from stamplib.experiments import plans, registry
+from stamplib.experiments import plans
 from stamplib.experiments.registry import EXPERIMENTS
 from stamplib.methods import PAPER_ORDER
 
@@ -135,9 +128,9 @@ class Claim:
     ``auroc`` or ``h``: a record's mean over corruptions), the margins that must all be positive,
     compared at ``digits`` decimals (the tables' precision: a margin that rounds to 0 is a tie,
     neither held nor failed), and the paper's own numbers behind it (``paper``: the value of the
-    table it cites, with its data set and its average; ``paper_here``: the paper's values on the
-    corruptions a benchmark runs, where the paper prints them per corruption). ``needs`` names
-    the data a claim needs where only the paper's scale can test it (``scales``); ``stand_in``
+    table it cites, with its data set and its average; its values on the corruptions a benchmark
+    runs are computed from its per-corruption values where it prints them, :func:`paper_here_text`).
+    ``needs`` names the data a claim needs where only the paper's scale can test it (``scales``); ``stand_in``
     says, in the row, which data set ours stands in for; ``stream`` marks a claim that a short
     stream cannot decide (the step-size decay barely moves in 20 or 40 batches)."""
 
@@ -148,7 +141,6 @@ class Claim:
     margins: tuple[Margin, ...]
     paper: str
     quote: str = ""
-    paper_here: str = ""
     needs: str = ""
     scales: tuple[str, ...] = SCALES
     stand_in: str = ""  # what our small scales test instead of the paper's setting
@@ -173,210 +165,68 @@ class Claim:
         return 0.5 * 10.0 ** -self.digits
 
 
-# ------------------------------------------------------------------------------- benchmarks
+# ------------------------------------------------------------------------------- the paper's size
 
 
-@dataclass(frozen=True)
-class Benchmark:
-    """Where claims are judged: the cells of a profile at a scale over ``corruptions``, decided
-    over ``seeds``; ``paper_stream`` where each corruption's stream is the paper's length
-    (10,000 known-class images + 2,500 outliers, about 196 batches), which the claims on the
-    step-size decay need."""
+def paper_arm_value(arm: Arm, metric: str, corruptions: Sequence[str] | None = None) -> float | None:
+    """The paper's number for ``arm``: its table's mean over the fifteen corruptions, or, given
+    ``corruptions``, the unrounded mean of its per-corruption values over them (only where the
+    table prints them, Table 4); None where the paper prints no such number (Fig. 3, Fig. 4)."""
+    from stamplib.report.paper import paper_value
 
-    name: str
-    profile: str
-    scale: str
-    seeds: tuple[int, ...]
-    corruptions: tuple[str, ...]
-    title: str = field(default="", compare=False)
-    paper_stream: bool = False
-
-    def __post_init__(self) -> None:
-        assert self.scale in SCALES and self.seeds, (self.scale, self.seeds)
-        assert set(self.corruptions) <= set(CORRUPTIONS) and self.corruptions, self.corruptions
-
-
-#: The built-in CIFAR-10 benchmark (the quick profile's stream size, offline) over the paper's
-#: fifteen corruptions: its claims over seeds 0–4. The quick profile's own three corruptions
-#: (:data:`BUILTIN_QUICK`, what ``./run_all.sh`` computes) weigh one corruption as a third of
-#: the mean, where the paper's average weighs it as a fifteenth.
-BUILTIN = Benchmark("builtin", "quick", "builtin", (0, 1, 2, 3, 4), CORRUPTIONS, "built-in benchmark")
-#: The built-in benchmark over the quick profile's three corruptions (the notebooks' cells).
-BUILTIN_QUICK = Benchmark("builtin_quick", "quick", "builtin", (0, 1, 2, 3, 4), get_profile("quick").corruptions,
-                          "built-in benchmark, three corruptions")
-#: The ResNet-18 reference run on real images (results/reference): its claims over seeds 0–2.
-REFERENCE = Benchmark("reference", "quick", "real", (0, 1, 2), get_profile("quick").corruptions,
-                      "reference run (real images)")
-#: The reference run over the paper's fifteen corruptions, seeds 0–2: what a CPU affords for the
-#: claims that read only the cheap methods (:data:`CPU_REFERENCE_METHODS`), and what a GPU
-#: session computes for every method (``benchmarks/gpu_session.sh``, CELLS=claims_all).
-REFERENCE_ALL = Benchmark("reference_all", "quick", "real", (0, 1, 2), CORRUPTIONS,
-                          "reference run (real images), fifteen corruptions")
-#: The methods whose 15-corruption reference cells a CPU computes in about 40 minutes a seed
-#: (the rest keep 16 views or a teacher and cost hours).
-CPU_REFERENCE_METHODS = ("source", "bn_stats", "tent", "eata")
-
-#: The paper's stream length per corruption (10,000 known-class images + 2,500 Noise outliers,
-#: about 196 batches) over its fifteen corruptions, seeds 0–2: the compact network of the
-#: built-in benchmark on the 10,000 JPEG test images of ``shared/data``. Only the claims on the
-#: step-size decay (``stream``) are planned here, at about 0.016 CPU-s a sample (200 CPU-s a
-#: corruption, row and seed), where the ResNet-18 with its 16 views would take about 5× the
-#: reference run's 1,500–3,600 CPU-s a seed.
-STREAM = Benchmark("stream", "stream", "stream", (0, 1, 2), CORRUPTIONS,
-                   "compact network, the paper's stream length", paper_stream=True)
-
-#: Where each benchmark's claims are judged, best evidence first: a claim is judged on the first
-#: whose cells it has (over at least :data:`ENOUGH_SEEDS` seeds), otherwise on the last.
-BUILTIN_EVIDENCE = (STREAM, BUILTIN, BUILTIN_QUICK)
-REFERENCE_EVIDENCE = (REFERENCE_ALL, REFERENCE)
-#: Seeds a better benchmark needs before it replaces the three-corruption evidence: seeds 0–2
-#: are computed for every claim before seeds 3 and 4, and two seeds alone give a t-interval
-#: on one degree of freedom.
-ENOUGH_SEEDS = 3
-
-
-def full_benchmark(seeds: Sequence[int] = (0,)) -> Benchmark:
-    """A user's full-profile store on the paper's data sets (the paper's stream length)."""
-    return Benchmark("full", "full", "paper", tuple(seeds), CORRUPTIONS, "full profile (the paper's data)",
-                     paper_stream=True)
-
-
-def reads_only(claim: Claim, methods: Sequence[str]) -> bool:
-    """Whether every arm ``claim`` compares is one of ``methods``."""
-    return all(a.method in methods for a in claim.arms)
-
-
-def parse_seeds(text: str) -> tuple[int, ...]:
-    """``0-4``, ``0,1,2`` or ``0-2,5`` as seeds, in order, each once."""
-    found: list[int] = []
-    for part in (p.strip() for p in text.split(",") if p.strip()):
-        low, _, high = part.partition("-")
-        try:
-            first, last = int(low), int(high or low)
-        except ValueError:
-            raise ValueError(f"seeds: expected numbers or ranges such as '0-4' or '0,1,2', got {text!r}") from None
-        if first < 0 or last < first:
-            raise ValueError(f"seeds: a range runs from a seed >= 0 up, got {part!r}")
-        found += range(first, last + 1)
-    if not found:
-        raise ValueError(f"seeds: name at least one seed, got {text!r}")
-    return tuple(dict.fromkeys(found))
-
-
-# ------------------------------------------------------------------------------- arms -> cells
-
-
-@cache
-def _plan_cells(experiment: str, params: tuple[tuple[str, str], ...], profile: str, scale: str,
-                seed: int, corruptions: tuple[str, ...]) -> tuple[plans.PlannedCell, ...]:
-    if scale not in EXPERIMENTS[experiment].setups:  # the paper-stream scale has the Noise stand-ins only
-        return ()
-    return EXPERIMENTS[experiment].plan(profile=profile, scale=scale, seeds=str(seed), corruptions=",".join(corruptions),
-                                        **dict(params)).cells
-
-
-def spec(arm: Arm, benchmark: Benchmark, seed: int) -> RunSpec | None:
-    """The cell behind ``arm`` under ``seed`` on ``benchmark``; None where that scale has no such
-    row (a data set it does not stand in for)."""
-    cells = _plan_cells(arm.experiment, arm.params, benchmark.profile, benchmark.scale, seed, benchmark.corruptions)
-    for cell in cells:
-        if (cell.spec.method == arm.method and cell.variant == arm.variant and cell.paper_dataset == arm.dataset
-                and cell.paper_outliers == arm.outliers):
-            return cell.spec
+    for table in EXPERIMENTS[arm.experiment].paper_tables:
+        if corruptions is None:
+            value = paper_value(table, arm.dataset, arm.outliers, arm.method, metric, variant=arm.variant)
+            if value is not None:
+                return value
+            continue
+        found = [paper_value(table, arm.dataset, arm.outliers, arm.method, metric, c, arm.variant) for c in corruptions]
+        if found and all(v is not None for v in found):
+            return float(np.mean(found))
     return None
 
 
-def testable(claim: Claim, benchmark: Benchmark) -> bool:
-    """Whether ``benchmark``'s scale can test ``claim`` (else it needs data; the paper-stream
-    scale tests only the claims that need its length)."""
-    if benchmark.scale == "stream" and not claim.stream:
-        return False
-    return benchmark.scale in claim.scales and all(spec(a, benchmark, benchmark.seeds[0]) is not None
-                                                    for a in claim.arms)
+def paper_values(claim: Claim, corruptions: Sequence[str] | None = None) -> dict[Arm, float] | None:
+    """The paper's number for every arm of ``claim`` (:func:`paper_arm_value`), None where one has none."""
+    values = {a: paper_arm_value(a, claim.metric, corruptions) for a in claim.arms}
+    return None if any(v is None for v in values.values()) else values  # type: ignore[return-value]
 
 
-def needs_stream(claim: Claim, benchmark: Benchmark) -> bool:
-    """Whether ``claim`` needs a longer stream than ``benchmark``'s: with T = 150 the cosine step
-    size is still 0.96× its start at a quick stream's last batch (0.84× on the reference run's
-    40 batches), against 0.21× at the paper's 196, so the decay has not acted yet."""
-    return claim.stream and not benchmark.paper_stream
+def paper_margin(claim: Claim, corruptions: Sequence[str] | None = None) -> float | None:
+    """The claim's margin in the paper's own numbers (its smallest margin, a stated size
+    subtracted as ours is), from the paper's printed values on its own data set: the size the
+    paper shows, which our interval is held against. None where the paper prints no number for
+    an arm."""
+    values = paper_values(claim, corruptions)
+    if values is None:
+        return None
+    return round(float(min(float(m.margin(values)) for m in claim.margins)), 6)  # the printed decimals, no float dust
 
 
-def cells(claim: Claim, benchmark: Benchmark, seeds: Sequence[int] | None = None) -> list[RunSpec]:
-    """The distinct cells ``claim`` reads on ``benchmark`` over ``seeds`` (None: the
-    benchmark's), seed by seed; none where it needs data or a longer stream, and on the
-    paper-stream benchmark only the claims that need its length."""
-    if not testable(claim, benchmark) or needs_stream(claim, benchmark):
-        return []
-    found = [spec(a, benchmark, s) for s in (benchmark.seeds if seeds is None else seeds) for a in claim.arms]
-    return registry.distinct([s for s in found if s is not None])
+def paper_best_other(lead: Lead, metric: str, corruptions: Sequence[str] | None = None) -> tuple[Arm, float] | None:
+    """The lead's best other arm in the paper's numbers, and its value."""
+    found = [(o, paper_arm_value(o, metric, corruptions)) for o in lead.others]
+    found = [(o, v) for o, v in found if v is not None]
+    return max(found, key=lambda p: p[1]) if found else None
 
 
-def ledger_cells(benchmark: Benchmark, seeds: Sequence[int] | None = None,
-                 ledger: Sequence[Claim] | None = None) -> list[RunSpec]:
-    """Every cell of the ledger's testable claims on ``benchmark``, claim by claim."""
-    found: list[RunSpec] = []
-    for claim in LEDGER if ledger is None else ledger:
-        found += cells(claim, benchmark, seeds)
-    return registry.distinct(found)
+def paper_here_text(claim: Claim, corruptions: Sequence[str]) -> str:
+    """The paper's own numbers of a lead on ``corruptions`` (the unrounded means of its
+    per-corruption values, two decimals, where its table prints them): ``STAMP 85.23, best other
+    EATA 84.67 (+0.57)``; empty where it prints none."""
+    from stamplib.report.paper import method_label
 
-
-#: The headline tables a benchmark's figure and page show for every method (Tables 1a, 3, 4a).
-HEADLINE_TABLES = (plans.TABLE1, plans.CLASS_SPLIT, plans.CLOSED_SET)
-
-
-def evidence_cells(benchmark: Benchmark, store: ResultsStore, device: str,
-                   seeds: Sequence[int] | None = None) -> list[RunSpec]:
-    """What ``benchmark compute`` computes over ``seeds`` (None: the benchmark's): the ledger's
-    missing cells, the claim cheapest to complete first (:func:`cheapest_first`), then the rest of
-    the headline tables' cells for every method."""
-    chosen = benchmark.seeds if seeds is None else tuple(seeds)
-    headline: list[RunSpec] = []
-    for experiment in HEADLINE_TABLES:
-        headline += experiment.plan(profile=benchmark.profile, scale=benchmark.scale,
-                                    seeds=",".join(map(str, chosen))).specs
-    return registry.distinct(cheapest_first(benchmark, store, device, chosen) + headline)
-
-
-def _estimated_seconds(spec_: RunSpec, known: Mapping[tuple, float], by_method: Mapping[str, float]) -> float:
-    """A missing cell's cost from a record of the same cell under another seed, else the
-    method's mean cell (its seconds in the store), else one hour."""
-    same = known.get(_cost_key(spec_))
-    return same if same is not None else by_method.get(spec_.method, 3600.0)
-
-
-def _cost_key(spec_: RunSpec) -> tuple:
-    fields = spec_.to_dict()
-    fields.pop("seed", None)
-    return tuple(sorted((k, repr(v)) for k, v in fields.items()))
-
-
-def cheapest_first(benchmark: Benchmark, store: ResultsStore, device: str, seeds: Sequence[int] | None = None,
-                   ledger: Sequence[Claim] | None = None) -> list[RunSpec]:
-    """The ledger's missing cells on ``benchmark``, the claim that costs least to complete first
-    (each cell's cost estimated from the store's records computed on the same kind of ``device``
-    — ``cpu`` or ``cuda`` — of the same cell under another seed), and within a claim its cells
-    seed by seed: an interrupted computation leaves the most claims decided."""
-    records = store.records()
-    known: dict[tuple, float] = {}
-    per_method: dict[str, list[float]] = {}
-    kind = device.split(":")[0]
-    for record in records:
-        seconds = float(record.seconds or math.nan)
-        if math.isnan(seconds) or str(record.device or "").split(":")[0] != kind:
-            continue
-        done = record.spec
-        known.setdefault(_cost_key(done), seconds)
-        per_method.setdefault(done.method, []).append(seconds)
-    by_method = {m: sum(v) / len(v) for m, v in per_method.items()}
-    stored = {r.key for r in records}
-    pending = []
-    for order, claim in enumerate(LEDGER if ledger is None else ledger):
-        missing = [s for s in cells(claim, benchmark, seeds) if s.key() not in stored]
-        if missing:
-            cost = sum(_estimated_seconds(s, known, by_method) for s in missing)
-            pending.append((cost, order, missing))
-    return registry.distinct([s for _, _, missing in sorted(pending, key=lambda p: p[:2]) for s in missing])
+    leads = [m for m in claim.margins if isinstance(m, Lead)]
+    if len(leads) != 1:
+        return ""
+    (lead,) = leads
+    own = paper_arm_value(lead.arm, claim.metric, corruptions)
+    best = paper_best_other(lead, claim.metric, corruptions)
+    if own is None or best is None:
+        return ""
+    other, value = best
+    return (f"{method_label(lead.arm.method)} {own:.2f}, best other {method_label(other.method)} {value:.2f} "
+            f"({own - value:+.2f})")
 
 
 # ------------------------------------------------------------------------------- the ledger
@@ -412,7 +262,6 @@ def _share(method: str, share: str) -> Arm:
     return Arm(_RATIOS, method, f"ratio={share}", params=_RATIO_METHODS, **_C100_SVHN)
 
 
-_OURS3 = "gaussian noise, defocus blur and contrast"
 #: Table 5, Fig. 3 and Table 6 are the paper's on CIFAR100-C + SVHN-C: the row says what ours is.
 _C100_HERE = "paper: CIFAR100-C + SVHN-C; here: CIFAR-10 + Noise"
 _T1A_NOISE = "Table 1a, CIFAR10-C + Noise, mean of the 15 corruptions"
@@ -469,14 +318,12 @@ LEDGER: tuple[Claim, ...] = (
     Claim("c_best_acc", "STAMP has the best closed-set accuracy", "Table 4a, §4.2", "acc",
           (_best(_T4, **_CLOSED10),), "Table 4a, CIFAR10-C, Avg of the 15 corruptions: STAMP 84.3, second best "
           "SoTTA 82.9",
-          paper_here=f"Table 4a on our three corruptions ({_OURS3}), their mean: STAMP 85.2, best other EATA 84.7",
           quote="Table 4a, Avg.: STAMP **84.3**, SoTTA 82.9, EATA 82.6"),
     Claim("c_lead_size", "STAMP's closed-set lead over the second best is at least the paper's CIFAR10-C share of "
           "its +2.9 (+1.4)", "§4.2, Table 4a", "acc", (Lead(Arm(_T4, "stamp", **_CLOSED10),
                                                             _best(_T4, **_CLOSED10).others, by=1.4),),
           "Table 4a, CIFAR10-C, Avg of the 15 corruptions: STAMP 84.3 − SoTTA 82.9 = +1.4 (§4.2's +2.9 is the "
           "mean of this and CIFAR100-C's +4.3 over SoTTA)",
-          paper_here=f"Table 4a on our three corruptions ({_OURS3}), their mean: STAMP 85.2 − EATA 84.7 = +0.5",
           quote="§4.2: in the closed set STAMP improves on the second best, SoTTA, by +2.9 % on average "
                 "(((84.3 − 82.9) + (64.4 − 60.1)) / 2)"),
     # Fig. 3, Table 6: STAMP's variants (the paper's on CIFAR100-C + SVHN-C).
@@ -560,15 +407,6 @@ LEDGER: tuple[Claim, ...] = (
           "Table 4b, CIFAR100-C, Avg of the 15 corruptions: STAMP 64.4, second best SAR 61.7",
           quote="Table 4b, Avg.: STAMP **64.4**, SAR 61.7, SoTTA 60.1", needs="CIFAR100-C", scales=("paper",)),
 )
-
-def table6_rows(benchmark: Benchmark) -> list[RunSpec]:
-    """Table 6's plan over ``benchmark``'s seeds with the other methods beside STAMP's rows (Source,
-    BN Stats, Tent, EATA at each outlier share): what the stores hold from a claim the paper does
-    not make (a comparison of STAMP's fall in H with the others'), kept as notebook 08's rows; no claim
-    reads them now."""
-    return [c.spec for seed in benchmark.seeds
-            for c in _plan_cells(_RATIOS, _RATIO_METHODS, benchmark.profile, benchmark.scale, seed, benchmark.corruptions)]
-
 
 #: The claims by key.
 BY_KEY: dict[str, Claim] = {c.key: c for c in LEDGER}

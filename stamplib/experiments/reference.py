@@ -296,8 +296,8 @@ def select_settings(cells: Sequence[RunSpec], settings: str) -> list[RunSpec]:
 
 # ------------------------------------------------------------------------------- the command's actions
 
-#: ``reference compute/recompute --cells``: which cells. The ledger's (``claims``) are the
-#: evidence layer's to plan (:func:`stamplib.evidence.needs.claim_cells`).
+#: ``reference compute/recompute --cells``: which cells. The ledger's are the evidence layer's to
+#: plan (``claims compute --benchmark reference``, :mod:`stamplib.evidence.benchmarks`).
 CELL_GROUPS = ("core", "extras", "all", "stress", "seeds")
 
 
@@ -315,8 +315,7 @@ def cells_of(group: str) -> list[RunSpec]:
 
 def status_lines(store: ResultsStore) -> list[str]:
     """What ``reference status`` prints: the 44 cells, the optional ones, the variants' and
-    harder streams' among them, and STAMP's seed spread (the ledger's line is
-    :func:`stamplib.evidence.needs.status_line`)."""
+    harder streams' among them, and STAMP's seed spread (the ledger's cells: ``claims status``)."""
     state = store.status(specs())
     extra = store.status(extra_specs())
     stress = store.status(stress_specs())
