@@ -362,8 +362,10 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     from stamplib.evidence import builtin_page
     from stamplib.experiments import reference
 
-    for path in builtin_page.write_figure(ResultsStore(context.results), ResultsStore(reference.reference_dir()),
-                                          context.figures):
+    stores = ResultsStore(context.results), ResultsStore(reference.reference_dir())
+    for store in stores:  # committed evidence that differs from its manifest: refused before drawing
+        store.verify()
+    for path in builtin_page.write_figure(*stores, context.figures):
         print(f"wrote {path}")
     return 0
 
@@ -582,6 +584,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
         from stamplib.evidence import reference_page
         from stamplib.notebook_runner import run_notebooks
 
+        store.verify()  # committed evidence that differs from its manifest: refused before anything is written
         reference_page.write_figure(store, context.figures)  # the page's headline figure, from the same records
         print(reference.render_line(store, cells))
         with context.exported():  # the kernels read this store only
@@ -661,7 +664,8 @@ def _claims_parser(sub: Any) -> None:
                                       "docs/reference_run.md, docs/builtin_benchmark.md, the README's verdicts), "
                                       "or judge a store of your own")
     p.add_argument("action", choices=["render", "judge"],
-                   help="render: every generated page from the committed stores; judge: print every claim's "
+                   help="render: every generated page from the committed stores (refused, exit 2, when a record "
+                        "differs from its store's MANIFEST.sha256); judge: print every claim's "
                         "verdict on the store --results for --benchmark")
     p.add_argument("--benchmark", default="full",
                    choices=["builtin", "builtin_quick", "stream", "reference", "reference_all", "full"],
@@ -683,6 +687,8 @@ def cmd_claims(args: argparse.Namespace) -> int:
     from stamplib.evidence import judge, ledger, pages
 
     if args.action == "render":
+        # render_all reads both committed stores whole before writing: a record that differs from
+        # its store's manifest is refused there (EvidenceError, one line, exit 2) and nothing is written
         for path in pages.render_all(paths.repo_root() or Path.cwd()):
             print(f"wrote {path}")
         return 0
