@@ -336,8 +336,10 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     from stamplib.evidence import builtin_page
     from stamplib.experiments import reference
 
-    for path in builtin_page.write_figure(ResultsStore(context.results), ResultsStore(reference.reference_dir()),
-                                          context.figures):
+    stores = ResultsStore(context.results), ResultsStore(reference.reference_dir())
+    for store in stores:  # committed evidence that differs from its manifest: refused before drawing
+        store.verify()
+    for path in builtin_page.write_figure(*stores, context.figures):
         print(f"wrote {path}")
     return 0
 
@@ -551,6 +553,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
         from stamplib.evidence import reference_page
         from stamplib.notebook_runner import run_notebooks
 
+        store.verify()  # committed evidence that differs from its manifest: refused before anything is written
         reference_page.write_figure(store, context.figures)  # the page's headline figure, from the same records
         print(reference.render_line(store, cells))
         with context.exported():  # the kernels read this store only
@@ -621,7 +624,8 @@ def _claims_parser(sub: Any) -> None:
                                       "store of your own")
     p.add_argument("action", choices=["render", "status", "compute", "judge"],
                    help="render: every generated page, figure and README block from the committed stores "
-                        "(docs/claims.md first); status: how many cells each design of a committed benchmark has; "
+                        "(docs/claims.md first; refused, exit 2, when a record differs from its store's "
+                        "MANIFEST.sha256); status: how many cells each design of a committed benchmark has; "
                         "compute: the missing cells of one design of a committed benchmark, the cheapest claim "
                         "first, into its store (and, for a design of several networks, their Noise diagnostics); "
                         "judge: every claim's verdict on the store --results")
@@ -649,6 +653,8 @@ def cmd_claims(args: argparse.Namespace) -> int:
     from stamplib.evidence import pages
 
     if args.action == "render":
+        # render_all reads both committed stores whole before writing: a record that differs from
+        # its store's manifest is refused there (EvidenceError, one line, exit 2) and nothing is written
         for path in pages.render_all(paths.repo_root() or Path.cwd()):
             print(f"wrote {path}")
         return 0

@@ -6,6 +6,8 @@ outputs file is absent here (results/builtin_benchmark keeps none) is left as it
 
 Without arguments: the committed stores, results/reference and results/builtin_benchmark.
 Prints how many records of each store got a digest, already had one, or have no outputs file here.
+A sealed store (one with MANIFEST.sha256, as both committed stores now are) is left as it is: its
+records are listed by digest, so changing one would make every page refuse it.
 """
 
 from __future__ import annotations

@@ -22,6 +22,15 @@ A record that fails is stale: it is moved aside to ``<results>/.grid/stale/`` wi
 warning naming the reason, and counts as missing, so it is recomputed. It is never served and
 never crashes a command.
 
+Committed evidence. A store with a manifest (:mod:`~stamplib.evaluation.manifest`,
+``MANIFEST.sha256``: ``results/builtin_benchmark``, ``results/reference``) is *sealed*: its
+records are what was computed, digest by digest. There nothing is moved aside or recomputed in
+silence: a record file that differs from its manifest entry (edited, forged, truncated), one the
+manifest does not list, a listed one that is absent (:meth:`ResultsStore.records`), or a listed
+one that fails the checks above is refused with one line (:class:`~stamplib.evaluation.manifest.EvidenceError`,
+a ValueError: exit 2 on the command line) naming the file, before any page is written.
+:meth:`ResultsStore.put` gives the record it writes its manifest entry in the same step.
+
 Stores that do not keep outputs files. A store may declare, with a file
 :data:`OUTPUTS_NOT_KEPT` in its root (whose text says why), that the outputs files its records
 name are not kept — ``results/builtin_benchmark`` commits its records only, to stay small. There
@@ -67,6 +76,7 @@ from typing import Any, NamedTuple
 from stamplib import paths
 from stamplib.data import downloads
 from stamplib.data.registry import CLOSED_SET
+from stamplib.evaluation import manifest
 from stamplib.evaluation.outputs import SUFFIX as OUTPUTS_SUFFIX
 from stamplib.evaluation.outputs import (
     StreamOutputs,
@@ -232,8 +242,11 @@ def _outputs_problem(record: Record, root: Path, outputs_kept: bool) -> str | No
 def add_outputs_digest(path: Path) -> str:
     """Give the record at ``path`` the ``outputs_sha256`` of its outputs file, changing nothing
     else in it (its other lines stay byte for byte). Returns what happened: ``added``, ``has
-    one``, ``no outputs file`` (none named, or not kept here), ``damaged outputs file`` or
-    ``not in the store's format`` (then it is left as it is)."""
+    one``, ``no outputs file`` (none named, or not kept here), ``damaged outputs file``, ``not
+    in the store's format`` or ``in a sealed store`` (then it is left as it is: its manifest
+    entry would no longer match)."""
+    if manifest.is_sealed(path.parent):
+        return "in a sealed store"
     text = path.read_text()
     stored = json.loads(text)
     if "outputs_sha256" in stored:
@@ -249,6 +262,25 @@ def add_outputs_digest(path: Path) -> str:
     stored["outputs_sha256"] = digest
     paths.atomic_write_bytes(path, json.dumps(stored, indent=1, sort_keys=True).encode())
     return "added"
+
+
+def file_problem(root: Path, path: Path) -> str | None:
+    """Why the file ``path`` is not a record the store at ``root`` may serve under its name:
+    unreadable, inconsistent (:func:`record_problem`), or named for another cell; None if it is."""
+    record = _read(path)
+    if isinstance(record, str):
+        return record
+    named = f"{record.spec.method}__{record.spec.dataset}__{record.spec.outliers}__{record.key}.json"
+    if path.name != named or record.spec.key() != record.key:
+        return f"it holds the record of cell {record.spec.key()} ({named}), not of its file name"
+    return record_problem(record, root, not (root / OUTPUTS_NOT_KEPT).is_file())
+
+
+def _shown(path: Path) -> str:
+    """``path`` as a user types it here: relative to the working folder when under it."""
+    with contextlib.suppress(ValueError):
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    return str(path)
 
 
 def expected_bytes(spec: RunSpec) -> int:
@@ -313,6 +345,50 @@ class ResultsStore:
         """Whether this store keeps the outputs files its records name (module docstring)."""
         return not (self.root / OUTPUTS_NOT_KEPT).is_file()
 
+    @property
+    def sealed(self) -> bool:
+        """Whether this store is committed evidence: it has a manifest (module docstring)."""
+        return manifest.is_sealed(self.root)
+
+    def verify(self) -> None:
+        """Refuse (:class:`~stamplib.evaluation.manifest.EvidenceError`) a sealed store that
+        differs from its manifest or holds a record that may not be served; nothing for a store
+        of one's own. Commands that build pages from committed records call it first."""
+        if self.sealed:
+            self.records()
+
+    def _check_manifest(self, names: Iterable[str] | None = None) -> None:
+        """Refuse the first record file (of ``names``, or of the whole store with every listed
+        one) that differs from the manifest."""
+        entries = manifest.read(self.root)
+        if names is None:
+            names, expected = manifest.record_names(self.root), entries
+        else:
+            names = list(names)
+            expected = {name: entries[name] for name in names if name in entries}
+        present = {name: manifest.file_digest(self.root / name) for name in names}
+        found = manifest.differences(expected, present)
+        if found:
+            raise self._refusal(found[0], len(found) - 1)
+
+    def _refusal(self, difference: manifest.Difference, more: int) -> manifest.EvidenceError:
+        path, listing = self.root / difference.name, f"the store's {manifest.NAME}"
+        file = _shown(path)
+        if difference.kind == "absent":
+            what = f"is listed in {listing} but absent; restore it (git checkout -- {file})"
+        elif difference.kind == "unlisted":
+            what = (f"is not in {listing}: no command of this store wrote it; remove it, or, if this project "
+                    f"computed it, seal it (python tools/seal_evidence.py {_shown(self.root)})")
+        else:
+            problem = file_problem(self.root, path)
+            damaged = problem is not None and problem.startswith(("unreadable", "incomplete"))
+            state = (f"is damaged or truncated: {problem}" if damaged
+                     else f"was edited: {problem}" if problem is not None
+                     else "was edited: its numbers are not the ones computed")
+            what = f"{state}; it differs from its SHA-256 in {listing}; restore it (git checkout -- {file})"
+        also = f" (and {more} more file{'s' if more > 1 else ''})" if more else ""
+        return manifest.EvidenceError(f"committed evidence refused: {file} {what}{also}")
+
     def path(self, spec: RunSpec) -> Path:
         return self.root / f"{spec.method}__{spec.dataset}__{spec.outliers}__{spec.key()}.json"
 
@@ -320,7 +396,9 @@ class ResultsStore:
         """The stored record of ``spec`` if it may be served, else None (a stale one is set aside)."""
         path = self.path(spec)
         if not path.is_file():
-            return None
+            return None  # in a sealed store too: a missing cell is computed, and put lists it
+        if self.sealed:
+            self._check_manifest([path.name])
         record = self._load(path, self.outputs_kept)
         if record is None:
             return None
@@ -342,7 +420,11 @@ class ResultsStore:
         return record
 
     def _set_aside(self, path: Path, reason: str, outputs: str | None = None) -> None:
-        """Move a stale record (and its outputs file) to ``.grid/stale/``, warning in one line."""
+        """Move a stale record (and its outputs file) to ``.grid/stale/``, warning in one line;
+        in a sealed store, refuse it instead (a committed file is never moved)."""
+        if self.sealed:
+            raise manifest.EvidenceError(f"committed evidence refused: {_shown(path)}: {reason}; restore the store's "
+                                         f"committed files (git checkout -- {_shown(self.root)})")
         folder = self.grid_dir / "stale"
         moved = ""
         try:
@@ -371,12 +453,15 @@ class ResultsStore:
         """Store ``record`` and return it as stored; with ``outputs`` (per-sample outputs by
         corruption) the outputs file is stored beside it, and the record names it and its digest.
         Both are written whole to temporary names first, then renamed: outputs, then the record
-        (module docstring). A full disk raises :class:`OutOfSpace` and leaves the store as it was."""
+        (module docstring); in a sealed store the manifest with the record's entry is written
+        beside them and renamed last, under the manifest's lock. A full disk raises
+        :class:`OutOfSpace` and leaves the store as it was."""
         path = self.path(record.spec)
         written: list[tuple[Path, Path]] = []  # (temporary, final), in the order they are renamed
         renamed: list[Path] = []
+        sealed = self.sealed
         try:
-            with _writing(path):
+            with _writing(path), manifest.locked(self.root) if sealed else contextlib.nullcontext():
                 if outputs is not None:
                     payload = outputs_bytes(outputs)
                     target = outputs_path(path)
@@ -385,6 +470,10 @@ class ResultsStore:
                     written.append((_temporary(target, payload), target))
                 text = json.dumps(record.to_json(), indent=1, sort_keys=True).encode()
                 written.append((_temporary(path, text), path))
+                if sealed:
+                    entries = manifest.with_entry(manifest.read(self.root), path.name, manifest.digest(text))
+                    listing = manifest.path_of(self.root)
+                    written.append((_temporary(listing, manifest.render(entries).encode()), listing))
                 for tmp, final in written:
                     os.replace(tmp, final)
                     renamed.append(final)
@@ -409,9 +498,12 @@ class ResultsStore:
 
     def records(self) -> list[Record]:
         """Every record that may be served. Temporary files of a killed writer (``.tmp-*``,
-        hidden) are skipped; stale records are set aside with a warning (module docstring)."""
+        hidden) are skipped; stale records are set aside with a warning, and a sealed store that
+        differs from its manifest is refused (module docstring)."""
         out = []
         kept = self.outputs_kept
+        if self.sealed:
+            self._check_manifest()
         for p in sorted(self.root.glob("*.json")):
             if p.name.startswith("."):  # pathlib's glob, unlike a shell's, matches dot files
                 continue
