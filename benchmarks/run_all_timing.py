@@ -3,10 +3,11 @@
 Each commit gets a fresh clone of this checkout under ``--workdir`` with its own virtual
 environment, made before the clock starts (``tools/ensure_venv.sh``; torch comes from pip's
 cache). The clock then runs around ``./run_all.sh`` with an empty results store inside the
-clone (``STAMPLIB_RESULTS=<clone>/results_timing``), the method of docs/running.md's timings.
+clone (``STAMPLIB_RESULTS=<clone>/results_timing``), the method docs/running.md describes.
 One JSON record per run goes to ``--out`` (written whole or not at all): the commit, the wall
 seconds, the grid's and the whole run's seconds as run_all.sh printed them, the CPU, and the
-load average before and after, so that a run made beside other work can be told apart.
+load average before and after, so that a run made beside other work can be told apart;
+``python -m stamplib.report.guides --write`` then adds them to docs/running.md's table.
 
 Usage: .venv/bin/python benchmarks/run_all_timing.py AFTER BEFORE [AFTER ...]
            [--profile quick] [--out results/run_all_timing] [--workdir /tmp/run_all_timing]

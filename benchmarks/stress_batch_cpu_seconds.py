@@ -7,7 +7,8 @@ per cell, its process time, its wall time and H. Beside each method's batch of 6
 batch, on gaussian noise alone) it prints the gaussian-noise seconds of the committed seed-0
 record of notebook 02 (``results/builtin_benchmark``, computed by ``./run_all.sh`` on a quiet
 2-core machine): their ratio turns process seconds into the committed records' seconds, the
-unit in which docs/running.md adds up the quick profile (issue 41).
+unit in which issue 41 added up the quick profile
+(results/quick_profile_cost/2026-11-26-issue41-estimate.json).
 
 Usage: .venv/bin/python benchmarks/stress_batch_cpu_seconds.py --methods cotta,stamp --batch-sizes 64,1,4,16
 """

@@ -578,7 +578,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
 
 
 def _course_parser(sub: Any) -> None:
-    p = sub.add_parser("course", help="the course's lab (docs/teaching.md): hand out the student copies (release), "
+    p = sub.add_parser("course", help="the course's lab (docs/course_lab.md): hand out the student copies (release), "
                                       "grade the notebooks handed in (grade)")
     actions = p.add_subparsers(dest="action", required=True)
     release = actions.add_parser("release", help="write the student copies of notebooks 00 and 14-17 and a README")

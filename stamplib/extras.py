@@ -7,7 +7,7 @@ rest comes in extras (``pyproject.toml``): ``notebooks`` (papermill, JupyterLab,
 ipywidgets), ``site`` (Sphinx, MyST-NB, the theme), ``cluster`` (submitit) and ``browser``.
 A face that needs one asks :func:`require` for its module when it starts, so a missing extra
 stops it there with the ``pip install`` that adds it. Nothing here imports another stamplib
-module (it sits at the bottom of the layers, docs/architecture.md).
+module (it sits at the bottom of the layers, docs/internals.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The package's shape (docs/architecture.md): no import cycle, and every layer imports only
+"""The package's shape (docs/internals.md): no import cycle, and every layer imports only
 the layers below it. Imports are read from the source, function-level ones included, so a
 cycle cannot hide inside a function."""
 
@@ -105,7 +105,7 @@ def test_each_layer_imports_only_the_layers_below_it() -> None:
         own = layer(module)
         if own in FACES:
             continue
-        assert own in ALLOWED, f"{module}: add its layer to ALLOWED (and to docs/architecture.md)"
+        assert own in ALLOWED, f"{module}: add its layer to ALLOWED (and to docs/internals.md)"
         wrong += [f"{module} -> {t}" for t in targets if layer(t) not in ALLOWED[own]]
     assert not wrong, "imports against the layering:\n" + "\n".join(wrong)
 

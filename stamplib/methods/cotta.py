@@ -126,7 +126,7 @@ class Cotta(TTAMethod):
         forwards show it; the views are drawn in the loop's order, so the draws are the same.
         How many is the execution's ``view_chunk`` (0: one on a CPU, several for batches of a
         few images; on a GPU all that fit blocks.bn.VIEW_PIXEL_BUDGET). Measured: 1.5x on an
-        H200 (docs/gpu_runbook.md §6.1); on one CPU thread the loop was 1.4-2.7x faster
+        H200 (results/gpu_throughput/2026-11-26-h200/); on one CPU thread the loop was 1.4-2.7x faster
         (gpu_throughput.py --device cpu --small --batch-size 64 --override cotta:view_chunk=32).
         """
         cfg = self.config

@@ -1,4 +1,4 @@
-"""The instructor's side of the course (docs/teaching.md, "Running the lab"): hand out the student
+"""The instructor's side of the course (docs/course_lab.md): hand out the student
 copies (:func:`release`) and grade what comes back (:func:`grade`).
 
 **Release.** The overview and the lessons, as a student gets them: ``solutions`` off, outputs
