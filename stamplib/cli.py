@@ -333,13 +333,14 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
         for path in builtin_cifar10.build(photographs, checkpoint_dir, out=out):
             print(f"{path.stat().st_size:>10,} B  {path}")
         return 0
-    from stamplib.evidence import builtin_page
+    from stamplib.evidence import benchmarks, tables
     from stamplib.experiments import reference
 
     stores = ResultsStore(context.results), ResultsStore(reference.reference_dir())
     for store in stores:  # committed evidence that differs from its manifest: refused before drawing
         store.verify()
-    for path in builtin_page.write_figure(*stores, context.figures):
+    ours, theirs = (tables.setting_tables(b, s.records_by_key()) for b, s in zip(benchmarks.BENCHMARKS, stores))
+    for path in tables.write_figure(benchmarks.BUILTIN, ours, context.figures, theirs, benchmarks.REFERENCE.title):
         print(f"wrote {path}")
     return 0
 
@@ -550,11 +551,13 @@ def cmd_reference(args: argparse.Namespace) -> int:
     store = ResultsStore(context.results)
     cells = reference.specs()
     if args.action == "render":
-        from stamplib.evidence import reference_page
+        from stamplib.evidence import benchmarks, tables
         from stamplib.notebook_runner import run_notebooks
 
         store.verify()  # committed evidence that differs from its manifest: refused before anything is written
-        reference_page.write_figure(store, context.figures)  # the page's headline figure, from the same records
+        # the page's headline figure, from the same records
+        tables.write_figure(benchmarks.REFERENCE, tables.setting_tables(benchmarks.REFERENCE, store.records_by_key()),
+                            context.figures)
         print(reference.render_line(store, cells))
         with context.exported():  # the kernels read this store only
             return run_notebooks(profile=reference.PROFILE, only=reference.NOTEBOOKS, data_root=str(context.data_root),

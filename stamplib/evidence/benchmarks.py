@@ -115,14 +115,24 @@ def _range_text(word: str, numbers: Sequence[int]) -> str:
 
 @dataclass(frozen=True)
 class Benchmark:
-    """A benchmark: its committed store (``store``, under the checkout), its generated page, its
-    title, and the designs that decide its claims, best evidence first."""
+    """A benchmark: its committed store (``store``, under the checkout), its page (a generated
+    block in it, :mod:`stamplib.evidence.pages`), its title, and the designs that decide its claims,
+    best evidence first. Its page's tables plan the notebooks' cells at ``profile`` and ``scale``
+    over ``table_seeds``; ``subtracts``: ours − the paper's is shown (the benchmark runs the paper's
+    data set, not a stand-in for it); ``figure`` names its headline figure under ``figures/``, with
+    ``figure_caption`` (what one stream is, and the network)."""
 
     name: str
     title: str
     store: Path
     designs: tuple[Design, ...]
     page: Path | None = field(default=None, compare=False)
+    profile: str = "quick"
+    scale: str = "builtin"
+    table_seeds: tuple[int, ...] = (0,)
+    subtracts: bool = False
+    figure: str = ""
+    figure_caption: str = field(default="", compare=False)
 
     def design(self, name: str) -> Design:
         for d in self.designs:
@@ -149,7 +159,8 @@ BUILTIN = Benchmark(
         Design("networks", "five networks", "quick", "builtin", over_networks(range(5)), CORRUPTIONS),
         Design("streams", "one network, five streams", "quick", "builtin", over_seeds(range(5)), CORRUPTIONS),
     ),
-    Path("docs") / "builtin_benchmark.md",
+    Path("docs") / "builtin_benchmark.md", "quick", "builtin", (0, 1, 2), False, "builtin_benchmark",
+    "1,024 photographs + 256 outliers per corruption (3 corruptions, severity 5), compact ResNets (0.3 M parameters)",
 )
 
 #: The ResNet-18 reference run on the JPEG CIFAR-10 (results/reference): three networks of one
@@ -166,7 +177,8 @@ REFERENCE = Benchmark(
         Design("three", "one network, three streams", "quick", "real", over_seeds(range(3)),
                get_profile("quick").corruptions),
     ),
-    Path("docs") / "reference_run.md",
+    Path("docs") / "reference_run.md", "quick", "real", (0, 1, 2), True, "reference_run",
+    "the JPEG CIFAR-10, our CIFAR-10-C (3 corruptions, 2,000 images each), CPU-trained ResNet-18s",
 )
 
 #: Every committed benchmark, in the order the pages show them.

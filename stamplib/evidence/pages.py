@@ -16,7 +16,6 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
-from scipy.stats import kendalltau
 
 from stamplib import paths
 from stamplib.data.corruptions import CORRUPTIONS
@@ -28,8 +27,9 @@ from stamplib.evidence.benchmarks import Benchmark, Design, Replicate
 from stamplib.evidence.judge import Verdict
 from stamplib.evidence.ledger import Arm
 from stamplib.experiments import plans
-from stamplib.methods import PAPER_ORDER
+from stamplib.methods import PAPER_ORDER, TABLE_ORDER
 from stamplib.report import seeds
+from stamplib.report.tables import to_markdown
 
 #: The command that re-renders every generated page, figure and README block.
 COMMAND = "python -m stamplib claims render"
@@ -199,9 +199,7 @@ def full_table(sets: Sequence[Judged]) -> str:
 
 def _tau(values: Mapping[str, float], paper: Mapping[str, float]) -> float:
     common = [m for m in PAPER_ORDER if m in values and m in paper]
-    if len(common) < 3:
-        return float("nan")
-    return float(kendalltau([values[m] for m in common], [paper[m] for m in common]).statistic)
+    return seeds.tau_b([paper[m] for m in common], [values[m] for m in common]) if len(common) >= 3 else float("nan")
 
 
 def network_taus(design: Design, records: Mapping[str, Record], metric: str) -> dict[Replicate, float]:
@@ -222,7 +220,7 @@ def network_taus(design: Design, records: Mapping[str, Record], metric: str) -> 
 
 
 def networks_table(sets: Sequence[Judged]) -> str:
-    """Every source network of both benchmarks: its clean accuracy, how it answers the Noise
+    """Every source network of ``sets``' benchmarks: its clean accuracy, how it answers the Noise
     outliers (:mod:`stamplib.evidence.networks`), Source's AUROC with Noise outliers from the
     records, and the order of the paper's ten methods in setting (a) against Table 1a (Kendall's
     τ_b, H and AUROC) where the network has all ten."""
@@ -246,7 +244,8 @@ def networks_table(sets: Sequence[Judged]) -> str:
                          f"{100 * d.top_share:.0f} % \"{d.top_class}\"", f"{100 * d.confident_share:.0f} %",
                          _tau_cell(taus["h"], replicate), _tau_cell(taus["auroc"], replicate)])
     if not rows:
-        return "(no network diagnostics yet: `python -m stamplib claims compute --design networks` writes them)"
+        return ("(no network diagnostics yet: `python -m stamplib claims compute --benchmark NAME --design networks` "
+                "writes them)")
     return _markdown(columns, rows)
 
 
@@ -415,6 +414,60 @@ def verdict_summary(sets: Sequence[Judged]) -> str:
     return "\n".join(lines)
 
 
+# ------------------------------------------------------------------------------- a benchmark's page
+
+#: The generated block of every benchmark's page (its hand-written part says what the benchmark is).
+BENCHMARK_BLOCK = "benchmark"
+#: The ledger's claims that STAMP leads the paper's ten in (a), (b) and (c).
+LEADS = {"a": "a_best_h", "b": "b_best_h", "c": "c_best_acc"}
+
+
+def benchmark_block(j: Judged, other: Judged | None) -> str:
+    """The generated block of a benchmark's page, the same template for every benchmark: its
+    records, its figure, STAMP's leads as the ledger decides them, STAMP's place and the order of
+    the ten against the paper (and the ``other`` benchmark), its source networks, every setting's
+    table, the per-corruption table, STAMP's variants and the harder streams where stored, and where
+    the records were computed."""
+    from stamplib.evidence import tables
+
+    b, records = j.benchmark, j.store.records_by_key()
+    ours = tables.setting_tables(b, records)
+    theirs = tables.setting_tables(other.benchmark, other.store.records_by_key()) if other is not None else None
+    found = sum(len(seeds.present(v)) for letter, (_, metric) in tables.SETTINGS.items()
+                for v in tables.values_by_seed(ours[letter], metric, TABLE_ORDER).values())
+    if not found:
+        return "\nNo records yet: `./run_all.sh` computes the quick run's.\n"
+    lines = ["", f"Generated from `{b.store}` ({len(records)} records; `python -m stamplib claims status --benchmark "
+             f"{b.name}`). Ours is the mean over {seeds.seeds_text(b.table_seeds)} where stored, with the smallest "
+             "and largest seed's value (min–max)" + ("; Δ = ours − the paper's, so it mixes data, model and size"
+                                                     if b.subtracts else "; the paper's number stands beside ours "
+                                                     "without a difference: this is another benchmark than the "
+                                                     "paper's") + ".", "",
+             f"![{b.title}: ours against the paper](../figures/{b.figure}.png)", ""]
+    by_key = {v.claim.key: v for v in j.verdicts}
+    leads = [(letter, by_key[key]) for letter, key in LEADS.items() if key in by_key and by_key[key].margins]
+    if leads:
+        lines += ["**Does STAMP lead the paper's ten?** The ledger's verdicts (how a verdict is reached, and every "
+                  "other claim: [`docs/claims.md`](claims.md#how-a-verdict-is-reached)):", ""]
+        lines += [f"- {tables.TITLES[letter].split(' (Table')[0]}: *{v.claim.words}*: **{v.label}** "
+                  f"({v.evidence()}). {judge.ours_text(v)}. What drives it: {'; '.join(v.drivers) or '—'}."
+                  for letter, v in leads]
+        lines.append("")
+    lines += tables.standing_line(ours, theirs, other.benchmark.title if other is not None else "")
+    lines += ["**The source networks** (how each answers the Noise outliers; [`docs/claims.md`]"
+              "(claims.md#the-source-networks) has both benchmarks'):", "", networks_table([j]), ""]
+    for letter, table in ours.items():
+        lines += [f"### {tables.TITLES[letter]}", "",
+                  to_markdown(tables.shown(table)) if not table.empty else "(no record yet)", ""]
+    lines += ["### Per corruption", "", "H in (a) and (b), ACC in (c), per corruption:", "",
+              to_markdown(tables.corruption_table(b, records)), ""]
+    variants = tables.variant_sections(b, records)
+    if variants:
+        lines += ["### STAMP's variants and harder streams", ""] + variants
+    lines += [f"Computed on {tables.machines_line(list(records.values()))}.", ""]
+    return "\n".join(lines)
+
+
 def _write(root: Path, page: Page) -> Path:
     path = root / page.path
     text = page.text + "\n" if not page.block else replace_block(path.read_text(), page.block, page.text)
@@ -426,20 +479,20 @@ def _write(root: Path, page: Page) -> Path:
 def render_all(root: Path) -> list[Path]:
     """Every generated page, figure and README block under the checkout ``root``, from the
     committed stores; the files written."""
-    from stamplib.evidence import builtin_page, reference_page
+    from stamplib.evidence import tables
     from stamplib.report.figures import save_figure, set_theme
 
     sets = [judged(b, root) for b in benchmarks.BENCHMARKS]
     set_theme()  # the project's theme, whatever an earlier figure in this process set: the PNGs are reproducible
     written = [_write(root, Page(CLAIMS_PAGE, claims_page(sets).removesuffix("\n")))]
     written += save_figure(claims_figure(sets), CLAIMS_FIGURE, root / "figures")
-    builtin, reference = sets
-    written += [_write(root, Page(reference_page.PAGE, reference_page.page(reference.store, reference.verdicts))),
-                *reference_page.write_figure(reference.store, root / "figures")]
-    written += [_write(root, Page(builtin_page.PAGE, builtin_page.block(builtin.store, reference.store,
-                                                                         builtin.verdicts, builtin_page.model_cards()),
-                                  builtin_page.BLOCK)),
-                *builtin_page.write_figure(builtin.store, reference.store, root / "figures")]
+    for j in sets:
+        other = next((o for o in sets if o is not j), None)
+        assert j.benchmark.page is not None, j.benchmark.name
+        written.append(_write(root, Page(j.benchmark.page, benchmark_block(j, other), BENCHMARK_BLOCK)))
+        theirs = tables.setting_tables(other.benchmark, other.store.records_by_key()) if other is not None else None
+        written += tables.write_figure(j.benchmark, tables.setting_tables(j.benchmark, j.store.records_by_key()),
+                                       root / "figures", theirs, other.benchmark.title if other is not None else "")
     written.append(_write(root, Page(README, verdict_summary(sets), VERDICTS)))
     return written
 
