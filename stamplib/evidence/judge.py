@@ -391,10 +391,13 @@ def _listed(names: Sequence[str], limit: int = 3) -> str:
 
 
 def _designs_driver(verdict: Verdict, every: Sequence[Verdict]) -> list[str]:
-    """What the benchmark's other designs read, where they can test it and read otherwise."""
+    """What the benchmark's other designs read, where they can test it and read otherwise (not a
+    design over fewer corruptions than the one that decides: weaker evidence is no driver)."""
     out = []
     for other in every:
         if other.design == verdict.design or other.needs_data or other.needs_stream or len(other.margins) < 2:
+            continue
+        if len(other.design.corruptions) < len(verdict.design.corruptions):
             continue
         if other.verdict != verdict.verdict:
             out.append(f"{other.design.title}: {other.verdict}")

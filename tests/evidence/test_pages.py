@@ -13,11 +13,12 @@ import pytest
 
 from stamplib import cli, paths
 from stamplib.evaluation import store as store_module
-from stamplib.evidence import builtin_page, judge, ledger, pages, reference_page
+from stamplib.evidence import benchmarks, judge, ledger, pages
 
 REPO = Path(__file__).resolve().parents[2]
-GENERATED_BLOCKS = {Path("README.md"): pages.VERDICTS, builtin_page.PAGE: builtin_page.BLOCK}
-WHOLE_PAGES = (judge.PAGE, reference_page.PAGE)
+GENERATED_BLOCKS = {Path("README.md"): pages.VERDICTS,
+                    **{b.page: pages.BENCHMARK_BLOCK for b in benchmarks.BENCHMARKS}}
+WHOLE_PAGES = (pages.CLAIMS_PAGE,)
 
 
 def _tracked() -> set[str]:
@@ -86,33 +87,78 @@ def test_a_block_is_replaced_between_its_markers_only() -> None:
 def test_the_snapshot_answers_as_the_store_does() -> None:
     store = store_module.ResultsStore(REPO / "results" / "reference")
     snapshot = pages.RecordsSnapshot(store.root)
-    cells = ledger.ledger_cells(ledger.REFERENCE)
+    cells = benchmarks.ledger_cells(benchmarks.REFERENCE.design("three"))
     assert [r.key for r in snapshot.records()] == [r.key for r in store.records()]
     assert [s.key() for s in snapshot.status(cells).done] == [s.key() for s in store.status(cells).done]
     assert all((snapshot.get(s) is None) == (store.get(s) is None) for s in cells[:40])
 
 
 def test_claims_judge_judges_the_committed_reference_store_from_the_command_line(capsys) -> None:
-    code = cli.main(["claims", "judge", "--benchmark", "reference", "--results", str(REPO / "results" / "reference")])
+    """Without --benchmark, a committed store is judged by its own benchmark's designs."""
+    code = cli.main(["claims", "judge", "--results", str(REPO / "results" / "reference")])
     lines = capsys.readouterr().out.splitlines()
     assert code == 0 and len(lines) == len(ledger.LEDGER)
-    expected = {v.claim.key: v.answer for v in judge.judge_all(pages.RecordsSnapshot(
-        REPO / "results" / "reference"), ledger.REFERENCE)}
+    snapshot = pages.RecordsSnapshot(REPO / "results" / "reference")
+    expected = {v.claim.key: v.label for v in judge.judge_benchmark(benchmarks.REFERENCE, snapshot)}
     assert {line.split(":")[0]: line.split(": ", 1)[1].split(" — ")[0] for line in lines} == expected
+    assert not any(line.split(": ", 1)[1].startswith("pending") for line in lines)
 
 
 @pytest.mark.parametrize("argv", [["claims", "judge"], ["claims", "judge", "--results", "no/such/store"],
-                                  ["claims", "judge", "--benchmark", "smoke", "--results", "results/reference"]])
-def test_claims_judge_refuses_a_missing_store_in_one_line(argv: list[str], tmp_path: Path, monkeypatch,
-                                                          capsys) -> None:
+                                  ["claims", "judge", "--benchmark", "smoke", "--results", "results/reference"],
+                                  ["claims", "compute", "--design", "networks"],
+                                  ["claims", "compute", "--benchmark", "builtin"],
+                                  ["claims", "compute", "--benchmark", "builtin", "--design", "nets"],
+                                  ["claims", "compute", "--benchmark", "builtin", "--design", "networks",
+                                   "--replicates", "9"]])
+def test_claims_commands_refuse_bad_input_in_one_line(argv: list[str], tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.chdir(tmp_path)
-    assert cli.main(argv) == 2
+    try:
+        code = cli.main(argv)
+    except SystemExit as stop:  # argparse's own refusal of a choice: one usage line and the error
+        code = stop.code
+    assert code == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert err.strip().splitlines()[-1].startswith(("error: ", "usage: ", "python -m stamplib")), err
+    assert "Traceback" not in err
+
+
+def test_claims_status_counts_each_designs_cells(capsys) -> None:
+    assert cli.main(["claims", "status"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    names = [f"{b.name}/{d.name}" for b in benchmarks.BENCHMARKS for d in b.designs]
+    assert [line.split(" ")[0] for line in lines] == names and all(" cells" in line for line in lines)
 
 
 def test_a_full_profile_store_gets_a_page_of_its_verdicts(tmp_path: Path) -> None:
-    shutil.copy(next((REPO / "results" / "reference").glob("*.json")), tmp_path)
-    page = pages.page_of(ledger.full_benchmark((0,)), pages.RecordsSnapshot(tmp_path))
+    record = next((REPO / "results" / "reference").glob("*.json"))
+    shutil.copy(record, tmp_path)
+    shutil.copy(record.with_suffix(".outputs.npz"), tmp_path)  # the reference store keeps its outputs
+    page = pages.verdict_page(benchmarks.full_benchmark((0,), tmp_path), pages.RecordsSnapshot(tmp_path))
     assert page.path == Path("claims_full.md") and page.text.startswith("# The paper's claims on ")
-    assert page.text.count("\n| ") >= len(ledger.LEDGER) - 1  # one row per claim under the header
+    assert page.text.count("\n| ") >= len(ledger.LEDGER) - 1 - 5  # one row per testable claim under the header
+
+
+def test_the_claims_page_opens_with_its_table_and_every_row_says_what_drives_it() -> None:
+    lines = (REPO / pages.CLAIMS_PAGE).read_text().splitlines()
+    first = next(k for k, line in enumerate(lines) if line.startswith("| ") and "---" not in line
+                 and not line.startswith("| claim |"))
+    assert first < 15, first  # the first claim's row is on the first screen
+    header = lines[first - 2]
+    assert header.startswith("| claim | the paper's margin |") and header.endswith("| what drives it |")
+    rows = []
+    for line in lines[first:]:
+        if not line.startswith("| "):
+            break
+        rows.append(line)
+    assert len(rows) >= 20
+    for row in rows:
+        assert row.rsplit(" | ", 1)[1].strip(" |") not in ("", "—"), row
+
+
+def test_the_rule_is_written_once() -> None:
+    """The other pages link to the rule on docs/claims.md instead of repeating it."""
+    rule = judge.RULE[:120]
+    holding = [p for p in (REPO / "docs").glob("*.md") if rule in p.read_text()]
+    assert holding == [REPO / pages.CLAIMS_PAGE]
+    assert "claims.md#how-a-verdict-is-reached" in (REPO / "docs" / "builtin_benchmark.md").read_text()

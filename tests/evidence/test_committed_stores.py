@@ -1,0 +1,73 @@
+"""The committed stores hold what the page says they hold: every record one of a benchmark's planned
+cells (the notebooks' headline tables, a design's claim cells, Table 6's rows, the reference run's
+own cells), made by the network its spec names (network k's SHA-256 as shipped or as its sidecar
+vouches), under today's hyperparameters, by a command that computes them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from stamplib.data import builtin_cifar10
+from stamplib.evaluation.store import ResultsStore, current_config
+from stamplib.evidence import benchmarks
+from stamplib.experiments import reference
+from stamplib.models import checkpoints
+
+REPO = Path(__file__).resolve().parents[2]
+#: The reference run's networks: the SHA-256 their sidecars in shared/models record (shared/models/README.md).
+REFERENCE_NETWORKS = {"ResNet18_10_jpeg": "e64c2f32f6ce63f7741f7f5d046b1dd70169aa99cd2bfa8c4724df34682b9de7",
+                      "ResNet18_10_jpeg_seed1": "4166959318f7e3a07f1124307cbdadc5febac2a74de59634cfdf101fe3a7d4fa",
+                      "ResNet18_8_jpeg": "57eba0b52d0749f8efb27ab3c6af743a6fffdc192193353bfef4279e8f014149"}
+COMMANDS = ("python -m stamplib grid --profile quick", "python -m stamplib benchmark compute --",
+            "python -m stamplib claims compute --", "python -m stamplib reference compute")
+
+
+def _planned(benchmark: benchmarks.Benchmark) -> set[str]:
+    empty = ResultsStore(Path("/nonexistent"))
+    keys = set()
+    for design in benchmark.designs:
+        keys |= {s.key() for s in benchmarks.evidence_cells(design, empty, "cpu")}
+        keys |= {s.key() for s in benchmarks.table6_rows(design)}
+    return keys
+
+
+def _records(benchmark: benchmarks.Benchmark) -> list:
+    return ResultsStore(REPO / benchmark.store).records()
+
+
+def test_every_builtin_record_is_a_planned_cell_made_by_its_shipped_network() -> None:
+    records = _records(benchmarks.BUILTIN)
+    planned = _planned(benchmarks.BUILTIN)
+    assert {r.key for r in records} <= planned, sorted({r.key for r in records} - planned)[:5]
+    sums = builtin_cifar10.recorded_sums()
+    for record in records:
+        made = record.provenance
+        assert made.command.startswith(COMMANDS), made.command
+        assert made.git["commit"], record.key
+        name = made.checkpoint.name
+        assert name == checkpoints.network_name(checkpoints.base_name(name), record.spec.network)
+        assert made.checkpoint.sha256 == sums[f"{name}.pt"], record.key  # the network the package ships
+
+
+def test_every_reference_record_is_a_reference_cell_made_by_its_network() -> None:
+    records = _records(benchmarks.REFERENCE)
+    planned = _planned(benchmarks.REFERENCE) | {s.key() for s in reference.specs() + reference.extra_specs()}
+    assert {r.key for r in records} <= planned, sorted({r.key for r in records} - planned)[:5]
+    sidecar = REPO.parent / "shared" / "models" / "ResNet18_10_jpeg_seed2.json"
+    known = dict(REFERENCE_NETWORKS)
+    if sidecar.is_file():
+        known["ResNet18_10_jpeg_seed2"] = json.loads(sidecar.read_text())["sha256"]
+    for record in records:
+        checkpoint = record.provenance.checkpoint
+        assert checkpoint.name == checkpoints.network_name(checkpoints.base_name(checkpoint.name), record.spec.network)
+        if checkpoint.name in known:
+            assert checkpoint.sha256 == known[checkpoint.name], record.key
+        assert record.provenance.git["dirty"] is False, record.key
+
+
+def test_no_committed_record_was_made_under_other_hyperparameters() -> None:
+    """A changed config default makes a record stale (the store treats it as absent); the stale
+    file must go, so that nothing committed shows numbers the code no longer gives."""
+    stale = [r.key for b in benchmarks.BENCHMARKS for r in _records(b) if r.config != current_config(r.spec)]
+    assert not stale, f"stale records (recompute them with `python -m stamplib claims compute`): {stale}"
