@@ -132,7 +132,7 @@ def _run_parser(sub: Any) -> None:
     p.add_argument("--corruptions", default="gaussian_noise", help="comma-separated names")
     p.add_argument("--severity", type=int, default=5)
     p.add_argument("--ratio", type=float, default=0.2, help="outliers / (ID + outliers)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=flags.read_seed, default=0)
     flags.add(p, profile=True, data_root=True, device=True, results=True)
     flags.add_pairs(p, "--set", "hyperparameter override, typed as its config field says (e.g. lr=0.001, sam=false)")
     _stream_flags(p)
@@ -287,7 +287,7 @@ def _train_source_parser(sub: Any) -> None:
                         "far slower on AVX2-only CPUs)")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the training forward (about 25%% faster on a 2-core CPU)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=flags.read_seed, default=0)
     flags.add(p, data_root=True, device=True)
     p.set_defaults(func=cmd_train_source)
 
@@ -498,7 +498,7 @@ def _tune_parser(sub: Any) -> None:
     p.add_argument("--list-presets", action="store_true", help="list the presets and exit")
     p.add_argument("--criterion", default="h", help="the metric to select by: h, acc, auroc, fpr95 (lowest wins), ...")
     p.add_argument("--setting", default="", help="hyperparameter setting (default: the data set's own)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=flags.read_seed, default=0)
     flags.add(p, profile=True, data_root=True, device=True, results=True)
     p.add_argument("--out", default=None, help="folder of the table and heatmap files (default: figures/tune)")
     _executor_flags(p, executor_default=None,
