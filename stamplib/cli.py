@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import shlex
 import sys
 from collections.abc import Callable
@@ -132,7 +133,7 @@ def _run_parser(sub: Any) -> None:
     p.add_argument("--corruptions", default="gaussian_noise", help="comma-separated names")
     p.add_argument("--severity", type=int, default=5)
     p.add_argument("--ratio", type=float, default=0.2, help="outliers / (ID + outliers)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=flags.read_seed, default=0)
     flags.add(p, profile=True, data_root=True, device=True, results=True)
     flags.add_pairs(p, "--set", "hyperparameter override, typed as its config field says (e.g. lr=0.001, sam=false)")
     _stream_flags(p)
@@ -287,7 +288,7 @@ def _train_source_parser(sub: Any) -> None:
                         "far slower on AVX2-only CPUs)")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the training forward (about 25%% faster on a 2-core CPU)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=flags.read_seed, default=0)
     flags.add(p, data_root=True, device=True)
     p.set_defaults(func=cmd_train_source)
 
@@ -474,7 +475,7 @@ def _tune_parser(sub: Any) -> None:
     p.add_argument("--list-presets", action="store_true", help="list the presets and exit")
     p.add_argument("--criterion", default="h", help="the metric to select by: h, acc, auroc, fpr95 (lowest wins), ...")
     p.add_argument("--setting", default="", help="hyperparameter setting (default: the data set's own)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=flags.read_seed, default=0)
     flags.add(p, profile=True, data_root=True, device=True, results=True)
     p.add_argument("--out", default=None, help="folder of the table and heatmap files (default: figures/tune)")
     _executor_flags(p, executor_default=None,
@@ -736,12 +737,77 @@ PARSERS: tuple[Callable[[Any], None], ...] = (
 )
 
 
+#: The top-level ``--help``: what the tool is, each command in one line (:data:`COMMANDS`), examples.
+ABOUT = """STAMP (ECCV 2024) and other test-time adaptation methods, on streams of corrupted images
+mixed with outliers: compute cells, execute the notebooks, check the paper's claims. Records
+go to the results store (results/ of the checkout, or --results DIR)."""
+
+EXAMPLES = """examples:
+  python -m stamplib run --method stamp --profile smoke   one cell, on the built-in CIFAR-10 images
+  python -m stamplib methods                              every method and its hyperparameters
+  python -m stamplib grid --notebook 02 --jobs 2          the cells notebook 02 shows, two at a time
+  python -m stamplib notebooks --only 02                  execute notebook 02 into build/notebooks/
+  python -m stamplib COMMAND --help                       one command's flags"""
+
+#: Each command in one line, as the top-level ``--help`` lists it (the builder's longer help
+#: becomes the command's own ``--help`` description).
+COMMANDS = {
+    "run": "compute one cell (a method on one stream), store it",
+    "doctor": "versions, device, where data and models are found",
+    "checkpoints": "list the source networks; import a folder of them",
+    "notebooks": "execute the notebooks headless (build/notebooks/)",
+    "train-source": "train the source network of a data set",
+    "benchmark": "the built-in benchmark: rebuild, draw, compute",
+    "grid": "compute every cell of notebooks, here or on SLURM",
+    "tune": "select hyperparameters by the paper's protocol",
+    "check-method": "check one method against the method contract",
+    "methods": "list the methods and their hyperparameters",
+    "site": "build the executed notebooks into a website",
+    "reference": "the reference run on real images: status, compute",
+    "course": "the course's lab: release student copies, grade",
+    "claims": "judge the paper's claims; render generated pages",
+}
+
+
+class _Commands:
+    """The subcommands as the parser builders add them: a command's one line in the top-level
+    listing comes from :data:`COMMANDS`, its builder's ``help`` becomes its own ``--help``'s
+    description (unless it gives one)."""
+
+    def __init__(self, sub: Any) -> None:
+        self._sub = sub
+
+    def add_parser(self, name: str, *, help: str, **kwargs: Any) -> argparse.ArgumentParser:
+        kwargs.setdefault("description", help)
+        return self._sub.add_parser(name, help=COMMANDS[name], **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = flags.Parser(prog="python -m stamplib", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    """The whole command line. Building it imports no torch (the commands import what they use
+    when they run), so every ``--help`` answers at once."""
+    # The commands are listed by hand: argparse's own listing wraps a long command name onto
+    # a line of its own and adds a line for the COMMAND placeholder.
+    listing = "\n".join(f"  {name:<14}{line}" for name, line in COMMANDS.items())
+    parser = flags.Parser(prog="python -m stamplib", usage="%(prog)s [-h] COMMAND ...",
+                          description=f"{ABOUT}\n\ncommands:\n{listing}", epilog=EXAMPLES,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help=argparse.SUPPRESS,
+                                prog=parser.prog)
     for add in PARSERS:
-        add(sub)
+        add(_Commands(sub))
     return parser
+
+
+def _closed_pipe() -> int:
+    """The reader of our output has gone (``python -m stamplib methods | head -1``): stop without
+    a word, as a program killed by SIGPIPE does (exit 128 + 13). Standard output is pointed at
+    /dev/null first, so that the interpreter's last flush of what the reader will never read
+    raises nothing either (the recipe of Python's ``signal`` documentation, "Note on SIGPIPE")."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor behind sys.stdout (a test's capture)
+        pass
+    return 141
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -751,14 +817,19 @@ def main(argv: list[str] | None = None) -> int:
         # it travels in the run context each command builds.
         args.command_line = shlex.join(["python", "-m", "stamplib", *(sys.argv[1:] if argv is None else argv)])
         return args.func(args)
+    except KeyboardInterrupt:  # Ctrl-C: records are written whole or not at all, so one line says it all
+        return _interrupted()
+    except BrokenPipeError:
+        return _closed_pipe()
     except (ValueError, FileNotFoundError, RuntimeError, MissingExtra) as err:
-        from stamplib.data.downloads import DownloadError
-
         # Bad input (names, values, missing or damaged files, a missing extra): one line naming
         # the fix, no traceback. Any other RuntimeError is a bug or a PyTorch failure: keep its
         # traceback.
-        if isinstance(err, RuntimeError) and not isinstance(err, DownloadError):
-            raise
+        if isinstance(err, RuntimeError):
+            from stamplib.data.downloads import DownloadError  # imports torch: only where needed
+
+            if not isinstance(err, DownloadError):
+                raise
         print("error: " + " ".join(str(err).split()), file=sys.stderr)
         return 2
 

@@ -297,9 +297,10 @@ def _run(spec: RunSpec, stream: Any, context: paths.RunContext, progress: bool) 
     """Run the spec's method over ``stream`` with a tracer: the method as it ended, and the run."""
     device = context.device
     tta = build_method(spec, device, data_root=context.data_root)
-    if progress:  # on stderr, with the progress bar: a script's stdout stays its own
+    if progress:  # where the progress bar goes (progress_file)
         print(f"exploring {spec.method} over {len(stream)} batches of {stream.batch_size} on {device} "
-              "(kept in the results store: exploring this cell again redraws it at once)", file=sys.stderr, flush=True)
+              "(kept in the results store: exploring this cell again redraws it at once)", file=progress_file(),
+              flush=True)
     tracer = _CountingTracer(stream, tta.num_classes, device) if progress else StreamTracer(stream, tta.num_classes, device)
     try:
         result = run_stream(tta, stream, device, tracer=tracer)
@@ -316,8 +317,7 @@ class _CountingTracer(StreamTracer):
 
     def __init__(self, stream: Any, num_classes: int, device: str) -> None:
         super().__init__(stream, num_classes, device)
-        # On stderr, beside the progress line: a script's stdout stays its own.
-        self.bar = tqdm_text(total=len(stream), desc="batches", unit="batch", file=sys.stderr)
+        self.bar = tqdm_text(total=len(stream), desc="batches", unit="batch", file=progress_file())
 
     def end(self, batch: Any, report: Any = None) -> None:
         super().end(batch, report)
@@ -406,6 +406,15 @@ def _ipython() -> Any:
     except ImportError:
         return None
     return IPython
+
+
+def progress_file() -> Any:
+    """Where the explorer's progress goes: standard output in a Jupyter kernel, since JupyterLab
+    draws a kernel's stderr in a pink box that reads as an error; stderr elsewhere, so that a
+    script's standard output stays its own."""
+    ipython = _ipython()
+    shell = ipython.get_ipython() if ipython is not None else None
+    return sys.stdout if getattr(shell, "kernel", None) is not None else sys.stderr
 
 
 def _in_a_live_kernel() -> bool:

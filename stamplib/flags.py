@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from stamplib import paths
-from stamplib.validation import literal_or_text
+from stamplib.validation import check_seed, literal_or_text
 
 PROFILES = ("smoke", "quick", "full")
 
@@ -56,6 +56,19 @@ def read_device(text: str) -> str:
     """``--device``'s reading: :func:`stamplib.paths.parse_device`."""
     try:
         return paths.parse_device(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def read_seed(text: str) -> int:
+    """``--seed``'s reading: a whole number in the range :func:`stamplib.validation.check_seed`
+    allows (a huge one is refused here, not by the random generator it would seed)."""
+    try:
+        value: object = int(text)
+    except ValueError:
+        value = text  # not a whole number: check_seed says so
+    try:
+        return check_seed(value)
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
 

@@ -67,6 +67,26 @@ def _executor() -> Any:
     return _papermill()
 
 
+def kernel_config() -> Any:
+    """The settings of the kernel manager that starts each notebook's kernel: Jupyter's own
+    transport encryption (``KernelManager.transport_encryption = "auto"``: the manager gives
+    the kernel CurveZMQ keys where its kernelspec declares support, as ipykernel's does).
+
+    Why: ipykernel logs "Kernel is running over TCP without encryption" at the start of every
+    kernel on plain TCP, so each notebook run_all.sh renders printed it. Encryption is the
+    warning's own remedy; its other one, IPC transport, puts the sockets at a path relative to
+    each process's folder, and a notebook's kernel runs in notebooks/, not where the runner does.
+    Where pyzmq lacks CurveZMQ or jupyter_client predates the setting, nothing is set (the
+    warning is then true)."""
+    import zmq
+    from jupyter_client.manager import KernelManager
+    from traitlets.config import Config
+
+    if not zmq.has("curve") or not KernelManager.class_traits().get("transport_encryption"):
+        return Config()
+    return Config({"KernelManager": {"transport_encryption": "auto"}})
+
+
 def notebook_parameters(nb: Path) -> dict[str, Any]:
     return _papermill().inspect_notebook(str(nb))
 
@@ -111,6 +131,7 @@ def execute(
                 cwd=str(nb.parent),
                 progress_bar=progress,
                 execution_timeout=timeout,
+                config=kernel_config(),
             )
     except papermill.PapermillExecutionError as err:
         cell = err.exec_count if err.exec_count is not None else err.cell_index

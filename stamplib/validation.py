@@ -160,9 +160,15 @@ def check_bool(name: str, value: object) -> bool:
     return value
 
 
+#: The largest seed. A seed seeds torch generators (at most 2**64 - 1, and a stream adds an
+#: offset to it: ``stamplib.data.streams``) and numpy generators (any size), and is a column of
+#: the records' DataFrames (int64): 2**63 - 1 leaves room for the offsets and fits the column.
+MAX_SEED = 2**63 - 1
+
+
 def check_seed(seed: object) -> int:
-    if not is_int(seed) or int(seed) < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    if not is_int(seed) or not 0 <= int(seed) <= MAX_SEED:
+        raise ValueError(f"seed must be a non-negative integer up to 2**63 - 1 ({MAX_SEED}), got {seed!r}")
     return int(seed)
 
 

@@ -168,19 +168,41 @@ def _ensure(resource: str, target: Path, root: Path, download: bool, extra: str 
 # --------------------------------------------------------------------------- generic sources
 
 
-def load_npz(path: str | os.PathLike, *, require_labels: bool = True) -> ImageSet:
-    """An ``.npz`` holding ``images`` (uint8 N×H×W×3) and ``labels`` (int, N)."""
+def _looks_like(head: bytes) -> str:
+    """What a file that is no zip archive looks like, from its first bytes."""
+    if not head:
+        return "it is empty"
+    if head.startswith(b"\x93NUMPY"):
+        return "it is a single .npy array"
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as err:
+        if err.start < len(head) - 3:  # not merely a character cut at the end of the bytes read
+            return "it is binary, not a zip archive"
+    return "it looks like text" if b"\x00" not in head else "it is binary, not a zip archive"
+
+
+def check_npz(path: str | os.PathLike) -> Path:
+    """``path`` if it is an .npz archive (a zip file); else one DatasetNotFound or
+    DatasetFormatError saying what it is and what to write. Checked before ``np.load``, which
+    would read text as a pickle and refuse it with a message about ``allow_pickle``."""
     path = Path(path)
     if not path.is_file():
         raise DatasetNotFound(
             f"{path} does not exist; write one with np.savez(path, images=uint8 N×H×W×3, labels=int N)"
         )
     with open(path, "rb") as fh:
-        magic = fh.read(4)
-    if magic != b"PK\x03\x04":  # np.load would read text as a pickle, and a .npy as one array
+        head = fh.read(512)
+    if not head.startswith(b"PK\x03\x04"):
         raise DatasetFormatError(
-            f"{path} is not an .npz archive; expected one holding 'images' (uint8 N×H×W×3) and 'labels' "
-            "(int N), as np.savez(path, images=..., labels=...) writes")
+            f"{path} is not an .npz archive ({_looks_like(head)}); expected one holding 'images' (uint8 "
+            "N×H×W×3) and 'labels' (int N), as np.savez(path, images=..., labels=...) writes")
+    return path
+
+
+def load_npz(path: str | os.PathLike, *, require_labels: bool = True) -> ImageSet:
+    """An ``.npz`` holding ``images`` (uint8 N×H×W×3) and ``labels`` (int, N)."""
+    path = check_npz(path)
     try:
         with np.load(path, allow_pickle=False) as z:
             if "images" not in z.files:

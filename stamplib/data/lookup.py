@@ -70,7 +70,7 @@ def _scheme_dataset(name: str, scheme: str, path: str) -> Dataset:
     if scheme == "npz":
         if not Path(probe).is_file():
             raise loaders.DatasetNotFound(f"{probe} does not exist (from dataset {name!r})")
-        with np.load(probe, allow_pickle=False) as z:  # labels only: cheap, decides C
+        with np.load(loaders.check_npz(probe), allow_pickle=False) as z:  # labels only: cheap, decides C
             if "labels" not in z.files:
                 raise loaders.DatasetFormatError(f"{probe}: no 'labels' array; an ID set needs labels")
             classes = int(np.asarray(z["labels"]).max()) + 1

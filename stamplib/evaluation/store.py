@@ -498,14 +498,19 @@ class ResultsStore:
 
     def records(self) -> list[Record]:
         """Every record that may be served. Temporary files of a killed writer (``.tmp-*``,
-        hidden) are skipped; stale records are set aside with a warning, and a sealed store that
-        differs from its manifest is refused (module docstring)."""
+        hidden) are skipped, and so, with a warning, is anything named like a record that is no
+        file (a folder ``x.json``); stale records are set aside with a warning, and a sealed store
+        that differs from its manifest is refused (module docstring)."""
         out = []
         kept = self.outputs_kept
         if self.sealed:
             self._check_manifest()
         for p in sorted(self.root.glob("*.json")):
             if p.name.startswith("."):  # pathlib's glob, unlike a shell's, matches dot files
+                continue
+            if not p.is_file():  # a folder named like a record: not ours to move, only to skip
+                warnings.warn(f"{p} is not a file, so not a record: skipped (move it out of the results store)",
+                              stacklevel=2)
                 continue
             record = self._load(p, kept)
             if record is not None:

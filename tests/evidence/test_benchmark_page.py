@@ -111,9 +111,9 @@ def test_the_networks_table_gives_each_networks_diagnostic_and_its_order_of_the_
             per = {c: {"acc": value, "auroc": value, "h": value} for c in spec.corruptions}
             store.put(Record.from_json({"key": spec.key(), "spec": spec.to_dict(), "per_corruption": per,
                                         "mean": {"acc": value, "auroc": value, "h": value}}))
-    diagnostics = tuple(networks.NetworkDiagnostic("cifar10_jpeg", k, f"ResNet18_10_jpeg{'_seed%d' % k if k else ''}",
-                                                   "0" * 64, 0.87, 2000, 2000, 70.0, "truck", 0.9, 0.4, 0.8, 0.9)
-                        for k in range(3))
+    names = ("ResNet18_10_jpeg", "ResNet18_10_jpeg_seed1", "ResNet18_10_jpeg_seed2")
+    diagnostics = tuple(networks.NetworkDiagnostic("cifar10_jpeg", k, name, "0" * 64, 0.87, 2000, 2000, 70.0, "truck",
+                                                   0.9, 0.4, 0.8, 0.9) for k, name in enumerate(names))
     j = pages.Judged(benchmarks.REFERENCE, pages.RecordsSnapshot(tmp_path), (), diagnostics)
     table = pages.networks_table([j])
     rows = [line for line in table.splitlines() if line.startswith("| reference")]
