@@ -1,16 +1,21 @@
-"""Every claim's verdict before and after, on both benchmarks, and which changed and why.
+"""Every claim's verdict before and after, on both benchmarks, and what changed it: the rule, the
+source networks, or both.
 
-Before: ``docs/claims.md`` as committed at ``--before`` (default 038b858, the page before the
-ledger was held to the paper's protocol), read from git. After: the ledger judged now on the
-committed records (:func:`stamplib.evidence.judge.judge_all` over each benchmark's evidence, the
-fifteen corruptions first). A claim is matched by its words (a reworded one through
-:data:`RENAMED`). "Within the seed spread" before and "within the noise" after are the same
-verdict under two names. Why a verdict changed, in order: the claim is new or removed; it needs
-the paper's stream length; it now rests on fifteen corruptions; STAMP's records from another CPU
-kind change it; a seed's margin is a tie under the new rule; otherwise the rule (yes / no now
-need the 95 % interval, a t-interval, to exclude zero).
+Before: ``docs/claims.md`` as committed at ``--before`` (default 0e2ba8d, the page before source
+networks became replicates and the rule read the interval alone), read from git. After: the ledger
+judged now on the committed records (:func:`stamplib.evidence.judge.judge_benchmark`). Between the
+two stands the new rule on the old evidence — the designs of one network that decided before
+(network 0 under its stream seeds) — so that a change is put down to
 
-Usage: PYTHONPATH=$PWD .venv/bin/python tools/claims_before_after.py [--before 038b858] [--markdown]
+* **rule**: the old verdict differs from the new rule's on the old evidence;
+* **networks**: the new rule reads otherwise on the source networks as replicates than on one
+  network's streams;
+* **both**.
+
+"within the noise" before is the old rule's word for what now reads *undecided* or *smaller than
+the paper's*: that change of words is the rule's.
+
+Usage: PYTHONPATH=$PWD .venv/bin/python tools/claims_before_after.py [--before 0e2ba8d] [--markdown]
 """
 
 from __future__ import annotations
@@ -19,17 +24,8 @@ import argparse
 import subprocess
 
 from stamplib import paths
-from stamplib.evaluation.store import ResultsStore
-from stamplib.evidence import judge, ledger
-
-#: Old words → the claim's key, where the words changed.
-RENAMED = {"Self-weighting raises AUROC over S.A.+D.S.": "ablation_self_weight_auroc"}
-#: Claims the page had that the paper does not make, and why they left.
-REMOVED = {"STAMP's H-score drops least as the outlier share grows from 5 % to 50 %":
-           "removed: Table 6 shows STAMP alone, so the paper makes no such comparison",
-           "Each row of the ablation adds to the one before it (H rises down Table 5)":
-           "removed: Table 5's rows are not nested and the paper claims no such order"}
-SAME = {"within the seed spread": judge.NOISE}
+from stamplib.evidence import benchmarks, judge, pages
+from stamplib.evidence.judge import Verdict
 
 
 def before_verdicts(commit: str) -> dict[str, tuple[str, str]]:
@@ -43,59 +39,62 @@ def before_verdicts(commit: str) -> dict[str, tuple[str, str]]:
     found = {}
     for line in rows[2:]:
         cells = [c.strip() for c in line.strip("|").split("|")]
-        found[cells[0]] = (cells[built].strip("*"), cells[ref].strip("*"))
+        if len(cells) > max(built, ref):
+            found[cells[0]] = (_word(cells[built]), _word(cells[ref]))
     return found
 
 
-def reading_now(verdict: judge.Verdict) -> str:
-    """The verdict now, with what it rests on where it rests on records (:meth:`judge.Verdict.evidence`)."""
-    if verdict.needs_data or verdict.needs_stream or not verdict.decided_seeds:
-        return verdict.answer
-    return f"{verdict.answer} [{verdict.evidence()}]"
+def _word(cell: str) -> str:
+    """The bare verdict of an old cell: ``**within the noise** (1 of 5 seeds hold, …)`` → ``within the noise``."""
+    return cell.split("**")[1] if cell.startswith("**") else cell
 
 
-def why(before: str, verdict: judge.Verdict) -> str:
-    after = verdict.verdict
-    if SAME.get(before, before) == after and (verdict.complete or verdict.needs_data):
-        return ""
-    if verdict.needs_stream:
-        return "stream length: a short stream cannot decide it"
-    if len(verdict.benchmark.corruptions) > 3:
-        return f"corruptions: now over {len(verdict.benchmark.corruptions)} ({verdict.evidence()})"
-    if verdict.cpu_note:
-        return f"CPU: {verdict.cpu_note}"
-    if after == judge.TIE:
-        return "rule: every seed's margin rounds to zero (tie)"
-    if not verdict.complete:
-        return f"seeds: {verdict.answer}"
-    if before in ("yes", "no") and after == judge.NOISE:
-        low, high = verdict.interval
-        return (f"rule: every seed {'holds' if before == 'yes' else 'fails'}, but the 95 % t-interval "
-                f"{low:+.1f} to {high:+.1f} reaches zero")
-    return "rule"
+def _bare(word: str) -> str:
+    return word.split(" (")[0]
+
+
+def old_evidence(benchmark: benchmarks.Benchmark) -> tuple[benchmarks.Design, ...]:
+    """The benchmark's designs of one network: what decided before networks became replicates."""
+    return tuple(d for d in benchmark.designs if not d.varies_networks)
+
+
+def cause(before: str, on_old: Verdict, now: Verdict) -> str:
+    """``rule``, ``networks``, ``both`` or empty (module docstring)."""
+    old, mid, new = _bare(before), _bare(on_old.label), _bare(now.label)
+    by_rule = old != mid
+    by_networks = mid != new
+    return {(True, True): "both", (True, False): "rule", (False, True): "networks"}.get((by_rule, by_networks), "")
+
+
+def reading(verdict: Verdict) -> str:
+    if verdict.needs_data or verdict.needs_stream or len(verdict.margins) < 2:
+        return verdict.label
+    return f"{verdict.label} [{verdict.design.title}]"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--before", default="038b858", help="the commit whose docs/claims.md is 'before'")
+    parser.add_argument("--before", default="0e2ba8d", help="the commit whose docs/claims.md is 'before'")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     args = parser.parse_args()
     old = before_verdicts(args.before)
     root = paths.repo_root()
-    built = judge.judge_all(ResultsStore(root / "results" / "builtin_benchmark"), ledger.BUILTIN_EVIDENCE)
-    ref = judge.judge_all(ResultsStore(root / "results" / "reference"), ledger.REFERENCE_EVIDENCE)
-    by_words = {RENAMED.get(w, ""): v for w, v in old.items() if w in RENAMED}
     rows = []
-    for b, r in zip(built, ref):
-        was = old.get(b.claim.words) or by_words.get(b.claim.key)
+    per_benchmark = []
+    for benchmark in benchmarks.BENCHMARKS:
+        store = pages.RecordsSnapshot(root / benchmark.store)
+        now = judge.judge_benchmark(benchmark, store)
+        earlier = judge.judge_benchmark(benchmarks.Benchmark(benchmark.name, benchmark.title, benchmark.store,
+                                                             old_evidence(benchmark)), store)
+        per_benchmark.append((now, earlier))
+    (built, built_old), (ref, ref_old) = per_benchmark
+    for b, bo, r, ro in zip(built, built_old, ref, ref_old):
+        was = old.get(b.claim.words) or old.get(judge.claim_text(b.claim))
         if was is None:
-            rows.append((b.claim.key, "—", reading_now(b), "new claim", "—", reading_now(r), "new claim"))
+            rows.append((b.claim.key, "—", reading(b), "new claim", "—", reading(r), "new claim"))
             continue
-        rows.append((b.claim.key, was[0], reading_now(b), why(was[0], b), was[1], reading_now(r), why(was[1], r)))
-    for words, reason in REMOVED.items():
-        was = old.get(words, ("—", "—"))
-        rows.append((words, was[0], "—", reason, was[1], "—", reason))
-    head = ("claim", "built-in before", "built-in after", "why", "reference before", "reference after", "why")
+        rows.append((b.claim.key, was[0], reading(b), cause(was[0], bo, b), was[1], reading(r), cause(was[1], ro, r)))
+    head = ("claim", "built-in before", "built-in after", "cause", "reference before", "reference after", "cause")
     if args.markdown:
         print("| " + " | ".join(head) + " |\n|" + " --- |" * len(head))
         for row in rows:
@@ -103,8 +102,9 @@ def main() -> None:
     else:
         for row in rows:
             print(" · ".join(row))
-    changed = sum(1 for row in rows for w in (row[3], row[6]) if w)
-    print(f"\n{len(rows)} claims; {changed} of {2 * len(rows)} verdicts changed or are new or removed")
+    causes = [c for row in rows for c in (row[3], row[6]) if c]
+    print(f"\n{len(rows)} claims; {len(causes)} of {2 * len(rows)} verdicts changed: "
+          + ", ".join(f"{causes.count(c)} by {c}" for c in ("rule", "networks", "both") if c in causes))
 
 
 if __name__ == "__main__":
