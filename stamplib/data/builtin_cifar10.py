@@ -82,6 +82,12 @@ def checkpoint_file(name: str, folder: Path | None = None) -> Path:
     folder = folder or FOLDER
     if name not in CHECKPOINTS:
         raise ValueError(f"{name!r} is no built-in checkpoint; they are {', '.join(CHECKPOINTS)}")
+    if f"{name}.pt" not in recorded_sums(folder):
+        raise PackageDataError(
+            f"{name} is not shipped in {folder} yet: train it with `python -m stamplib train-source --dataset "
+            f"{'cifar10_jpeg_8_2' if '_8_' in name else 'cifar10_jpeg'} --recipe compact --seed "
+            f"{name.rpartition('_seed')[2]} --data-root DIR` (and its pair), then `python -m stamplib benchmark build "
+            "--data-root DIR`")
     verify(folder, (f"{name}.pt", f"{name}.json"))
     return folder / f"{name}.pt"
 
@@ -153,6 +159,12 @@ def _pack(folder: Path, per_class: int) -> dict[str, np.ndarray]:
     }
 
 
+def _pair(name: str) -> tuple[str, str]:
+    """The two settings' networks of the same seed as ``name`` (a network ships with its pair)."""
+    suffix = name.removeprefix("ResNetTiny_10_jpeg").removeprefix("ResNetTiny_8_jpeg")
+    return tuple(f"{base}{suffix}" for base in BASE_CHECKPOINTS)  # type: ignore[return-value]
+
+
 def _same_arrays(path: Path, arrays: dict[str, np.ndarray]) -> bool:
     """Whether the ``.npz`` at ``path`` holds exactly ``arrays`` (names, dtypes and values)."""
     if not path.is_file():
@@ -178,7 +190,10 @@ def build(photographs: Path, checkpoint_dir: Path, out: Path | None = None, per_
               for key, value in _pack(photographs / split, per_class).items()}
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)  # JPEG bytes do not compress further
-    files = [checkpoint_dir / f"{n}{s}" for n in CHECKPOINTS for s in (".pt", ".json")]
+    # Network 0 of both settings is the benchmark; networks 1–4 ship as their pairs are trained.
+    found = [n for n in CHECKPOINTS if n in BASE_CHECKPOINTS or all(
+        (checkpoint_dir / f"{m}{s}").is_file() for m in _pair(n) for s in (".pt", ".json"))]
+    files = [checkpoint_dir / f"{n}{s}" for n in found for s in (".pt", ".json")]
     if missing := [f for f in files if not f.is_file()]:
         raise FileNotFoundError(
             f"missing {', '.join(map(str, missing))}: train them first with `python -m stamplib train-source "
