@@ -13,6 +13,11 @@ An installed package can give it a short name instead, through an entry point in
     [project.entry-points."stamplib.methods"]
     confident_tent = "my_tta.confident_tent:ConfidentTent"
 
+It registers no name of its own, so it is not a file of ``stamplib/methods/`` as it is: copied
+there, ``check-method`` says to put ``@register("name")`` above its class (the package's own
+methods are such files; docs/architecture.md, "Adding a method"). The README's words for this
+template are followed on a scratch copy of the package by ``tests/recipes/test_method_template.py``.
+
 What a method must do (``stamplib.methods.base.TTAMethod``): hold its hyperparameters in a
 frozen config, one ``fallback_config`` for every setting (as here) or one per hyperparameter
 setting in ``configs`` (the five settings of the paper, each falling back to

@@ -1,10 +1,11 @@
 """The package's shape (docs/internals.md): no import cycle, and every layer imports only
 the layers below it. Imports are read from the source, function-level ones included, so a
-cycle cannot hide inside a function."""
+cycle cannot hide inside a function. The page's table of test folders is the folders of tests/."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import stamplib
@@ -127,3 +128,17 @@ def test_the_graph_sees_every_kind_of_import() -> None:
     assert "stamplib.data.registry" in GRAPH["stamplib.data.catalog"]  # from-import of names
     assert "stamplib.data.loaders" in GRAPH["stamplib.data.catalog"]  # function-level import
     assert "stamplib.evaluation.runner" in GRAPH["stamplib"]
+
+
+def test_the_architecture_page_lists_every_test_folder() -> None:
+    """docs/architecture.md's Tests table names each folder of tests/ once, each with a line on
+    what it holds, and no folder that is gone."""
+    tests = Path(__file__).resolve().parent
+    page = (tests.parent / "docs" / "architecture.md").read_text()
+    section = page[page.index("\n## Tests\n"):]
+    rows = re.findall(r"^\| `tests/([^`/]+)/` \| (.*) \|$", section, re.M)
+    listed = [folder for folder, _ in rows]
+    on_disk = sorted(p.name for p in tests.iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert sorted(listed) == on_disk and len(set(listed)) == len(listed), (
+        f"docs/architecture.md's Tests table lists {sorted(listed)}; tests/ holds {on_disk}")
+    assert all(len(what.strip()) > 10 for _, what in rows), rows

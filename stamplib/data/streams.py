@@ -114,12 +114,16 @@ SCHEDULES = ("episodic", "continual", "mixed", "gradual")
 SCHEDULE_FLAGS = {"continual": "continual", "mixed": "mixed_domains", "gradual": "gradual"}
 
 
-def option(default: Any, check: Callable[[Any], Any], *, run_level: bool = False) -> Any:
+def option(default: Any, check: Callable[[Any], Any], *, run_level: bool = False,
+           orders: Callable[[Any], bool] | None = None) -> Any:
     """A field of :class:`StreamSpec`: its default, the check that returns its value in canonical
-    form (or raises a ValueError saying what to give), and ``run_level`` for the options the
+    form (or raises a ValueError saying what to give), ``run_level`` for the options the
     runner reads (how the stream is fed) rather than :func:`build_stream` (how it is made), so
-    that the stream cache shares one stream between them."""
-    return field(default=default, metadata={"check": check, "run_level": run_level})
+    that the stream cache shares one stream between them, and ``orders`` for an option that
+    orders the samples: whether a value of it does. The mixed schedule shuffles every corruption's
+    samples into one stream (:func:`interleave`), which would undo that order without a word, so
+    :class:`StreamSpec` refuses the two together."""
+    return field(default=default, metadata={"check": check, "run_level": run_level, "orders": orders})
 
 
 def _check_schedule(schedule: object) -> str:
@@ -152,14 +156,18 @@ class StreamSpec:
       arrives at a constant speed, so a method whose step costs C(g) plain forwards adapts only
       on every C(g)-th batch; ``relative_speed`` fixes C(g) by hand (0: measured in the run).
 
+    Options that cannot combine are refused in one line naming both: the mixed schedule with an
+    order (Dirichlet δ, ``sorted``, outlier bursts: :func:`option`'s ``orders``), which its
+    shuffle would undo, and the realistic protocol with the mixed or gradual schedule.
+
     A RunSpec's key holds the fields not at their defaults (:meth:`key_fields`), so a key
     written before a field existed stays what it was.
     """
 
     schedule: str = option("episodic", _check_schedule, run_level=True)
-    dirichlet: float = option(0.0, validation.check_dirichlet)
-    label_shift: str = option("", _check_label_shift)
-    outlier_burst: int = option(0, validation.check_outlier_burst)
+    dirichlet: float = option(0.0, validation.check_dirichlet, orders=bool)
+    label_shift: str = option("", _check_label_shift, orders=lambda shift: LabelShift.parse(shift).sorted)
+    outlier_burst: int = option(0, validation.check_outlier_burst, orders=bool)
     batch_size: int = option(64, _check_batch_size)
     realistic: bool = option(False, _check_realistic, run_level=True)
     relative_speed: int = option(0, validation.check_relative_speed, run_level=True)
@@ -174,6 +182,12 @@ class StreamSpec:
         if self.realistic and self.schedule in ("mixed", "gradual"):
             raise ValueError("the realistic protocol runs on the paper's streams and the continual one; leave "
                              "the schedule episodic or continual (no mixed_domains, no gradual) with realistic=True")
+        if self.schedule == "mixed":
+            for f in dataclasses.fields(self):
+                value = getattr(self, f.name)
+                if f.metadata["orders"] is not None and f.metadata["orders"](value):
+                    raise ValueError(f"schedule='mixed' shuffles every corruption's samples into one stream, which "
+                                     f"would undo the order {f.name}={value!r} makes: give one of the two")
 
     @property
     def resets_per_corruption(self) -> bool:

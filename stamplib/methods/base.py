@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import sys
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -477,11 +478,28 @@ def method_class(name: str) -> type[TTAMethod]:
             ) from exc
         _add_outside(name, cls, name)
     if name not in _REGISTRY:
-        raise ValueError(
+        raise ValueError(_unregistered(name) or (
             f"unknown method {name!r}; available: {', '.join(available())}, or an outside method as "
             "package.module:Class"
-        )
+        ))
     return _REGISTRY[name]
+
+
+def _unregistered(name: str) -> str | None:
+    """What to do when ``name`` is a file of this package that defines a method but registers
+    none (templates/my_method.py dropped in as it is, say): the package's own loop imported it."""
+    module = sys.modules.get(f"{__package__}.{name}")
+    if module is None or module.__name__ == __name__:
+        return None
+    registered = set(_REGISTRY.values())
+    classes = [value.__name__ for value in vars(module).values()
+               if isinstance(value, type) and issubclass(value, TTAMethod)
+               and value.__module__ == module.__name__ and value not in registered]
+    if not classes:
+        return None
+    return (f"stamplib/methods/{name}.py defines {', '.join(classes)} but registers no method: put "
+            f"@register({name!r}) (stamplib.methods.base) above its class (docs/architecture.md, \"Adding a "
+            "method\"), or keep the file outside the package and name it package.module:Class")
 
 
 def check_setting(setting: str) -> str:

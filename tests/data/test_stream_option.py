@@ -81,3 +81,10 @@ def test_a_new_stream_option_is_one_file_and_runs_end_to_end(tmp_path: Path, dig
                           "--stream", "reverse=maybe", "--results", str(tmp_path / "results")],
                          capture_output=True, text=True, env=env, cwd=copy.parent, timeout=600)
     assert bad.returncode == 2 and bad.stderr == "error: stream option 'reverse' takes true or false, got 'maybe'\n"
+    # It orders the samples (orders=bool), so the mixed schedule, whose shuffle would undo it, refuses it.
+    mixed = subprocess.run([sys.executable, "-m", "stamplib", "run", "--method", "source", "--profile", "smoke",
+                            "--corruptions", "fog,snow", "--mixed-domains", "--stream", "reverse=true", "--results",
+                            str(tmp_path / "results")], capture_output=True, text=True, env=env, cwd=copy.parent,
+                           timeout=600)
+    assert mixed.returncode == 2 and mixed.stderr.startswith("error: schedule='mixed' shuffles") and \
+        "reverse=True" in mixed.stderr and len(mixed.stderr.splitlines()) == 1, mixed.stderr

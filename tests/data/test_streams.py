@@ -3,6 +3,7 @@ splits, closed set, batching — on small files in the real formats under a temp
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import shutil
 from pathlib import Path
@@ -368,6 +369,33 @@ def test_outlier_bursts_are_runs_of_the_given_length_between_id_samples() -> Non
     assert _switches(labels) > 800  # the ID order itself stays i.i.d.
     with pytest.raises(ValueError, match="longer outlier_burst"):
         streams.stream_order(torch.arange(3), 10, seed=0, stream=StreamSpec(outlier_burst=1))
+
+
+@pytest.mark.parametrize("order", [dict(dirichlet=0.1), dict(outlier_burst=8), dict(label_shift="sorted"),
+                                   dict(label_shift="imbalance:10+sorted")])
+def test_the_mixed_schedule_refuses_an_order_its_shuffle_would_undo(order: dict) -> None:
+    """interleave shuffles every corruption's samples into one stream: an order would be dropped
+    without a word, so the pair is one line naming both, whichever way the spec is built."""
+    ((name, value),) = order.items()
+    for build in (lambda: StreamSpec(schedule="mixed", **order),
+                  lambda: StreamSpec(**order).with_(schedule="mixed"),
+                  lambda: StreamSpec.from_key_fields(mixed_domains=True, **order),
+                  lambda: StreamSpec.parse({"schedule": "mixed", name: str(value)})):
+        with pytest.raises(ValueError) as refused:
+            build()
+        message = str(refused.value)
+        assert "\n" not in message and "schedule='mixed'" in message and f"{name}={value!r}" in message, message
+    for schedule in ("episodic", "continual", "gradual"):  # the other schedules keep each stream's order
+        assert StreamSpec(schedule=schedule, **order).schedule == schedule
+
+
+def test_the_mixed_schedule_keeps_what_its_shuffle_does_not_undo() -> None:
+    """The long tail is which samples the stream holds, and the batch size how it is cut: both
+    survive the shuffle; the options that order the samples are exactly the three refused above."""
+    for kept in (dict(label_shift="imbalance:10"), dict(batch_size=16), dict(dirichlet=0.0, outlier_burst=0)):
+        assert StreamSpec(schedule="mixed", **kept).schedule == "mixed"
+    ordering = {f.name for f in dataclasses.fields(StreamSpec) if f.metadata["orders"] is not None}
+    assert ordering == {"dirichlet", "label_shift", "outlier_burst"}
 
 
 def test_harder_options_are_refused_clearly() -> None:

@@ -247,6 +247,7 @@ def test_the_stream_flags_make_one_stream_object(tmp_path: Path, monkeypatch: py
                                         StreamSpec(schedule="continual", outlier_burst=8)]
     assert cli.main([*base, "--batch-size", "8", "--stream", "batch_size=4"]) == 2
     assert cli.main([*base, "--continual", "--gradual"]) == 2
+    assert cli.main([*base, "--corruptions", "fog,snow", "--mixed-domains", "--stream", "outlier_burst=8"]) == 2
 
 
 def test_a_record_computed_from_the_command_line_names_the_command(tmp_path: Path, digits_model) -> None:
