@@ -172,23 +172,6 @@ def check_seed(seed: object) -> int:
     return int(seed)
 
 
-def check_network(network: object, dataset: str) -> int:
-    """A source network's training seed for ``dataset``: 0 for any data set, k >= 1 only where the
-    data set's source network is trained by a recipe of ours (another seed of it can exist)."""
-    if not is_int(network) or int(network) < 0:
-        raise ValueError(f"network must be a non-negative integer (the source network's training seed), got {network!r}")
-    if int(network) == 0:
-        return 0
-    from stamplib import data
-    from stamplib.models import checkpoints
-
-    entry = checkpoints.REGISTRY.get(data.dataset(dataset).checkpoint)
-    if entry is None or entry.recipe is None:
-        raise ValueError(f"dataset {dataset!r} has one source network (network=0): its checkpoint is not trained by a "
-                         "recipe of ours, so no other seed of it exists")
-    return int(network)
-
-
 def check_positive_int(name: str, value: object, hint: str = "") -> int:
     """``value`` as an int ≥ 1; ``hint`` (e.g. "the paper uses 64") goes into the message."""
     if not is_int(value) or int(value) < 1:

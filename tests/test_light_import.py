@@ -66,7 +66,9 @@ def test_import_stamplib_and_a_smoke_run_load_nothing_above_the_run(tmp_path: Pa
     """The README's example with the cheapest method (a forward per batch): the run path is the same."""
     loaded = loaded_by(dict(method="source", dataset="cifar10_builtin", outliers="noise", profile="smoke"),
                        tmp_path / "results")
-    assert "stamplib.evaluation.runner" in loaded["import"] and list((tmp_path / "results").glob("source__*.json"))
+    # `import stamplib` loads its names on first use (a few modules); the run loads the run path.
+    assert len(loaded["import"]) <= 5 and "stamplib.evaluation.runner" in loaded["run"]
+    assert list((tmp_path / "results").glob("source__*.json"))
     assert above_the_run(loaded["import"]) == [] and above_the_run(loaded["run"]) == [], loaded
 
 

@@ -15,6 +15,22 @@ from stamplib.evaluation.profiles import get_profile
 _LATER_FIELDS: dict[str, Any] = {"setting": "", "network": 0}
 
 
+def check_network(network: object, dataset: str) -> int:
+    """A source network's training seed for ``dataset``: 0 for any data set, k >= 1 only where the
+    data set's source network is trained by a recipe of ours (another seed of it can exist)."""
+    if not validation.is_int(network) or int(network) < 0:
+        raise ValueError(f"network must be a non-negative integer (the source network's training seed), got {network!r}")
+    if int(network) == 0:
+        return 0
+    from stamplib.models import checkpoints
+
+    entry = checkpoints.REGISTRY.get(data.dataset(dataset).checkpoint)
+    if entry is None or entry.recipe is None:
+        raise ValueError(f"dataset {dataset!r} has one source network (network=0): its checkpoint is not trained by a "
+                         "recipe of ours, so no other seed of it exists")
+    return int(network)
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """Everything that determines a result.
@@ -60,7 +76,7 @@ class RunSpec:
         object.__setattr__(self, "severity", validation.check_severity(self.severity))
         validation.check_outlier_ratio(self.outlier_ratio)
         object.__setattr__(self, "seed", validation.check_seed(self.seed))
-        object.__setattr__(self, "network", validation.check_network(self.network, self.dataset))
+        object.__setattr__(self, "network", check_network(self.network, self.dataset))
         get_profile(self.profile)
         if not isinstance(self.stream, data.StreamSpec):
             raise ValueError(f"stream is a stamplib.data.StreamSpec (e.g. StreamSpec(schedule='continual')), "
