@@ -9,16 +9,19 @@
 #   graphs       (GRAPHS=0 skips it and graph_check) the benchmark with --replay-graphs (the network's kernels as CUDA graphs) for
 #                GRAPH_METHODS (tracing costs seconds per network: the launch-bound ones)
 #   graph_check  tests/cuda's comparison of those methods with and without the graphs
-#   cells        the reference run's missing cells of CELLS (default claims: what the ledger's
-#                claims still need over seeds 0-2, the claim cheapest to complete first; extras:
-#                the optional cells), with DATA_ROOT a data root holding the JPEG CIFAR-10 and the
-#                checkpoints on $STAMPLIB_CHECKPOINT_PATH, in the time left before DEADLINE
-#                seconds, into OUT/reference (copy its records into results/reference);
-#                claims_all: the same over all 15 corruptions for all ten methods (the ledger's
-#                fifteen-corruption reference cells). Resumable: each call starts from the records
-#                of results/reference, so a session copies OUT/reference/*.json (and .outputs.npz)
+#   cells        the reference run's missing cells of CELLS: a design of the reference benchmark
+#                (default networks: setting (a) over the three ResNet-18 networks; fifteen: network 0
+#                over all 15 corruptions, every claim; three: network 0 over three; `python -m
+#                stamplib claims status` counts them), computed by `claims compute --benchmark
+#                reference --design CELLS`, the claim cheapest to complete first; or a group of
+#                `reference compute --cells` (core, extras, all, stress, seeds). DATA_ROOT is a data
+#                root holding the JPEG CIFAR-10, the checkpoints lie on $STAMPLIB_CHECKPOINT_PATH;
+#                it runs in the time left before DEADLINE seconds, into OUT/reference (copy its
+#                records into results/reference, then `python tools/seal_evidence.py
+#                results/reference`). Resumable: each call starts from the records of
+#                results/reference, so a session copies OUT/reference/*.json (and .outputs.npz)
 #                into results/reference between calls of under 10 minutes each, e.g.
-#                  CELLS_ONLY=1 CELLS=claims_all DEADLINE=540 DATA_ROOT=<data> OUT=<folder> benchmarks/gpu_session.sh
+#                  CELLS_ONLY=1 CELLS=fifteen DEADLINE=540 DATA_ROOT=<data> OUT=<folder> benchmarks/gpu_session.sh
 # CELLS_ONLY=1 skips every measurement above and goes straight to the cells.
 # Each step has its own time limit, so one that runs long cannot starve the others; the JSON
 # reports are written after every method. Everything goes to OUT: session.log, before.json,
@@ -78,6 +81,12 @@ fi  # CELLS_ONLY
 left=$(( ${DEADLINE:-100000} - SECONDS - 20 ))
 if [[ -n ${DATA_ROOT:-} && $left -gt 30 ]]; then
     mkdir -p "$out/reference" && cp results/reference/*.json "$out/reference/"  # the costs and what is done
-    step cells "$left" python3 -m stamplib reference compute --cells "${CELLS:-claims}" --device cuda \
-        --jobs "${JOBS:-10}" --data-root "$DATA_ROOT" --results "$out/reference"
+    case ${CELLS:-networks} in
+        networks|fifteen|three)
+            step cells "$left" python3 -m stamplib claims compute --benchmark reference --design "${CELLS:-networks}" \
+                --device cuda --jobs "${JOBS:-10}" --data-root "$DATA_ROOT" --results "$out/reference" ;;
+        *)
+            step cells "$left" python3 -m stamplib reference compute --cells "$CELLS" --device cuda \
+                --jobs "${JOBS:-10}" --data-root "$DATA_ROOT" --results "$out/reference" ;;
+    esac
 fi

@@ -6,7 +6,7 @@
 * ``stream`` — the paper's stream length on CIFAR-10 (10,000 known-class images + 2,500
   outliers per corruption, about 196 batches) for the compact built-in network: the claims on
   the step-size decay, which a shorter stream cannot decide (:mod:`stamplib.evidence.ledger`).
-  No notebook runs it; ``python -m stamplib benchmark compute --paper-stream`` does.
+  No notebook runs it; ``python -m stamplib claims compute --benchmark builtin --design stream`` does.
 """
 
 from __future__ import annotations
