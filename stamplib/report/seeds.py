@@ -3,11 +3,9 @@
 A seed fixes the stream order, the corruption draws and every random choice of the methods, so
 under one seed every method sees the same stream: two methods are compared seed by seed
 (paired), never one mean against another. A number is shown as its mean over the seeds with
-the smallest and largest value beside it (:class:`Spread`); a rank as the range of the ranks
-over the seeds (``2nd–6th``); and a claim (``STAMP leads the paper's ten by H``) is decided by
-:func:`decide`: *yes* only if it holds under every seed, *no* only if it fails under every
-seed, otherwise *within the seed spread*; from a single seed it is *one seed*, with that seed's
-reading beside it.
+the smallest and largest value beside it (:class:`Spread`), a rank as the range of the ranks
+over the seeds (``2nd–6th``), an order against another by Kendall's τ_b per seed. Claims are
+decided by :mod:`stamplib.evidence.statistics`, over replicates.
 
 Values per seed are plain mappings ``{seed: value}`` (:data:`BySeed`); a seed whose value is
 missing or NaN takes no part.
@@ -25,10 +23,6 @@ from scipy.stats import kendalltau
 
 BySeed = Mapping[int, float]
 
-YES, NO, WITHIN, ONE_SEED, PENDING = "yes", "no", "within the seed spread", "one seed", "pending"
-#: A single seed's reading (the answer beside ``one seed``) counts a difference below this many
-#: points as a tie: 0.5 pt of 6,000 test images is 30 images.
-ONE_SEED_MARGIN = 0.5
 
 
 def present(values: BySeed) -> dict[int, float]:
@@ -105,74 +99,6 @@ def table_values(table: pd.DataFrame, metric: str, methods: Iterable[str] | None
     return out
 
 
-# ------------------------------------------------------------------------------- decisions
-
-
-@dataclass(frozen=True)
-class Decision:
-    """A claim decided on paired seeds: ``answer`` (yes, no, within the seed spread, one seed,
-    pending), the seeds it was decided on, and under which of them it held or failed
-    (``reading``: a single seed's yes / no / tie, tie within :data:`ONE_SEED_MARGIN`)."""
-
-    answer: str
-    seeds: tuple[int, ...] = ()
-    held: tuple[int, ...] = ()
-    failed: tuple[int, ...] = ()
-    reading: str = ""
-
-    def label(self) -> str:
-        """The answer as a table shows it: ``within the seed spread``, ``one seed (seed 0: no)``."""
-        if self.answer == ONE_SEED:
-            return f"{ONE_SEED} ({seeds_text(self.seeds)}: {self.reading})"
-        return self.answer
-
-    def detail(self) -> str:
-        """Under which seeds the claim held and failed, e.g. ``holds under seed 2, fails under
-        seeds 0 and 1``; empty for fewer than two seeds, and where the answer says it all
-        (held, or failed, under every seed)."""
-        if len(self.seeds) < 2 or self.answer in (YES, NO):
-            return ""
-        even = [s for s in self.seeds if s not in self.held and s not in self.failed]
-        parts = [f"{verb} under {seeds_text(group)}" for verb, group in
-                 (("holds", self.held), ("fails", self.failed), ("ties", even)) if group]
-        return ", ".join(parts)
-
-
-def decide(margins: BySeed, digits: int = 1) -> Decision:
-    """Decide a claim from its margin under each paired seed: the claimed side minus the other,
-    positive where the claim holds under that seed. Margins are compared at ``digits``
-    decimals (the tables' precision): a margin that rounds to zero is neither a win nor a loss."""
-    found = present(margins)
-    if not found:
-        return Decision(PENDING)
-    seeds = tuple(found)
-    rounded = {s: round(v, digits) for s, v in found.items()}
-    held = tuple(s for s in seeds if rounded[s] > 0)
-    failed = tuple(s for s in seeds if rounded[s] < 0)
-    if len(seeds) == 1:
-        (value,) = found.values()
-        reading = "yes" if value > ONE_SEED_MARGIN else ("no" if value < -ONE_SEED_MARGIN else "tie")
-        return Decision(ONE_SEED, seeds, held, failed, reading)
-    answer = YES if len(held) == len(seeds) else (NO if len(failed) == len(seeds) else WITHIN)
-    return Decision(answer, seeds, held, failed)
-
-
-def decide_all(parts: Sequence[BySeed], digits: int = 1) -> Decision:
-    """A claim made of several comparisons that must all hold (each a :func:`decide` margin per
-    seed): under each seed the parts share, the smallest margin decides. Where they share fewer
-    than two seeds, a part that fails under every one of its own two or more seeds decides *no*
-    on its own (no other part can save the claim); otherwise the shared seeds decide."""
-    if not parts:
-        return Decision(PENDING)
-    common = paired(*parts)
-    if len(common) < 2:
-        for part in parts:
-            alone = decide(part, digits)
-            if alone.answer == NO:
-                return alone
-    return decide({s: min(float(p[s]) for p in parts) for s in common}, digits)
-
-
 # ------------------------------------------------------------------------------- ranks
 
 
@@ -199,34 +125,6 @@ def rank_text(by_seed: BySeed) -> str:
         return "—"
     low, high = min(found), max(found)
     return ordinal(low) if low == high else f"{ordinal(low)}–{ordinal(high)}"
-
-
-def best_other(values: Mapping[str, BySeed], method: str) -> dict[int, tuple[str, float]]:
-    """Under each seed every method has: the best method other than ``method`` and its value
-    (the first in ``values``' order on a tie)."""
-    out = {}
-    for seed in paired(*values.values()):
-        others = [(m, float(v[seed])) for m, v in values.items() if m != method]
-        out[seed] = max(others, key=lambda item: item[1])
-    return out
-
-
-def best_by_mean(values: Mapping[str, BySeed], method: str) -> str:
-    """The best method other than ``method`` by its mean over the seeds every method has (the
-    first in ``values``' order on a tie): the one a claim names beside ``method``."""
-    common = paired(*values.values())
-    means = {m: float(np.mean([v[s] for s in common])) for m, v in values.items() if m != method}
-    return max(means, key=lambda m: means[m])
-
-
-def leads(values: Mapping[str, BySeed], method: str, digits: int = 1) -> Decision:
-    """Whether ``method`` beats the best of the other methods under every seed (paired: the best
-    other is found under each seed; only seeds that every method has take part)."""
-    best = best_other(values, method)
-    return decide({s: float(values[method][s]) - v for s, (_, v) in best.items()}, digits)
-
-
-# ------------------------------------------------------------------------------- rank agreement
 
 
 def tau_b(first: Sequence[float], second: Sequence[float], digits: int = 1) -> float:

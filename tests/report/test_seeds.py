@@ -25,44 +25,11 @@ def test_a_spread_is_the_mean_with_the_smallest_and_largest_seed() -> None:
         "seed 0", "seeds 0–2", "seeds 0 and 2", "seeds 0 and 1", "seeds 1, 3 and 4"]
 
 
-@pytest.mark.parametrize(("margins", "answer", "label"), [
-    ({0: 1.0, 1: 0.2, 2: 4.0}, "yes", "yes"),  # ahead under every seed
-    ({0: -1.0, 1: -0.2, 2: -4.0}, "no", "no"),  # behind under every seed
-    ({0: 5.0, 1: -0.2, 2: 4.0}, "within the seed spread", "within the seed spread"),  # a mean lead is not enough
-    ({0: 1.0, 1: 0.04}, "within the seed spread", "within the seed spread"),  # 0.04 rounds to a tie
-    ({0: 2.0}, "one seed", "one seed (seed 0: yes)"),
-    ({1: -0.3}, "one seed", "one seed (seed 1: tie)"),  # a single seed's reading ties within 0.5 pt
-    ({0: math.nan}, "pending", "pending"),
-])
-def test_a_claim_is_yes_or_no_only_under_every_seed(margins: dict, answer: str, label: str) -> None:
-    decision = seeds.decide(margins)
-    assert (decision.answer, decision.label()) == (answer, label)
-
-
-def test_the_detail_names_the_seeds_a_claim_held_and_failed_under() -> None:
-    assert seeds.decide({0: -1.0, 1: 2.0, 2: -3.0}).detail() == "holds under seed 1, fails under seeds 0 and 2"
-    assert seeds.decide({0: 1.0, 1: 2.0}).detail() == ""  # yes says it all
-
-
-def test_several_comparisons_must_all_hold_under_each_seed() -> None:
-    # each part holds under two of three seeds, but never under the same: fails under every seed
-    first, second = {0: 1.0, 1: 1.0, 2: -1.0}, {0: -1.0, 1: 1.0, 2: 1.0}
-    assert seeds.decide_all([first, second]).answer == "within the seed spread"  # seed 1: both hold
-    assert seeds.decide_all([{0: 1.0, 1: -1.0}, {0: -1.0, 1: 1.0}]).answer == "no"
-    # parts that share one seed: a part that fails under its own three seeds decides no alone
-    assert seeds.decide_all([{0: -1.0, 1: -2.0, 2: -3.0}, {0: 5.0}]).answer == "no"
-    assert seeds.decide_all([{0: 1.0, 1: 2.0, 2: 3.0}, {0: 5.0}]).label() == "one seed (seed 0: yes)"
-
-
-def test_leads_pairs_each_seed_with_its_own_best_other() -> None:
+def test_ranks_pair_the_seeds_every_method_has() -> None:
     values = {"stamp": {0: 70.0, 1: 68.0, 2: 75.0}, "cotta": {0: 72.0, 1: 70.0, 2: 72.0},
               "tent": {0: 60.0, 1: 71.0, 2: 40.0}, "source": {0: 40.0, 1: 40.0}}  # Source lacks seed 2
     assert seeds.paired(*values.values()) == (0, 1)
-    assert seeds.best_other(values, "stamp") == {0: ("cotta", 72.0), 1: ("tent", 71.0)}
     assert seeds.ranks(values, "stamp") == {0: 2, 1: 3} and seeds.rank_text({0: 2, 1: 3}) == "2nd–3rd"
-    assert seeds.leads(values, "stamp").answer == "no"
-    del values["source"]
-    assert seeds.leads(values, "stamp").answer == "within the seed spread"  # seed 2 joins, where STAMP leads
     assert seeds.rank_text({0: 1, 1: 1}) == "1st"
 
 
