@@ -31,7 +31,9 @@ from stamplib.teaching.exercises import (
     Trial,
     exercise,
     integer,
+    kind_of,
     reproduced,
+    returned_tensor,
     two_numbers,
     uniform,
     wrong,
@@ -441,8 +443,12 @@ def _mask(answer: Any, probs: torch.Tensor, clean: torch.Tensor, reference: torc
     """The answer's mask on one batch, or the message when it is not a mask of the right shape."""
     got = answer(probs.clone(), clean.clone(), reference.clone(), alpha)
     if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
-        return f"return a bool tensor with one entry per sample (shape {tuple(expected.shape)})"
-    return got.bool()
+        return (f"it returns {kind_of(got)}; return a bool tensor with one entry per sample (shape "
+                f"{tuple(expected.shape)})")
+    if got.dtype != torch.bool:
+        return (f"it returns a tensor of dtype {got.dtype}; return the bool mask (dtype torch.bool) the exercise asks "
+                "for: a comparison such as `entropy < threshold` gives one, and `&` combines two")
+    return got
 
 
 def class_frequency_update(xi: torch.Tensor, class_counts: torch.Tensor, beta: float) -> torch.Tensor:
@@ -481,7 +487,7 @@ def _check_frequency(answer: Any, generator: torch.Generator) -> list[str]:
         counts = memory.class_counts()
         memory.update_frequency()
         expected = memory.xi
-        got = torch.as_tensor(answer(xi.clone(), counts.clone(), beta), dtype=torch.float64)
+        got = returned_tensor(answer(xi.clone(), counts.clone(), beta), "ξ after the update, a tensor [C]")
         if got.shape != expected.shape:
             return [f"it returns shape {tuple(got.shape)}; ξ has one entry per class, shape {tuple(expected.shape)}"]
         known = [
