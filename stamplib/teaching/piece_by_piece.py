@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import textwrap
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -150,31 +151,51 @@ def schedule_text(plan: plans.Plan, records: Mapping[str, Record]) -> str:
             "η₀) before each reset.")
 
 
+#: The legends' type size in the path figure (points): readable where the figure is saved.
+PATH_LEGEND_POINTS = 10
+
+
 def plot_path(table: pd.DataFrame) -> plt.Figure:
-    """H of each step of the path (mean and per corruption, and the mean's range over the seeds
-    whose records exist), beside the paper's Table 5 H of the same row (on its own benchmark:
-    compare the direction of each step, not the numbers)."""
+    """H of each step of the path on our benchmark (mean and per corruption, and the mean's range
+    over the seeds whose records exist), and, on an axis of its own beside it, the paper's Table 5
+    H of the same rows: another benchmark (CIFAR100-C + SVHN-C, a ResNet-18), whose numbers are
+    not ours to compare; only the direction of each step is."""
     steps = table[table["step"].isin([s.name for s in STEPS])]
-    x = range(len(steps))
-    fig, ax = plt.subplots(figsize=(10, 4.0))
+    x = list(range(len(steps)))
+    paper = pd.to_numeric(steps["paper H"], errors="coerce") if "paper H" in steps else pd.Series(dtype=float)
+    with_paper = bool(paper.notna().any())
+    fig, axes = plt.subplots(1, 2 if with_paper else 1, figsize=(15, 4.4) if with_paper else (10, 4.4), squeeze=False,
+                             gridspec_kw={"width_ratios": [5, 3]} if with_paper else None)
+    ours = axes[0][0]
     per_corruption = [c for c in steps.columns if c.startswith("H ") and "seed" not in c]
     # corruptions in grey, told apart by marker and dash: the palette's colours belong to methods
     styles = [("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."), ("v", (0, (5, 1)))]
     for i, column in enumerate(per_corruption):
         marker, dash = styles[i % len(styles)]
-        ax.plot(x, steps[column], marker=marker, linestyle=dash, color="0.45", linewidth=1, alpha=0.8,
-                label=f"ours, {column[2:]}")
-    ax.plot(x, steps["H"], marker="o", linewidth=2.5, color=STAMP_COLOUR, label="ours, mean over corruptions")
+        ours.plot(x, steps[column], marker=marker, linestyle=dash, color="0.45", linewidth=1, alpha=0.8,
+                  label=column[2:])
+    ours.plot(x, steps["H"], marker="o", linewidth=2.5, color=STAMP_COLOUR, label="mean over corruptions")
     if "H lowest seed" in steps:  # the seed spread the lesson reads each step against
         low, high = (pd.to_numeric(steps[c], errors="coerce") for c in ("H lowest seed", "H highest seed"))
-        ax.fill_between(list(x), low, high, color=STAMP_COLOUR, alpha=0.2, linewidth=0,
-                        label="ours, mean H: lowest to highest seed")
-    if "paper H" in steps:
-        ax.plot(x, pd.to_numeric(steps["paper H"], errors="coerce"), marker="x", linestyle="--", color="black",
-                label="paper, Table 5 (CIFAR100-C + SVHN-C)")
-    ax.set_xticks(list(x), list(steps["step"]), rotation=15, ha="right")
-    ax.set(ylabel="H-score (%)", ylim=(0, 100), title="From Tent to STAMP, one component at a time")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=8)
+        ours.fill_between(x, low, high, color=STAMP_COLOUR, alpha=0.2, linewidth=0,
+                          label="mean: lowest to highest seed")
+    ours.set(ylabel="H-score (%)", ylim=(0, 100), title="ours: built-in CIFAR-10 + Noise, compact ResNet")
+    panels = [(ours, steps["step"])]
+    if with_paper:
+        theirs = axes[0][1]
+        rows = paper.notna().to_numpy()
+        theirs.plot([i for i, kept in zip(x, rows) if kept], paper[rows], marker="x", linestyle="--", color="black",
+                    label="H, paper's Table 5")
+        theirs.set(ylabel="H-score (%), paper's Table 5", ylim=(0, 100),
+                   title="the paper: CIFAR100-C + SVHN-C, ResNet-18\n(another benchmark: compare directions only)")
+        theirs.set_xlim(ours.get_xlim())
+        panels.append((theirs, [f"row {row}" if isinstance(row, int) and row else "not in\nTable 5"
+                                for row in steps["Table 5 row"]]))
+    for ax, labels in panels:
+        ax.set_xticks(x, [textwrap.fill(label, 11) for label in labels], fontsize=9)
+        ax.title.set_fontsize(11)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=PATH_LEGEND_POINTS)
+    fig.suptitle("From Tent to STAMP, one component at a time")
     fig.tight_layout()
     return fig
 
