@@ -739,8 +739,8 @@ def flag_duplicates(hand_ins: Sequence[HandIn]) -> list[HandIn]:
                 h.file, h.lesson.name, "", None, f"duplicate of {chosen.file} (the same lesson, handed in twice in one "
                 f"folder): not graded; {chosen.file}, the last modified, is graded in its place", "duplicate"),))
         names = ", ".join(h.file for h in others)
-        replaced[chosen.path] = dataclasses.replace(chosen, note=f"graded in place of its duplicate {names} (this "
-                                                                 "copy is the last modified)")
+        replaced[chosen.path] = dataclasses.replace(chosen, note=f"graded in place of its duplicate {names}: this "
+                                                                 "copy is the last modified")
     return [replaced.get(h.path, h) for h in hand_ins]
 
 

@@ -185,8 +185,8 @@ def _submissions(release: Path, folder: Path) -> None:
 
 
 EXPECTED = {  # file -> exercise -> (passed, the message's pattern)
-    "correct (1).ipynb": {e: (True, r"^right \(graded in place of its duplicate correct\.ipynb \(this copy is the last "
-                                    r"modified\)\)$") for e in (BN, ENTROPY, LOGITS)},
+    "correct (1).ipynb": {e: (True, r"^right \(graded in place of its duplicate correct\.ipynb: this copy is the last "
+                                    r"modified\)$") for e in (BN, ENTROPY, LOGITS)},
     "empty.ipynb": {e: (False, "^not written yet$") for e in (BN, ENTROPY, LOGITS)},
     "syntax_error.ipynb": {BN: (True, "^right$"), ENTROPY: (False, "^not defined: its cell raised SyntaxError"),
                            LOGITS: (True, "^right$")},
@@ -284,7 +284,7 @@ def test_every_file_handed_in_is_sorted_before_anything_runs(tmp_path: Path) -> 
     to_run = sorted(f for f, h in hand_ins.items() if not h.rows)
     assert to_run == ["alice/14-Copy1.ipynb", "bob/14.ipynb"]  # bob's other 14 is empty: not a copy to choose
     assert hand_ins["alice/14-Copy1.ipynb"].note == ("graded in place of its duplicate alice/14 (1).ipynb, "
-                                                      "alice/14.ipynb (this copy is the last modified)")
+                                                      "alice/14.ipynb: this copy is the last modified")
     for copy_name in ("alice/14 (1).ipynb", "alice/14.ipynb"):
         (row,) = hand_ins[copy_name].rows
         assert (row.passed, row.outcome) == (None, "duplicate")
