@@ -277,16 +277,6 @@ def returned_number(value: Any, what: str = "one number") -> float:
     raise WrongReturn(f"it returns {kind_of(value)}; return {what}, a Python float, as the signature says (`-> float`)")
 
 
-def as_tensor(value: Any, what: str) -> torch.Tensor:
-    """``value`` as a float64 tensor, or a TypeError saying what was expected."""
-    if isinstance(value, torch.Tensor):
-        return value.detach().double()
-    try:
-        return torch.as_tensor(value, dtype=torch.float64)
-    except (TypeError, ValueError, RuntimeError):
-        raise TypeError(f"expected {what}, got {type(value).__name__}") from None
-
-
 #: The relative tolerance of the checks: float32 rounds a value to about 6e-8 of its size and a sum
 #: of a few hundred terms to well under 1e-5, while every mistake a check names is at least 1e-3 off
 #: on the cases it draws (the fixed boundary cases put them there).
