@@ -617,8 +617,8 @@ def cmd_course(args: argparse.Namespace) -> int:
     rows = lab.grade(Path(args.submissions), out, args.timeout, jobs=args.jobs,
                      executed=Path(args.executed) if args.executed else None)
     print("\n".join(lab.summary(rows)))
-    print(f"graded {len({r.file for r in rows})} notebooks in {time.perf_counter() - started:.0f} s; {len(rows)} rows "
-          f"in {out}")
+    print(f"done in {time.perf_counter() - started:.0f} s: {len(rows)} rows for {len({r.file for r in rows})} files in "
+          f"{out}")
     return 0
 
 

@@ -91,3 +91,12 @@ def plot_h_per_corruption(frame: pd.DataFrame, title: str) -> plt.Figure:
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, title="method")
     fig.tight_layout()
     return fig
+
+
+def comparison_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """The comparison's table from a per-corruption frame: one row per method under its paper name
+    (``BN Stats``, as the lessons and the figure's legend name it, not the registry's ``bn_stats``),
+    with its ACC, AUROC and H averaged over the corruptions and whether it collapsed."""
+    means = frame[frame["corruption"] == "mean"]
+    return pd.DataFrame({"Method": means["method"].map(method_label), "ACC": means["acc"], "AUROC": means["auroc"],
+                         "H": means["h"], "collapsed": means["collapsed"]}).reset_index(drop=True)

@@ -34,12 +34,12 @@ from stamplib.report.paper import method_label
 from stamplib.teaching.exercises import (
     TOLERANCE,
     Trial,
-    as_tensor,
     close,
     exercise,
     integer,
     largest_difference,
     reproduced,
+    returned_tensor,
     shape_problem,
     two_numbers,
     uniform,
@@ -120,7 +120,7 @@ def _check_batch_norm(answer: Any, generator: torch.Generator) -> list[str]:
             layer.weight.copy_(weight)
             layer.bias.copy_(bias)
             expected = layer(x)
-        got = as_tensor(answer(x.clone(), weight.clone(), bias.clone(), eps), "a tensor shaped like x")
+        got = returned_tensor(answer(x.clone(), weight.clone(), bias.clone(), eps), "a tensor shaped like x")
         if problem := shape_problem(got, expected, "BatchNorm returns a tensor shaped like its input"):
             return [problem]
         w, b = weight.view(1, -1, 1, 1), bias.view(1, -1, 1, 1)
@@ -188,11 +188,13 @@ def _check_softmax_entropy(answer: Any, generator: torch.Generator) -> list[str]
     trials = []
     for probs in [*_fixed_probs(), *(_random_probs(generator, with_zeros=case >= 3) for case in range(6))]:
         expected = exact_prob_entropy(probs)
-        got = as_tensor(answer(probs.clone()), "a tensor with one entropy per row")
+        got = returned_tensor(answer(probs.clone()), "a tensor of shape [B], one entropy per row")
         if problem := shape_problem(got, expected, "one entropy per sample: sum −p·log p over the classes "
                                                   "(dim=1), not over the batch"):
             return [problem]
         nan_rows = got.isnan() & ~expected.isnan()
+        if nan_rows.any() and any(wrong(t) for t, _ in trials):
+            break  # wrong on an earlier case already: the message is that case's
         if nan_rows.any():
             if bool((probs[nan_rows] == 0).any(dim=1).all()):
                 return ["it gives nan for rows with a probability of exactly 0 (and only for those): 0·log 0 is nan "
@@ -242,10 +244,12 @@ def _check_entropy_from_logits(answer: Any, generator: torch.Generator) -> list[
         expected = logit_entropy(logits)
         given = logits.clone().requires_grad_(True)
         result = answer(given)
-        got = as_tensor(result, "a tensor with one entropy per row")
+        got = returned_tensor(result, "a tensor of shape [B], one entropy per row")
         if problem := shape_problem(got, expected, "one entropy per sample, summed over the classes (dim=1)"):
             return [problem]
         nan_rows = got.isnan() & ~expected.isnan()
+        if nan_rows.any() and any(wrong(t) for t, _ in trials):
+            break  # wrong on an earlier case already: the message is that case's
         if nan_rows.any():
             naive = -(torch.softmax(logits, 1) * torch.log(torch.softmax(logits, 1))).sum(1)
             if torch.equal(naive.isnan(), nan_rows):

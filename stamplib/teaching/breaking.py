@@ -26,12 +26,14 @@ from stamplib.blocks.memory import ClassBalancedMemory
 from stamplib.evaluation.record import Record
 from stamplib.experiments import plans
 from stamplib.experiments.course import WHEN_IT_BREAKS, WITHOUT_SELF_WEIGHTS
-from stamplib.report.stress import stress_table
+from stamplib.report import stress
 from stamplib.teaching.exercises import (
     Trial,
     exercise,
     integer,
+    kind_of,
     reproduced,
+    returned_tensor,
     two_numbers,
     uniform,
     wrong,
@@ -210,7 +212,31 @@ def authors_code_text(plan: plans.Plan, found: Mapping[str, Record], corruption:
 
 def harder_streams(stress_plan: plans.Plan, records: Mapping[str, Record]) -> pd.DataFrame:
     """ACC, AUROC, H and rank of each method on each of notebook 13's streams in the plan."""
-    return stress_table(stress_plan, records)
+    return stress.stress_table(stress_plan, records)
+
+
+def harder_streams_wide(stress_plan: plans.Plan, table: pd.DataFrame, metric: str = "H") -> pd.DataFrame:
+    """``metric`` per method (rows) and stream (columns), each column under what it is taken over:
+    the batch-size streams run on one corruption (notebook 13's ``batch_corruptions``), the others
+    are means over the plan's corruptions, and a table must not set them side by side unlabelled.
+    What each column covers is read from the plan's cells (the corruptions their records are read
+    on)."""
+    wide_table = stress.wide(table, metric)
+    if wide_table.empty:
+        return wide_table
+    read: dict[str, tuple[str, ...]] = {}
+    for cell in stress_plan.cells:
+        read.setdefault(cell.variant, cell.corruptions or tuple(cell.spec.corruptions))
+
+    def over(column: str) -> str:
+        corruptions = read.get(column, ())
+        if len(corruptions) == 1:
+            return f"{corruptions[0].replace('_', ' ')} only"
+        return f"mean over {len(corruptions)} corruptions" if corruptions else "?"
+
+    wide_table.columns = pd.MultiIndex.from_tuples([(over(c), c) for c in wide_table.columns],
+                                                   names=[f"{metric} on", "stream"])
+    return wide_table
 
 
 def plot_harder_streams(table: pd.DataFrame) -> plt.Figure:
@@ -441,8 +467,12 @@ def _mask(answer: Any, probs: torch.Tensor, clean: torch.Tensor, reference: torc
     """The answer's mask on one batch, or the message when it is not a mask of the right shape."""
     got = answer(probs.clone(), clean.clone(), reference.clone(), alpha)
     if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
-        return f"return a bool tensor with one entry per sample (shape {tuple(expected.shape)})"
-    return got.bool()
+        return (f"it returns {kind_of(got)}; return a bool tensor with one entry per sample (shape "
+                f"{tuple(expected.shape)})")
+    if got.dtype != torch.bool:
+        return (f"it returns a tensor of dtype {got.dtype}; return the bool mask (dtype torch.bool) the exercise asks "
+                "for: a comparison such as `entropy < threshold` gives one, and `&` combines two")
+    return got
 
 
 def class_frequency_update(xi: torch.Tensor, class_counts: torch.Tensor, beta: float) -> torch.Tensor:
@@ -481,7 +511,7 @@ def _check_frequency(answer: Any, generator: torch.Generator) -> list[str]:
         counts = memory.class_counts()
         memory.update_frequency()
         expected = memory.xi
-        got = torch.as_tensor(answer(xi.clone(), counts.clone(), beta), dtype=torch.float64)
+        got = returned_tensor(answer(xi.clone(), counts.clone(), beta), "ξ after the update, a tensor [C]")
         if got.shape != expected.shape:
             return [f"it returns shape {tuple(got.shape)}; ξ has one entry per class, shape {tuple(expected.shape)}"]
         known = [

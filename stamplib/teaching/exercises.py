@@ -20,13 +20,23 @@ A message names a cause only when the check has tested that cause on the student
 a known mistake is named when computing the mistaken formula reproduces what the answer returned
 on every case the check ran, and the right formula does not (:func:`reproduced`); "it raised"
 only when the student's function raised (:class:`StudentRaised`). Otherwise the message says
-what differs and where: the input, the expected value and what the answer gave.
+what differs and where: the input, the expected value and what the answer gave. A message is
+always the first wrong case's: a statement about a boundary case is made only when that case is
+the first the answer gets wrong.
+
+A check holds the answer to the lesson's words: what the exercise says to return (a tensor, a
+Python float, a 0-d tensor, a bool mask, a list in class order) is required as such
+(:func:`returned_tensor`, :func:`returned_number`, :class:`WrongReturn`), and an answer that
+changes an input it was given, in place, is refused (:class:`ChangedItsInput`; every call is
+guarded by :func:`_guarded`), whatever it returns.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 import math
+import numbers
 import secrets
 import textwrap
 from collections.abc import Callable, Iterator, Sequence
@@ -34,6 +44,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 Answer = Callable[..., Any]
@@ -132,12 +143,16 @@ def check(name: str, answer: Answer | None = None, solutions: bool = False, seed
     started = True
     try:
         with one_thread():
-            problems = ex.find_problems(_guarded(candidate), generator)
+            problems = ex.find_problems(_guarded(candidate, _parameters(ex.solution)), generator)
     except NotImplementedError:
         problems, started = ["not written yet"], False
     except StudentRaised as raised:  # the student's own function raised: say how
         err = raised.error
         problems = [f"it raised {type(err).__name__}: {err}"]
+    except WrongReturn as returned:  # not what the exercise says to return: a type, a shape, an order
+        problems = [str(returned)]
+    except ChangedItsInput as changed:
+        problems = [str(changed)]
     except Exception as err:  # the answer's result broke the check's reading of it: say that, not "raised"
         problems = [f"the check could not read what it returned ({type(err).__name__}: {err}); the exercise "
                     "says what to return"]
@@ -155,17 +170,60 @@ class StudentRaised(Exception):
         self.error = error
 
 
-def _guarded(answer: Answer) -> Answer:
+class WrongReturn(Exception):
+    """The answer returned another kind of value than its exercise says (a list for a tensor, a
+    shape [1] for a 0-d tensor, a set for a list in class order); the message says what to return."""
+
+
+class ChangedItsInput(Exception):
+    """The answer changed one of the inputs it was given (in place): a caller still uses them."""
+
+
+def _parameters(solution: Answer) -> tuple[str, ...]:
+    """The names of an exercise's arguments, as the lesson's function names them."""
+    return tuple(inspect.signature(solution).parameters)
+
+
+def _snapshot(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    return copy.deepcopy(value) if isinstance(value, list | dict | set) else value
+
+
+def _unchanged(before: Any, after: Any) -> bool:
+    if isinstance(before, torch.Tensor):
+        if not isinstance(after, torch.Tensor) or before.shape != after.shape or before.dtype != after.dtype:
+            return False
+        now = after.detach()
+        return bool(((before == now) | (before.isnan() & now.isnan())).all()) if before.is_floating_point() \
+            else torch.equal(before, now)
+    return before == after if isinstance(before, list | dict | set) else True
+
+
+def _guarded(answer: Answer, names: Sequence[str] = ()) -> Answer:
     """``answer``, whose exceptions (but an unwritten stub's NotImplementedError) arrive as
-    :class:`StudentRaised`, so a message says "it raised" only when the student's code did."""
+    :class:`StudentRaised`, so a message says "it raised" only when the student's code did; and
+    which raises :class:`ChangedItsInput` when the answer changed a tensor or list it was given
+    (``names``: the arguments' names, for the message). Every exercise's inputs are the caller's:
+    an answer that patches them in place returns a right value and breaks the code that called it."""
 
     def call(*args: Any, **kwargs: Any) -> Any:
+        given = [*zip(names, args), *kwargs.items()]
+        before = [_snapshot(value) for _, value in given]
         try:
-            return answer(*args, **kwargs)
+            result = answer(*args, **kwargs)
         except NotImplementedError:
             raise
         except Exception as err:
             raise StudentRaised(err) from err
+        for (name, value), kept in zip(given, before):
+            if not _unchanged(kept, value):
+                how = ("with operations that return new tensors (`torch.where`, `x + y` rather than `x += y`, "
+                       f"`x.clamp(...)` rather than `x.clamp_(...)`) or on a copy (`{name}.clone()`)"
+                       if isinstance(kept, torch.Tensor) else f"on a copy (`list({name})`, `sorted({name})`)")
+                raise ChangedItsInput(f"it changes its input `{name}` in place (the value it returns may be right): "
+                                      f"the caller still uses `{name}`, so leave it as it is and work {how}")
+        return result
 
     call.__name__ = getattr(answer, "__name__", "answer")
     return call
@@ -186,14 +244,37 @@ def one_thread() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def as_tensor(value: Any, what: str) -> torch.Tensor:
-    """``value`` as a float64 tensor, or a TypeError saying what was expected."""
+def kind_of(value: Any) -> str:
+    """What ``value`` is, in a few words, for a message that says what the answer returned."""
+    if value is None:
+        return "None (does the function end with `return`?)"
     if isinstance(value, torch.Tensor):
-        return value.detach().double()
-    try:
-        return torch.as_tensor(value, dtype=torch.float64)
-    except (TypeError, ValueError, RuntimeError):
-        raise TypeError(f"expected {what}, got {type(value).__name__}") from None
+        return f"a {value.dim()}-d tensor of shape {tuple(value.shape)}" if value.dim() else "a 0-d tensor"
+    if isinstance(value, np.ndarray):
+        return f"a numpy array of shape {value.shape}"
+    article = "an" if type(value).__name__[0] in "aeiou" else "a"
+    return f"{article} {type(value).__name__}"
+
+
+def returned_tensor(value: Any, what: str) -> torch.Tensor:
+    """``value`` (an answer's result) as a float64 tensor, detached; :class:`WrongReturn` when it
+    is not a tensor (``what``: what the exercise asks for, e.g. "a tensor of shape [B]")."""
+    if not isinstance(value, torch.Tensor):
+        raise WrongReturn(f"it returns {kind_of(value)}; return {what} (a torch.Tensor), as the exercise says")
+    return value.detach().double()
+
+
+def returned_number(value: Any, what: str = "one number") -> float:
+    """``value`` (an answer's result) as a float; :class:`WrongReturn` unless it is a Python (or
+    numpy) number: a tensor, an array or a list is not the ``float`` the exercise's signature
+    gives."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)
+    single = isinstance(value, torch.Tensor) and value.numel() == 1 or isinstance(value, np.ndarray) and value.size == 1
+    if single:
+        raise WrongReturn(f"it returns {kind_of(value)}; return {what} as a Python float, as the signature says "
+                          "(`-> float`): `float(t)` or `t.item()` turns a one-element tensor into one")
+    raise WrongReturn(f"it returns {kind_of(value)}; return {what}, a Python float, as the signature says (`-> float`)")
 
 
 #: The relative tolerance of the checks: float32 rounds a value to about 6e-8 of its size and a sum
@@ -275,6 +356,7 @@ def first_match(answer: torch.Tensor, expected: torch.Tensor, mistakes: Sequence
 def two_numbers(got: float, expected: float) -> tuple[str, str]:
     """``got`` and ``expected`` with as many significant digits as it takes to tell them apart
     (at least 6): a message never prints two equal numbers."""
+    got, expected = got + 0.0, expected + 0.0  # −0.0 + 0.0 is 0.0: a message never prints "-0"
     for digits in range(6, 18):
         shown = f"{got:.{digits}g}", f"{expected:.{digits}g}"
         if shown[0] != shown[1]:

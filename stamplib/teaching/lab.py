@@ -23,6 +23,14 @@ tree: a deleted check cell, or one whose code changed, fails the exercise whatev
 does; a comment or blank line added to it does not. A handed-in overview (00) gets one row saying
 it has no exercises.
 
+**Every file handed in gets a row** (:func:`look_at`, before anything runs): a file that is not an
+``.ipynb`` ("not a notebook", or a notebook saved under another name), an unreadable one, an empty
+one (no cell with anything in it: "empty" for each exercise of the lesson its name gives, never
+"check cell deleted"), one that is no lesson, the overview; and duplicates (:func:`flag_duplicates`):
+one lesson handed in twice in one folder under names that differ by a copy's ending ("14.ipynb",
+"14 (1).ipynb") is graded once, the last modified copy, and each other copy's row says whose
+duplicate it is. The summary counts every file.
+
 **Why nbclient here and papermill for the paper notebooks** (:mod:`stamplib.notebook_runner`):
 the two runners do different jobs. Papermill executes a committed notebook whole with injected
 parameters and writes it out, which is what rendering the paper notebooks and the lessons needs.
@@ -44,6 +52,8 @@ from __future__ import annotations
 
 import ast
 import csv
+import dataclasses
+import io
 import json
 import math
 import re
@@ -600,22 +610,154 @@ def _where_it_stopped(run: _Run, nb: Any) -> str:
     return ""
 
 
-def grade_notebook(path: Path, root: Path, lessons: dict[str, Lesson], time_limit: float,
-                   executed: Path | None = None) -> list[Grade]:
-    """The rows of one submitted notebook (for the overview, one row saying it has no exercises)."""
+#: What a file handed in is when it is not graded exercise by exercise (the ``outcome`` of its
+#: rows), as the summary counts them; any other outcome is a graded lesson notebook's.
+NOT_GRADED = {"not a notebook": "not a notebook", "unreadable": "unreadable", "empty": "empty",
+              "unknown lesson": "not a lesson of the course", "no exercises": "overview (no exercises)",
+              "duplicate": "duplicate (another copy graded)", "grader failed": "grader failure"}
+#: The endings browsers, Jupyter and file managers give a second copy of a file: "14 (1)",
+#: "14-Copy1", "14 copy", "14 copy 2".
+_COPY_SUFFIX = re.compile(r"(?:\s*\(\d+\)|-Copy\d*|\s+copy(?:\s+\d+)?)+$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class HandIn:
+    """One file handed in, as the grader first reads it: its rows when they are known without
+    running it (not a notebook, unreadable, empty, not a lesson, the overview, a duplicate), else
+    the lesson to grade it as."""
+
+    path: Path
+    file: str  # its path under the submissions folder, as grades.csv names it
+    lesson: Lesson | None = None
+    rows: tuple[Grade, ...] = ()  # empty: run it
+    note: str = ""  # added to the message of each row it is graded with (a duplicate it was chosen over)
+
+
+def _lesson_by_name(path: Path, lessons: dict[str, Lesson]) -> Lesson | None:
+    return identify(_nbformat().v4.new_notebook(), path, lessons)
+
+
+def _empty_rows(file: str, lesson: Lesson | None, why: str) -> tuple[Grade, ...]:
+    """An empty hand-in: a row per exercise of its lesson (one row when no lesson is named)."""
+    message = (f"empty: {why}; nothing to grade (hand in the lesson's notebook with your answers, saved)")
+    if lesson is None or not lesson.exercises:
+        return (Grade(file, lesson.name if lesson else "", "", False, message, "empty"),)
+    return tuple(Grade(file, lesson.name, e, False, message, "empty") for e in lesson.exercises)
+
+
+def look_at(path: Path, root: Path, lessons: dict[str, Lesson]) -> HandIn:
+    """What the file ``path`` handed in is, before anything runs."""
     nbformat = _nbformat()
     file = path.relative_to(root).as_posix()
+    if path.suffix.lower() != ".ipynb":
+        return HandIn(path, file, rows=(Grade(file, "", "", False, _not_a_notebook(path, lessons), "not a notebook"),))
     try:
-        nb = nbformat.read(path, as_version=4)
+        raw = path.read_bytes()
+    except OSError as err:
+        return HandIn(path, file, rows=(Grade(file, "", "", False, f"not a readable file: {err}", "unreadable"),))
+    if not raw.strip():
+        return HandIn(path, file, rows=_empty_rows(file, _lesson_by_name(path, lessons),
+                                                   f"the file holds {_count(len(raw), 'byte')}"))
+    try:
+        nb = nbformat.reads(raw.decode("utf-8"), as_version=4)
     except Exception as err:  # a submission may be anything; say what is wrong with it
-        return [Grade(file, "", "", False, f"not a readable notebook: {type(err).__name__}: {err}", "unreadable")]
+        return HandIn(path, file, rows=(Grade(file, "", "", False, f"not a readable notebook: {type(err).__name__}: "
+                                              f"{err}", "unreadable"),))
     lesson = identify(nb, path, lessons)
+    blank = not any(_source(c).strip() for c in nb.cells)
     if lesson is None:
-        return [Grade(file, "", "", False, "not a lesson of the course: neither its metadata, its file name nor its "
-                      "functions name one", "unknown lesson")]
+        if blank:
+            return HandIn(path, file, rows=_empty_rows(file, None, f"the notebook has {_count(len(nb.cells), 'cell')}, "
+                                                                   "none with anything in it, and its name names no "
+                                                                   "lesson"))
+        return HandIn(path, file, rows=(Grade(file, "", "", False, "not a lesson of the course: neither its metadata, "
+                                              "its file name nor its functions name one", "unknown lesson"),))
     if not lesson.exercises:
-        return [Grade(file, lesson.name, "", None, f"{lesson.name} has no exercises: nothing to grade (the course's "
-                      "exercises are in lessons 14 to 17)", "no exercises")]
+        return HandIn(path, file, lesson, (Grade(file, lesson.name, "", None, f"{lesson.name} has no exercises: nothing "
+                                                 "to grade (the course's exercises are in lessons 14 to 17)",
+                                                 "no exercises"),))
+    if blank:  # no cell at all is an empty notebook, not a lesson whose check cells were deleted
+        return HandIn(path, file, lesson, _empty_rows(file, lesson, f"the notebook has "
+                                                                     f"{_count(len(nb.cells), 'cell')}, none with "
+                                                                     "anything in it"))
+    return HandIn(path, file, lesson)
+
+
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}{'s' if n != 1 else ''}"
+
+
+def _not_a_notebook(path: Path, lessons: dict[str, Lesson]) -> str:
+    """The message of a file that is not an .ipynb: what it is, and what to hand in instead."""
+    kind = "".join(path.suffixes[-2:]) or "no extension"
+    named = _lesson_by_name(path, lessons)
+    lesson = f" (its name says lesson {named.name[:2]})" if named is not None else ""
+    try:
+        looks_like_one = path.stat().st_size < 50_000_000 and bool(_nbformat().reads(path.read_text("utf-8"),
+                                                                                       as_version=4).cells)
+    except Exception:  # anything but a notebook's JSON: a PDF, a script, a picture
+        looks_like_one = False
+    if looks_like_one:
+        return (f"not graded: a notebook saved as {kind}{lesson}; rename it to end in .ipynb and hand it in again "
+                "(only .ipynb files are graded)")
+    return (f"not a notebook ({kind}){lesson}: only .ipynb files are graded; hand in the lesson's notebook "
+            "(File > Save, the .ipynb file)")
+
+
+def _copy_key(hand_in: HandIn) -> tuple[str, str, str]:
+    """Two notebooks of one lesson in one folder whose names differ only by a copy's ending are one
+    hand-in twice ("14.ipynb", "14 (1).ipynb")."""
+    stem = _COPY_SUFFIX.sub("", hand_in.path.stem).strip().lower()
+    return hand_in.path.parent.as_posix(), stem, hand_in.lesson.name if hand_in.lesson else ""
+
+
+def _copy_number(path: Path) -> int:
+    """0 for an original, else the copy's number (1 when its ending has none: "14 copy")."""
+    ending = _COPY_SUFFIX.search(path.stem)
+    digits = re.findall(r"\d+", ending.group(0)) if ending else []
+    return int(digits[-1]) if digits else int(ending is not None)
+
+
+def flag_duplicates(hand_ins: Sequence[HandIn]) -> list[HandIn]:
+    """``hand_ins`` with each duplicate's copies but one given a row "duplicate of …": of one
+    lesson in one folder, with names that differ only by a copy's ending. The one graded is the
+    last modified (on a tie, the highest copy number: browsers and Jupyter number later copies
+    higher); its rows say which copies it was chosen over. Notebooks of one lesson under other
+    names are all graded (in a folder of everyone's notebooks they are different students')."""
+    groups: dict[tuple[str, str, str], list[HandIn]] = {}
+    for hand_in in hand_ins:
+        if not hand_in.rows and hand_in.lesson is not None:
+            groups.setdefault(_copy_key(hand_in), []).append(hand_in)
+    replaced: dict[Path, HandIn] = {}
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        chosen = max(group, key=lambda h: (h.path.stat().st_mtime, _copy_number(h.path), h.file))
+        others = [h for h in group if h is not chosen]
+        for h in others:
+            replaced[h.path] = HandIn(h.path, h.file, h.lesson, (Grade(
+                h.file, h.lesson.name, "", None, f"duplicate of {chosen.file} (the same lesson, handed in twice in one "
+                f"folder): not graded; {chosen.file}, the last modified, is graded in its place", "duplicate"),))
+        names = ", ".join(h.file for h in others)
+        replaced[chosen.path] = dataclasses.replace(chosen, note=f"graded in place of its duplicate {names}: this "
+                                                                 "copy is the last modified")
+    return [replaced.get(h.path, h) for h in hand_ins]
+
+
+def grade_notebook(path: Path, root: Path, lessons: dict[str, Lesson], time_limit: float,
+                   executed: Path | None = None) -> list[Grade]:
+    """The rows of one file handed in (for a file that is not graded exercise by exercise, such as
+    the overview, its one row)."""
+    return _run_hand_in(look_at(path, root, lessons), time_limit, executed)
+
+
+def _run_hand_in(hand_in: HandIn, time_limit: float, executed: Path | None) -> list[Grade]:
+    """The rows of ``hand_in``: those it already has, else each exercise's from running it."""
+    if hand_in.rows:
+        return list(hand_in.rows)
+    nbformat = _nbformat()
+    nb, lesson, file = nbformat.read(hand_in.path, as_version=4), hand_in.lesson, hand_in.file
+    assert lesson is not None, "a hand-in to run has its lesson"
     marker = f"@@grade-{secrets.token_hex(8)}@@"
     graded, origin, checks = grading_notebook(nb, lesson, marker, f"_grade_{secrets.token_hex(4)}")
     with tempfile.TemporaryDirectory(prefix="stamplib-grade-") as workdir:
@@ -636,21 +778,10 @@ def grade_notebook(path: Path, root: Path, lessons: dict[str, Lesson], time_limi
             passed, message, outcome = (False, f"its check cell was {state} (restore "
                                         f"`{_normalized(lesson.check_sources[exercise])}`); the grader's own check "
                                         f"says: {grader_says}", f"check cell {state}")
+        if hand_in.note:
+            message += f" ({hand_in.note})"
         rows.append(Grade(file, lesson.name, exercise, passed, message, outcome))
     return rows
-
-
-def _lessons_of(found: Sequence[Path], lessons: dict[str, Lesson]) -> list[Lesson]:
-    """The lessons the readable notebooks among ``found`` are."""
-    nbformat, seen = _nbformat(), {}
-    for path in found:
-        try:
-            lesson = identify(nbformat.read(path, as_version=4), path, lessons)
-        except Exception:  # an unreadable submission is reported when it is graded
-            continue
-        if lesson is not None:
-            seen[lesson.name] = lesson
-    return list(seen.values())
 
 
 def _checks_pass_their_solutions(exercises: Sequence[str]) -> None:
@@ -666,24 +797,28 @@ def _checks_pass_their_solutions(exercises: Sequence[str]) -> None:
                              f"{err}. Fix stamplib/teaching first (tests/teaching/test_exercises.py)") from None
 
 
-def _grade_safely(path: Path, root: Path, lessons: dict[str, Lesson], time_limit: float,
-                  executed: Path | None) -> list[Grade]:
-    """:func:`grade_notebook`, with a failure of the grader on an odd file as that file's row."""
+def _grade_safely(hand_in: HandIn, time_limit: float, executed: Path | None) -> list[Grade]:
+    """:func:`_run_hand_in`, with a failure of the grader on an odd file as that file's row."""
     try:
-        return grade_notebook(path, root, lessons, time_limit, executed)
+        return _run_hand_in(hand_in, time_limit, executed)
     except Exception as err:  # one strange submission must not stop the grading of thirty
-        return [Grade(path.relative_to(root).as_posix(), "", "", False,
-                      f"the grader failed on it: {type(err).__name__}: {err}", "grader failed")]
+        return [Grade(hand_in.file, "", "", False, f"the grader failed on it: {type(err).__name__}: {err}",
+                      "grader failed")]
 
 
-def submissions(folder: Path) -> list[Path]:
-    """The notebooks under ``folder`` (any depth), without Jupyter's checkpoints."""
-    return sorted(p for p in Path(folder).rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+def handed_in(folder: Path, out: Path | None = None) -> list[Path]:
+    """Every file under ``folder`` (any depth), notebooks or not, without Jupyter's checkpoints
+    (``.ipynb_checkpoints``: its autosaved copies) and the grades file ``out`` itself."""
+    folder = Path(folder)
+    own = Path(out).resolve() if out is not None else None
+    return sorted(p for p in folder.rglob("*") if p.is_file() and ".ipynb_checkpoints" not in
+                  p.relative_to(folder).parts and p.resolve() != own)
 
 
 def grade(folder: Path, out: Path, time_limit: float, jobs: int = 1, executed: Path | None = None,
           source: Path | None = None) -> list[Grade]:
-    """Grade every notebook under ``folder``, ``jobs`` at once, and write ``out`` (grades.csv)."""
+    """Grade every file under ``folder``, ``jobs`` notebooks at once, and write ``out``
+    (grades.csv): each file handed in has one row or more, whatever it is."""
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder} is not a folder of submitted notebooks")
@@ -692,37 +827,53 @@ def grade(folder: Path, out: Path, time_limit: float, jobs: int = 1, executed: P
     if executed is not None and Path(executed).resolve().is_relative_to(folder.resolve()):
         raise ValueError(f"keep the executed notebooks outside {folder}: a later grading would take them for "
                          "submissions")
-    found = submissions(folder)
+    found = handed_in(folder, out)
     if not found:
-        raise FileNotFoundError(f"no .ipynb files under {folder}")
+        raise FileNotFoundError(f"nothing handed in under {folder}: it holds no file")
     lessons = course_lessons(source)
-    _checks_pass_their_solutions([e for lesson in _lessons_of(found, lessons) for e in lesson.exercises])
+    hand_ins = flag_duplicates([look_at(p, folder, lessons) for p in found])
+    to_run = {h.lesson.name: h.lesson for h in hand_ins if not h.rows and h.lesson is not None}
+    _checks_pass_their_solutions([e for lesson in to_run.values() for e in lesson.exercises])
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        per_file = list(pool.map(lambda p: _grade_safely(p, folder, lessons, time_limit, executed), found))
+        per_file = list(pool.map(lambda h: _grade_safely(h, time_limit, executed), hand_ins))
     rows = [row for rows in per_file for row in rows]
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=GRADES_COLUMNS)
-        writer.writeheader()
-        writer.writerows(row.row() for row in rows)
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=GRADES_COLUMNS)
+    writer.writeheader()
+    writer.writerows(row.row() for row in rows)
+    paths.atomic_write_bytes(Path(out), text.getvalue().encode("utf-8"))
     return rows
 
 
+def file_kinds(rows: Sequence[Grade]) -> dict[str, str]:
+    """Each file of ``rows`` -> what it is: a key of :data:`NOT_GRADED`, or "graded"."""
+    kinds: dict[str, str] = {}
+    for r in rows:
+        kinds.setdefault(r.file, r.outcome if r.outcome in NOT_GRADED else "graded")
+    return kinds
+
+
 def summary(rows: Sequence[Grade]) -> list[str]:
-    """Per lesson and exercise: how many passed, and the reasons of the rest."""
-    lines = []
-    for lesson in sorted({r.lesson for r in rows if r.lesson and r.passed is not None}):
+    """How many files were handed in and what each is, then per lesson and exercise how many
+    passed and the reasons of the rest, then each file that was not graded with its reason."""
+    kinds = Counter(file_kinds(rows).values())
+    counted = [f"{kinds['graded']} lesson notebook{'s' if kinds['graded'] != 1 else ''} graded"] if kinds["graded"] else []
+    counted += [f"{n} {NOT_GRADED[kind]}" for kind, n in kinds.items() if kind != "graded"]
+    total = sum(kinds.values())
+    lines = [f"{total} file{'s' if total != 1 else ''} handed in: " + ", ".join(counted)]
+    for lesson in sorted({r.lesson for r in rows if r.lesson and r.exercise}):
         lines.append(lesson)
-        ours = [r for r in rows if r.lesson == lesson]
+        ours = [r for r in rows if r.lesson == lesson and r.exercise]
         width = max(len(r.exercise) for r in ours)
         for exercise in dict.fromkeys(r.exercise for r in ours):
             of = [r for r in ours if r.exercise == exercise]
             rest = Counter(r.outcome for r in of if not r.passed)
             why = ", ".join(f"{kind} {n}" for kind, n in rest.most_common())
-            lines.append(f"  {exercise:<{width}}  {sum(r.passed for r in of):>3} of {len(of)} passed"
+            lines.append(f"  {exercise:<{width}}  {sum(bool(r.passed) for r in of):>3} of {len(of)} passed"
                          + (f"  ({why})" if why else ""))
+    shown = set()
     for r in rows:
-        if not r.lesson or r.passed is None:
+        if not r.exercise and r.file not in shown:
+            shown.add(r.file)
             lines.append(f"{r.file}: {r.message}")
     return lines

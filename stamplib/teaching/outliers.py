@@ -29,11 +29,12 @@ from stamplib.teaching.adapting import COLLAPSED_SHARE
 from stamplib.teaching.exercises import (
     StudentRaised,
     Trial,
-    as_tensor,
     exercise,
     integer,
+    kind_of,
     near,
     reproduced,
+    returned_number,
     two_numbers,
     uniform,
     wrong,
@@ -95,7 +96,7 @@ def _check_auroc(answer: Any, generator: torch.Generator) -> list[str]:
     trials, cases = [], []
     for score, is_outlier in _auroc_cases(generator):
         expected = metrics.auroc(score, is_outlier)
-        got = float(as_tensor(answer(score.clone(), is_outlier.clone()), "one number (percent)"))
+        got = returned_number(answer(score.clone(), is_outlier.clone()), "the AUROC in percent")
         known = [
             ("it is a fraction; the tables give AUROC in percent (× 100)", expected / 100.0),
             ("it is reversed: outliers are the positive class and a higher score means 'outlier'", 100.0 - expected),
@@ -121,10 +122,18 @@ def _check_auroc(answer: Any, generator: torch.Generator) -> list[str]:
     shown, right = two_numbers(trial.got, trial.expected)
     if bool((score == score[0]).all()):
         return [f"with every score equal (every pair a tie, so AUROC is 50) it gives {shown}"]
-    ties = int((score[is_outlier][:, None] == score[~is_outlier][None, :]).sum())
-    tied = (f" ({ties} of the {int(is_outlier.sum()) * int((~is_outlier).sum())} pairs here are ties between an "
-            "outlier and a known-class sample: each counts one half)") if ties else ""
+    ties = [_tied_pairs(s, o) for s, o in cases]
+    # ties change the answer only if it is right wherever no outlier ties with a known-class sample
+    # (then the first case it gets wrong has ties); an answer wrong without ties gets no note on them
+    about_ties = all(not wrong(t) for t, n in zip(trials, ties) if not n)
+    tied = (f" ({ties[failing]} of the {int(is_outlier.sum()) * int((~is_outlier).sum())} pairs here are ties "
+            "between an outlier and a known-class sample: each counts one half)") if about_ties and ties[failing] else ""
     return [f"it gives {shown} where AUROC is {right}, on {_scores_shown(score, is_outlier)}{tied}"]
+
+
+def _tied_pairs(score: torch.Tensor, is_outlier: torch.Tensor) -> int:
+    """How many (outlier, known-class) pairs have equal scores."""
+    return int((score[is_outlier][:, None] == score[~is_outlier][None, :]).sum())
 
 
 def h_score(acc: float, auroc: float) -> float:
@@ -145,7 +154,7 @@ def _check_h_score(answer: Any, generator: torch.Generator) -> list[str]:
     for acc, auc in pairs:
         expected = metrics.h_score(acc, auc)
         try:
-            got = float(answer(acc, auc))
+            got = returned_number(answer(acc, auc), "the H-score in percent")
         except StudentRaised as raised:
             if isinstance(raised.error, ZeroDivisionError) and acc + auc == 0:
                 return ["it raised ZeroDivisionError when ACC and AUROC are both 0: H is 0 there (nothing "
@@ -212,26 +221,33 @@ def _filter_cases(generator: torch.Generator) -> Iterator[tuple[torch.Tensor, to
           "`stamplib.evaluation.traces.filter_precision` and the recall of the known-class samples")
 def _check_precision_recall(answer: Any, generator: torch.Generator) -> list[str]:
     trials, cases = [], []
-    special: list[str] = []  # what the answer does on a boundary case, said when no known mistake explains it all
+    special: list[str] = []  # per case, what the answer does on it when that is a boundary ("" when nothing)
     for passed, is_outlier in _filter_cases(generator):
         b = len(passed)
         expected_precision = _trace_precision(passed, is_outlier)
         known = ~is_outlier
         expected_recall = float((passed & known).sum()) / float(known.sum())
         result = answer(passed.clone(), is_outlier.clone())
-        if not isinstance(result, (tuple, list)) or len(result) != 2:
-            return ["return two numbers, (precision, recall)"]
-        precision, recall = (float(v) for v in result)
+        if not isinstance(result, tuple) or len(result) != 2:
+            return [f"it returns {kind_of(result)}; return two numbers as a tuple, (precision, recall), as the "
+                    "exercise says"]
+        precision, recall = (returned_number(v, "precision and recall each") for v in result)
         kept_known, kept_outliers = float((passed & known).sum()), float((passed & is_outlier).sum())
         through = f"{int(passed.sum())} of {b} samples through, {int(is_outlier.sum())} outliers in the batch"
         if not passed.any() and not math.isnan(precision):
             special.append(f"nothing passed the filter ({through}), so its precision is undefined (nan), not "
-                           f"{precision}")
-        if passed.any() and not kept_known and math.isnan(precision):
+                           f"{precision + 0.0}")
+        elif passed.any() and not kept_known and math.isnan(precision):
             special.append(f"only outliers passed the filter here ({through}, none of them known-class) and it gives "
                            "precision nan: precision is 0 there (none of what passed is known-class); it is nan only "
                            "when nothing passed")
+        else:
+            special.append("")
+        rejected = ~passed
         mistakes = [  # (what the answer does, the (precision, recall) it gives)
+            ("its mask is inverted: it counts the samples the filter rejected (`~passed`) as those that passed; "
+             "`passed` is True for the samples that went through",
+             (_trace_precision(rejected, is_outlier), float((rejected & known).sum()) / float(known.sum()))),
             ("precision and recall are swapped: precision divides by what passed, recall by the known-class "
              "samples", (expected_recall, expected_precision)),
             ("give fractions in [0, 1], not percent", (100 * expected_precision, 100 * expected_recall)),
@@ -252,8 +268,8 @@ def _check_precision_recall(answer: Any, generator: torch.Generator) -> list[str
         return []
     if message := reproduced(trials):
         return [message]
-    if special:
-        return special[:1]
+    if special[failing]:  # said only of the first case the answer gets wrong
+        return [special[failing]]
     trial = trials[failing]
     differs = []
     for what, value, right in zip(("precision", "recall"), trial.got, trial.expected):

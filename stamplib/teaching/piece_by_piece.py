@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
+import textwrap
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,12 +33,15 @@ from stamplib.report.frames import plan_frame
 from stamplib.report.paper import paper_value
 from stamplib.teaching.exercises import (
     Trial,
-    as_tensor,
+    WrongReturn,
     close,
     exercise,
     integer,
+    kind_of,
     largest_difference,
     reproduced,
+    returned_number,
+    returned_tensor,
     two_numbers,
     uniform,
     wrong,
@@ -146,31 +151,51 @@ def schedule_text(plan: plans.Plan, records: Mapping[str, Record]) -> str:
             "η₀) before each reset.")
 
 
+#: The legends' type size in the path figure (points): readable where the figure is saved.
+PATH_LEGEND_POINTS = 10
+
+
 def plot_path(table: pd.DataFrame) -> plt.Figure:
-    """H of each step of the path (mean and per corruption, and the mean's range over the seeds
-    whose records exist), beside the paper's Table 5 H of the same row (on its own benchmark:
-    compare the direction of each step, not the numbers)."""
+    """H of each step of the path on our benchmark (mean and per corruption, and the mean's range
+    over the seeds whose records exist), and, on an axis of its own beside it, the paper's Table 5
+    H of the same rows: another benchmark (CIFAR100-C + SVHN-C, a ResNet-18), whose numbers are
+    not ours to compare; only the direction of each step is."""
     steps = table[table["step"].isin([s.name for s in STEPS])]
-    x = range(len(steps))
-    fig, ax = plt.subplots(figsize=(10, 4.0))
+    x = list(range(len(steps)))
+    paper = pd.to_numeric(steps["paper H"], errors="coerce") if "paper H" in steps else pd.Series(dtype=float)
+    with_paper = bool(paper.notna().any())
+    fig, axes = plt.subplots(1, 2 if with_paper else 1, figsize=(15, 4.4) if with_paper else (10, 4.4), squeeze=False,
+                             gridspec_kw={"width_ratios": [5, 3]} if with_paper else None)
+    ours = axes[0][0]
     per_corruption = [c for c in steps.columns if c.startswith("H ") and "seed" not in c]
     # corruptions in grey, told apart by marker and dash: the palette's colours belong to methods
     styles = [("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."), ("v", (0, (5, 1)))]
     for i, column in enumerate(per_corruption):
         marker, dash = styles[i % len(styles)]
-        ax.plot(x, steps[column], marker=marker, linestyle=dash, color="0.45", linewidth=1, alpha=0.8,
-                label=f"ours, {column[2:]}")
-    ax.plot(x, steps["H"], marker="o", linewidth=2.5, color=STAMP_COLOUR, label="ours, mean over corruptions")
+        ours.plot(x, steps[column], marker=marker, linestyle=dash, color="0.45", linewidth=1, alpha=0.8,
+                  label=column[2:])
+    ours.plot(x, steps["H"], marker="o", linewidth=2.5, color=STAMP_COLOUR, label="mean over corruptions")
     if "H lowest seed" in steps:  # the seed spread the lesson reads each step against
         low, high = (pd.to_numeric(steps[c], errors="coerce") for c in ("H lowest seed", "H highest seed"))
-        ax.fill_between(list(x), low, high, color=STAMP_COLOUR, alpha=0.2, linewidth=0,
-                        label="ours, mean H: lowest to highest seed")
-    if "paper H" in steps:
-        ax.plot(x, pd.to_numeric(steps["paper H"], errors="coerce"), marker="x", linestyle="--", color="black",
-                label="paper, Table 5 (CIFAR100-C + SVHN-C)")
-    ax.set_xticks(list(x), list(steps["step"]), rotation=15, ha="right")
-    ax.set(ylabel="H-score (%)", ylim=(0, 100), title="From Tent to STAMP, one component at a time")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=8)
+        ours.fill_between(x, low, high, color=STAMP_COLOUR, alpha=0.2, linewidth=0,
+                          label="mean: lowest to highest seed")
+    ours.set(ylabel="H-score (%)", ylim=(0, 100), title="ours: built-in CIFAR-10 + Noise, compact ResNet")
+    panels = [(ours, steps["step"])]
+    if with_paper:
+        theirs = axes[0][1]
+        rows = paper.notna().to_numpy()
+        theirs.plot([i for i, kept in zip(x, rows) if kept], paper[rows], marker="x", linestyle="--", color="black",
+                    label="H, paper's Table 5")
+        theirs.set(ylabel="H-score (%), paper's Table 5", ylim=(0, 100),
+                   title="the paper: CIFAR100-C + SVHN-C, ResNet-18\n(another benchmark: compare directions only)")
+        theirs.set_xlim(ours.get_xlim())
+        panels.append((theirs, [f"row {row}" if isinstance(row, int) and row else "not in\nTable 5"
+                                for row in steps["Table 5 row"]]))
+    for ax, labels in panels:
+        ax.set_xticks(x, [textwrap.fill(label, 11) for label in labels], fontsize=9)
+        ax.title.set_fontsize(11)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=PATH_LEGEND_POINTS)
+    fig.suptitle("From Tent to STAMP, one component at a time")
     fig.tight_layout()
     return fig
 
@@ -238,7 +263,7 @@ def _check_cosine(answer: Any, generator: torch.Generator) -> list[str]:
     trials = []
     for lr0, step, period in _cosine_cases(generator):
         expected = stamp_cosine_step_size(lr0, step, period, periodic=True)
-        got = float(answer(lr0, step, period))
+        got = returned_number(answer(lr0, step, period), "the step size")
         # float32's cos rounds to ~1e-7 of lr0; an off-by-one step moves it ≥ 2e-5 · lr0; an absolute
         # tolerance, as a fraction of the largest value of 1 (lr0 ≤ 0.5)
         tolerance = 1e-6 * lr0
@@ -335,25 +360,44 @@ def _eviction_cases(generator: torch.Generator) -> Iterator[tuple[list[int], lis
 @exercise(LESSON, "The class-balanced memory's eviction rule", eviction_candidates,
           "`stamplib.blocks.memory.ClassBalancedMemory` (STAMP's memory, stamp.md §4.3)")
 def _check_eviction(answer: Any, generator: torch.Generator) -> list[str]:
-    cases = []
+    cases, trials = [], []
     for counts, xi, capacity in _eviction_cases(generator):
         expected = _memory_holding(counts, xi, capacity).eviction_candidates()
-        got = sorted(int(c) for c in answer(list(counts), list(xi), capacity))
+        got = _class_list(answer(list(counts), list(xi), capacity))
         cases.append((counts, xi, capacity, expected, got))
+        shifted = [("its class ids are off by one (numbered from 1): class c is index c of `class_counts` and `xi`, "
+                    "counted from 0", [c + 1 for c in expected]),
+                    ("its class ids are off by one (one lower): class c is index c of `class_counts` and `xi`",
+                     [c - 1 for c in expected])]
+        trials.append(Trial(got, expected, shifted))
     failing = next((case for case in cases if case[3] != case[4]), None)
     if failing is None:
         return []
+    if message := reproduced(trials):
+        return [message]
     counts, xi, capacity, expected, got = failing
     total = sum(counts)
     present = [c for c, n in enumerate(counts) if n]
     case = f"counts {counts}, ξ {xi}, capacity {capacity}"
+    if sorted(got) == expected:
+        return [f"it gives the candidates {got} ({case}); return them in class order, {expected}, as the exercise "
+                "says"]
+    got = sorted(got)
     if total < capacity and got:
         one_short = " (capacity − 1: room for one more)" if total == capacity - 1 else ""
         return [f"the memory holds {total} samples of {capacity}{one_short}, so it still has room here: nothing "
                 f"is evicted until it holds `capacity` samples ({case}: it gives {got})"]
-    if any(c not in present for c in got):
-        return [f"it evicts from a class with no sample in the memory: only a present class can lose one (an "
-                f"absent class with a large ξ is skipped; {case}: it gives {got})"]
+    absent = [c for c in got if c not in present]
+    if absent:
+        top_present = max((xi[c] for c in present), default=-math.inf)
+        named = [c for c in absent if 0 <= c < len(counts)]
+        if not named:
+            return [f"it gives class {absent[0]}, which is not a class here (classes 0 to {len(counts) - 1}; "
+                    f"{case}: it gives {got})"]
+        large = [c for c in named if xi[c] >= top_present]
+        why = (f"; an absent class with a large ξ (class {large[0]}: {xi[large[0]]:g}) is skipped" if large else "")
+        return [f"it evicts from class {named[0]}, which has no sample in the memory (count 0, ξ {xi[named[0]]:g}): "
+                f"only a present class can lose one{why} ({case}: it gives {got})"]
     if not got and total > capacity:
         return [f"the memory holds more than `capacity` samples ({total} of {capacity}) and it gives no candidate: "
                 "a memory at or over capacity evicts (sum of the counts ≥ capacity)"]
@@ -382,6 +426,18 @@ def _check_eviction(answer: Any, generator: torch.Generator) -> list[str]:
         return [f"classes {expected} tie at the largest ξ ({top:g}) and it gives only {got} ({case}): with ties "
                 "every present class with the largest ξ is a candidate (the memory then picks one at random)"]
     return [f"{case}: the candidates are {expected}, it gives {got}"]
+
+
+def _class_list(value: Any) -> list[int]:
+    """The answer's candidates as they came, in its order; :class:`WrongReturn` unless a list of
+    class ids (the exercise asks for a list in class order: a set has no order)."""
+    if not isinstance(value, list):
+        raise WrongReturn(f"it returns {kind_of(value)}; return a list of the classes in class order (`[]` when "
+                          "there is none), as the exercise says" + (": a set has no order" if isinstance(
+                              value, set | frozenset) else ""))
+    if not all(isinstance(c, numbers.Integral) and not isinstance(c, bool) for c in value):
+        raise WrongReturn(f"it returns the list {value!r}; return class ids as Python ints (`int(c)`)")
+    return [int(c) for c in value]
 
 
 def _largest(values: Sequence[float], among: Sequence[int]) -> list[int]:
@@ -444,11 +500,13 @@ def _check_self_weighted_entropy(answer: Any, generator: torch.Generator) -> lis
         (expected_grad,) = torch.autograd.grad(expected, reference)
         given = logits.clone().requires_grad_(True)
         result = answer(given, scale)
-        got = as_tensor(result, "one number (a 0-d tensor)")
+        got = returned_tensor(result, "the loss as a 0-d tensor")
         if got.numel() != 1:
             return [f"it returns shape {tuple(got.shape)} for {len(logits)} samples; STAMP's loss is one number, the "
                     "mean over the samples of H · scale · w"]
-        got = got.reshape(())
+        if got.dim():
+            return [f"it returns shape {tuple(got.shape)}; return the loss as a 0-d tensor (shape ()), as the exercise "
+                    "says: `.mean()` over the samples gives one, and `.squeeze()` turns a one-element tensor into one"]
         entropy = -(torch.log_softmax(logits, 1).exp() * torch.log_softmax(logits, 1)).sum(1)
         w = torch.softmax(-entropy, 0)
         known = [
@@ -471,7 +529,7 @@ def _check_self_weighted_entropy(answer: Any, generator: torch.Generator) -> lis
     for logits, scale, given, result, expected_grad in answered:
         if not isinstance(result, torch.Tensor) or not result.requires_grad:
             return ["the value is right but it carries no gradient: STAMP back-propagates this loss"]
-        (grad,) = torch.autograd.grad(result.reshape(()), given)
+        (grad,) = torch.autograd.grad(result, given)
         if not close(grad.double(), expected_grad, 1e-4):
             static = logits.clone().requires_grad_(True)
             lp = torch.log_softmax(static, 1)

@@ -247,3 +247,48 @@ def test_lesson_16_quotes_the_step_size_of_the_last_step_a_stream_takes_and_no_n
     tent = table[table["step"] == "Tent"].iloc[0]
     assert all(tent[f"paper {m}"] == piece_by_piece.NOT_IN_TABLE5 for m in ("ACC", "AUROC", "H"))
     assert {"H lowest seed", "H highest seed"} <= set(table.columns)
+
+
+# ------------------------------------------------------------------ tables and figures say what they show
+
+
+def test_lesson_17s_harder_streams_table_labels_what_each_column_is_taken_over() -> None:
+    """The batch-size streams run on gaussian noise alone, the others over every corruption: the
+    table's columns say which, from the plan's cells."""
+    plan = course.harder_streams(registry.plan(LESSONS[3], profile="quick"))
+    streams = [(axis, s) for axis, values in ((plans.BATCH_AXIS, ("16", "64")), (plans.LABEL_AXIS, ("none", "sorted")),
+                                               (plans.DOMAIN_AXIS, ("separate", "mixed"))) for s in values]
+    table = pd.DataFrame([{"method": m, "axis": axis, "stream": s, "H": 50.0}
+                          for m in ("Source", "STAMP") for axis, s in streams])
+    wide = breaking.harder_streams_wide(plan, table)
+    corruptions = len(next(c for c in plan.cells if c.variant.startswith(plans.LABEL_AXIS)).spec.corruptions)
+    assert corruptions > 1
+    assert list(wide.columns) == [("gaussian noise only", "batch size=16"), ("gaussian noise only", "batch size=64"),
+                                  *[(f"mean over {corruptions} corruptions", f"{axis}={s}") for axis, s in streams[2:]]]
+    assert wide.columns.names == ["H on", "stream"] and list(wide.index) == ["Source", "STAMP"]
+    notebook = json.loads((notebooks_dir() / f"{LESSONS[3]}.ipynb").read_text())
+    assert "breaking.harder_streams_wide(stress_plan, harder" in "".join("".join(c["source"]) for c in notebook["cells"])
+
+
+def test_the_overviews_table_names_methods_as_the_lessons_do() -> None:
+    from stamplib.report import walkthrough
+
+    frame = pd.DataFrame([{"method": m, "corruption": c, "acc": 50.0, "auroc": 60.0, "h": 54.5, "collapsed": False}
+                          for m in ("source", "bn_stats", "tent", "stamp") for c in ("gaussian_noise", "mean")])
+    table = walkthrough.comparison_table(frame)
+    assert list(table["Method"]) == ["Source", "BN Stats", "Tent", "STAMP"]
+    assert list(table.columns) == ["Method", "ACC", "AUROC", "H", "collapsed"]
+    notebook = json.loads((notebooks_dir() / "00_walkthrough.ipynb").read_text())
+    code = "".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code")
+    assert "walkthrough.comparison_table(frame)" in code and '"method", "acc"' not in code
+
+
+def test_every_bracket_of_the_notebooks_prose_is_closed_once() -> None:
+    """Every lesson's header said "(… (20 s, measured on a shared machine))": one bracket too many."""
+    unbalanced = []
+    for path in sorted(notebooks_dir().glob("*.ipynb")):
+        for i, cell in enumerate(json.loads(path.read_text())["cells"]):
+            prose = re.sub(r"`[^`]*`", "", _source(cell))  # code spans may hold anything
+            if cell["cell_type"] == "markdown" and prose.count("(") != prose.count(")"):
+                unbalanced.append(f"{path.name}, cell {i}: {prose.count('(')} '(' and {prose.count(')')} ')'")
+    assert not unbalanced

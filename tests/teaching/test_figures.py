@@ -9,6 +9,7 @@ from __future__ import annotations
 import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 from matplotlib.collections import PathCollection
 from matplotlib.contour import ContourSet
 from matplotlib.patches import Rectangle
@@ -96,3 +97,35 @@ def test_small_text_and_a_legend_over_a_point_are_caught() -> None:
     ax.text(1.0, 1.0, "a note on the point", ha="center", va="center")
     assert any("note 'a note on the point' covers" in p for p in figure_problems(fig))
     plt.close(fig)
+
+
+def _path_table() -> pd.DataFrame:
+    from stamplib.teaching import piece_by_piece
+
+    rows = []
+    for i, step in enumerate(piece_by_piece.STEPS):
+        paper = piece_by_piece.NOT_IN_TABLE5 if not step.table5_row else 60.0 + 2 * i
+        rows.append({"step": step.name, "Table 5 row": step.table5_row or "—", "ACC": 50.0, "AUROC": 60.0,
+                     "H": 40.0 + 3 * i, "H gaussian noise": 35.0 + 4 * i, "H contrast": 20.0 + i,
+                     "H lowest seed": 38.0 + 3 * i, "H highest seed": 43.0 + 3 * i,
+                     "paper ACC": paper, "paper AUROC": paper, "paper H": paper})
+    return pd.DataFrame(rows)
+
+
+def test_lesson_16s_path_draws_the_papers_h_on_an_axis_of_its_own_with_a_legend_of_9_pt_or_more() -> None:
+    """The paper's Table 5 H is another benchmark's: it has its own axis, titled with that
+    benchmark, never a line among ours; every legend entry is at least 9 pt."""
+    from stamplib.teaching import piece_by_piece
+
+    fig = piece_by_piece.plot_path(_path_table())
+    try:
+        ours, theirs = fig.axes
+        assert [line.get_label() for line in theirs.lines] == ["H, paper's Table 5"]
+        assert not [line for line in ours.lines if "paper" in line.get_label()]
+        assert "CIFAR100-C + SVHN-C" in theirs.get_title() and "built-in CIFAR-10" in ours.get_title()
+        assert list(theirs.lines[0].get_ydata()) == [62.0, 64.0, 66.0, 68.0, 70.0]  # Tent is no row of Table 5
+        sizes = [t.get_fontsize() for ax in fig.axes for t in ax.get_legend().get_texts()]
+        assert sizes and min(sizes) >= 9
+        assert not figure_problems(fig)
+    finally:
+        plt.close(fig)

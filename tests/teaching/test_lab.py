@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import csv
 import json
+import os
 import re
 from pathlib import Path
 
@@ -167,14 +168,25 @@ def _submissions(release: Path, folder: Path) -> None:
     commented["source"] = "# I ran this twice; the second time it passed\n\n" + _source(commented) + "  # done\n"
     for name, nb in made.items():
         (folder / f"{name}.ipynb").write_text(json.dumps(nb))
+    # the same notebook downloaded twice: the later copy is graded, the first gets a row saying so
+    (folder / "correct (1).ipynb").write_text(json.dumps(made["correct"]))
+    os.utime(folder / "correct.ipynb", (1_700_000_000, 1_700_000_000))
     (folder / "student_3").mkdir()
     (folder / "student_3" / "overview.ipynb").write_text((release / "00_walkthrough.ipynb").read_text())
     (folder / "student_7").mkdir()
     (folder / "student_7" / "notes.ipynb").write_text("{ not json")
+    # what else comes back: a script, a PDF, a notebook saved as text, an empty lesson notebook
+    (folder / "student_8").mkdir()
+    (folder / "student_8" / "answers.py").write_text("def h_score(acc, auroc):\n    return 0.0\n")
+    (folder / "student_8" / "15.pdf").write_bytes(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
+    (folder / "student_8" / "16.ipynb.txt").write_text((release / "16_course_stamp_piece_by_piece.ipynb").read_text())
+    (folder / "student_8" / "16_course_stamp_piece_by_piece.ipynb").write_text(json.dumps(
+        {"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
 
 
 EXPECTED = {  # file -> exercise -> (passed, the message's pattern)
-    "correct.ipynb": {BN: (True, "^right$"), ENTROPY: (True, "^right$"), LOGITS: (True, "^right$")},
+    "correct (1).ipynb": {e: (True, r"^right \(graded in place of its duplicate correct\.ipynb: this copy is the last "
+                                    r"modified\)$") for e in (BN, ENTROPY, LOGITS)},
     "empty.ipynb": {e: (False, "^not written yet$") for e in (BN, ENTROPY, LOGITS)},
     "syntax_error.ipynb": {BN: (True, "^right$"), ENTROPY: (False, "^not defined: its cell raised SyntaxError"),
                            LOGITS: (True, "^right$")},
@@ -205,6 +217,28 @@ def test_release_then_grade_made_up_submissions(tmp_path: Path, capsys) -> None:
     with (folder / "grades.csv").open(newline="") as f:
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == ["file", "lesson", "exercise", "passed", "message"]
+    by_file: dict[str, list[dict]] = {}
+    for r in rows:
+        by_file.setdefault(r["file"], []).append(r)
+    handed_in = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file() and p.name != "grades.csv"}
+    assert set(by_file) == handed_in  # every file handed in has its rows
+    assert [(r["passed"], r["message"]) for r in by_file["correct.ipynb"]] == [
+        ("", "duplicate of correct (1).ipynb (the same lesson, handed in twice in one folder): not graded; "
+             "correct (1).ipynb, the last modified, is graded in its place")]
+    student_8 = {f.removeprefix("student_8/"): rs for f, rs in by_file.items() if f.startswith("student_8/")}
+    assert [r["message"] for r in student_8["answers.py"]] == [
+        "not a notebook (.py): only .ipynb files are graded; hand in the lesson's notebook (File > Save, the .ipynb file)"]
+    assert student_8["15.pdf"][0]["message"].startswith("not a notebook (.pdf) (its name says lesson 15)")
+    assert student_8["16.ipynb.txt"][0]["message"].startswith(
+        "not graded: a notebook saved as .ipynb.txt (its name says lesson 16); rename it to end in .ipynb")
+    empty = student_8["16_course_stamp_piece_by_piece.ipynb"]
+    assert [r["exercise"] for r in empty] == ["cosine_step_size", "eviction_candidates", "self_weighted_entropy"]
+    assert all(r["passed"] == "False" and r["message"].startswith("empty: the notebook has 0 cells") for r in empty)
+    assert not any("deleted" in r["message"] for r in empty)
+    assert printed.splitlines()[0] == ("16 files handed in: 9 lesson notebooks graded, 1 duplicate (another copy "
+                                       "graded), 1 overview (no exercises), 1 unreadable, 3 not a notebook, 1 empty"), \
+        printed
+    assert re.search(r"cosine_step_size\s+0 of 1 passed  \(empty 1\)", printed), printed
     unreadable = [r for r in rows if r["file"] == "student_7/notes.ipynb"]
     assert len(unreadable) == 1 and unreadable[0]["passed"] == "False"
     assert unreadable[0]["message"].startswith("not a readable notebook")
@@ -216,7 +250,7 @@ def test_release_then_grade_made_up_submissions(tmp_path: Path, capsys) -> None:
         if r["file"] in EXPECTED:
             assert r["lesson"] == LESSON
             graded.setdefault(r["file"], {})[r["exercise"]] = (r["passed"] == "True", r["message"])
-    assert set(graded) == set(EXPECTED) and len(rows) == 3 * len(EXPECTED) + 2
+    assert set(graded) == set(EXPECTED) and len(rows) == 3 * len(EXPECTED) + 2 + 1 + 3 + 3
     for file, expected in EXPECTED.items():
         for exercise, (passed, pattern) in expected.items():
             got = graded[file][exercise]
@@ -224,6 +258,67 @@ def test_release_then_grade_made_up_submissions(tmp_path: Path, capsys) -> None:
     assert re.search(rf"{BN}\s+7 of 9 passed", printed) and re.search(rf"{ENTROPY}\s+4 of 9 passed", printed), printed
     assert "student_3/overview.ipynb: 00_walkthrough has no exercises" in printed
     assert "student_7/notes.ipynb: not a readable notebook" in printed
+
+
+def test_every_file_handed_in_is_sorted_before_anything_runs(tmp_path: Path) -> None:
+    """No kernel here: what each file is (a notebook to grade, a duplicate, not a notebook, empty,
+    unreadable) is decided by reading it, and the summary counts every file."""
+    folder, lessons = tmp_path / "in", lab.course_lessons()
+    released = (notebooks_dir() / f"{LESSON}.ipynb").read_text()
+    for name, text in {"alice/14.ipynb": released, "alice/14 (1).ipynb": released, "alice/14-Copy1.ipynb": released,
+                       "bob/14.ipynb": released, "bob/14 copy.ipynb": "", "bob/16_mine.ipynb": "\n",
+                       "bob/17.ipynb": json.dumps({"cells": [{"cell_type": "code", "id": "a", "source": "  ", "metadata": {},
+                                                             "outputs": [], "execution_count": None}],
+                                                  "metadata": {}, "nbformat": 4, "nbformat_minor": 5}),
+                       "carol/answers.py": "x = 1\n", "carol/notes.ipynb": "{ not json",
+                       "carol/.ipynb_checkpoints/14-checkpoint.ipynb": released, "grades.csv": "file\n"}.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    for age, name in enumerate(("alice/14-Copy1.ipynb", "alice/14 (1).ipynb", "alice/14.ipynb")):
+        os.utime(folder / name, (1_700_000_000 - 60 * age,) * 2)  # 14-Copy1 is the last modified
+    found = lab.handed_in(folder, folder / "grades.csv")
+    assert [p.relative_to(folder).as_posix() for p in found] == [
+        "alice/14 (1).ipynb", "alice/14-Copy1.ipynb", "alice/14.ipynb", "bob/14 copy.ipynb", "bob/14.ipynb",
+        "bob/16_mine.ipynb", "bob/17.ipynb", "carol/answers.py", "carol/notes.ipynb"]
+    hand_ins = {h.file: h for h in lab.flag_duplicates([lab.look_at(p, folder, lessons) for p in found])}
+    to_run = sorted(f for f, h in hand_ins.items() if not h.rows)
+    assert to_run == ["alice/14-Copy1.ipynb", "bob/14.ipynb"]  # bob's other 14 is empty: not a copy to choose
+    assert hand_ins["alice/14-Copy1.ipynb"].note == ("graded in place of its duplicate alice/14 (1).ipynb, "
+                                                      "alice/14.ipynb: this copy is the last modified")
+    for copy_name in ("alice/14 (1).ipynb", "alice/14.ipynb"):
+        (row,) = hand_ins[copy_name].rows
+        assert (row.passed, row.outcome) == (None, "duplicate")
+        assert row.message.startswith("duplicate of alice/14-Copy1.ipynb (the same lesson, handed in twice")
+    assert [(r.exercise, r.message) for r in hand_ins["bob/14 copy.ipynb"].rows] == [
+        (e, "empty: the file holds 0 bytes; nothing to grade (hand in the lesson's notebook with your answers, saved)")
+        for e in (BN, ENTROPY, LOGITS)]
+    assert [r.lesson for r in hand_ins["bob/16_mine.ipynb"].rows] == ["16_course_stamp_piece_by_piece"] * 3
+    assert hand_ins["bob/17.ipynb"].rows[0].message.startswith("empty: the notebook has 1 cell, none with anything")
+    assert hand_ins["carol/answers.py"].rows[0].outcome == "not a notebook"
+    assert hand_ins["carol/notes.ipynb"].rows[0].outcome == "unreadable"
+    rows = [r for h in hand_ins.values() for r in h.rows]
+    rows += [lab.Grade(f, LESSON, e, True, "right", "passed") for f in to_run for e in (BN, ENTROPY, LOGITS)]
+    lines = lab.summary(rows)
+    assert sorted(lines[0].removeprefix("9 files handed in: ").split(", ")) == sorted([
+        "2 lesson notebooks graded", "2 duplicate (another copy graded)", "3 empty", "1 not a notebook",
+        "1 unreadable"]), lines
+    assert f"  {BN}    2 of 3 passed  (empty 1)" in lines, lines
+    assert "alice/14.ipynb: duplicate of alice/14-Copy1.ipynb" in "\n".join(lines)
+
+
+def test_a_folder_without_a_notebook_still_gets_a_row_per_file(tmp_path: Path, capsys) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "answers.py").write_text("x = 1\n")
+    (folder / "15.pdf").write_bytes(b"%PDF-1.4\n")
+    assert main(["course", "grade", str(folder)]) == 0
+    printed = capsys.readouterr().out
+    with (folder / "grades.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["file"], r["passed"]) for r in rows] == [("15.pdf", "False"), ("answers.py", "False")]
+    assert printed.splitlines()[0] == "2 files handed in: 2 not a notebook", printed
+    assert main(["course", "grade", str(folder)]) == 0  # again: its own grades.csv is not a file handed in
+    assert "2 files handed in" in capsys.readouterr().out
 
 
 def test_a_check_that_fails_its_own_solution_stops_grading_before_any_student(monkeypatch) -> None:

@@ -107,6 +107,43 @@ def _candidates(counts, xi, capacity, present_only=True, when_full=True, by_coun
     return tied if all_ties else tied[:1]
 
 
+def _precision_recall(p: torch.Tensor, o: torch.Tensor) -> tuple[float, float]:
+    known = ~o
+    return (float((p & known).sum()) / float(p.sum()) if p.any() else math.nan,
+            float((p & known).sum()) / float(known.sum()))
+
+
+def _zeros_patched_in_place(p: torch.Tensor) -> torch.Tensor:
+    """A right entropy that writes 1e-12 over the caller's zeros (the value is right to 3e-11)."""
+    p[p == 0] = 1e-12
+    return -(p * p.log()).sum(1)
+
+
+def _bn_in_place(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float) -> torch.Tensor:
+    """Right values, computed in the caller's ``x``."""
+    mean, var = x.mean((0, 2, 3), keepdim=True), x.var((0, 2, 3), unbiased=False, keepdim=True)
+    return x.sub_(mean).div_(torch.sqrt(var + eps)).mul_(w.view(1, -1, 1, 1)).add_(b.view(1, -1, 1, 1))
+
+
+def _shifted_auroc(s: torch.Tensor, o: torch.Tensor) -> float:
+    """A right AUROC (shifting every score changes no pair), computed after shifting the caller's scores."""
+    s -= s.min()
+    return 100 * float(_pairs(s, o).mean())
+
+
+def _labels_overwritten(p, clean, ref, alpha):
+    """A right mask that marks the rejected samples' labels -1 in the caller's ``clean_label``."""
+    mask = _reliable(p, clean, ref, alpha)
+    clean[~mask] = -1
+    return mask
+
+
+def _off_by_one_when_alone(c, x, k):
+    """Class ids one too high, but only when there is one candidate: not a shift of every answer."""
+    found = _candidates(c, x, k)
+    return [i + 1 for i in found] if len(found) == 1 else found
+
+
 def _lr(lr0: float, n: float, t: float) -> float:
     return lr0 * 0.5 * (1 + math.cos(math.pi * n / t))
 
@@ -151,6 +188,9 @@ WRONG: dict[str, list[tuple[Answer, str]]] = {
         (lambda p: _entropy(p) / p.shape[1], "averages over the classes"),
         (lambda p: _entropy(p) / math.log(p.shape[1]), "divides by ln C"),
         (lambda p: -(p * torch.log(p + 1e-3)).sum(1), "the entropy of each row: at"),
+        (lambda p: _entropy(p).tolist(), "it returns a list"),
+        (_zeros_patched_in_place, "changes its input `probs` in place"),
+        (lambda p: _entropy(p) + 0.5 * (p.max(1).values == 1).double(), "at [1] expected 0, got 0.5"),
     ],
     "entropy_from_logits": [
         (lambda z: -(torch.softmax(z, 1) * torch.log(torch.softmax(z, 1))).sum(1), "large logits"),
@@ -173,6 +213,8 @@ WRONG: dict[str, list[tuple[Answer, str]]] = {
         (lambda x, w, b, e: x / torch.sqrt(x.var((0, 2, 3), unbiased=False, keepdim=True) + e) * w.view(1, -1, 1, 1)
          + b.view(1, -1, 1, 1), "differs from BatchNorm's output on x"),
         (lambda x, w, b, e: _bn(x.half(), w.half(), b.half(), e), "differs from BatchNorm's output on x"),
+        (_bn_in_place, "changes its input `x` in place"),
+        (lambda x, w, b, e: _bn(x, w, b, e).numpy(), "it returns a numpy array"),
     ],
     "auroc_percent": [
         (lambda s, o: float(_pairs(s, o).mean()), "fraction"),
@@ -184,6 +226,8 @@ WRONG: dict[str, list[tuple[Answer, str]]] = {
         (lambda s, o: 100 * float((s[o] > s[~o].mean()).double().mean()), "where AUROC is"),
         (lambda s, o: 100 * float(_pairs(s.half(), o).mean()), "float16"),
         (lambda s, o: 100 * roc_auc_score(o.numpy(), s.half().numpy()), "float16"),
+        (lambda s, o: 100 * _pairs(s, o).mean(), "as a Python float"),
+        (_shifted_auroc, "changes its input `ood_score` in place"),
     ],
     "h_score": [
         (lambda a, b: (a + b) / 2, "arithmetic mean"),
@@ -194,6 +238,7 @@ WRONG: dict[str, list[tuple[Answer, str]]] = {
         (lambda a, b: 2 * (a / 100) * (b / 100) / ((a + b) / 100) if a + b else 0.0, "fraction"),
         (lambda a, b: min(a, b), "; it gives"),
         (lambda a, b: 2 * a * b / (a + b + 1e-3), "; it gives"),
+        (lambda a, b: torch.tensor([2 * a * b / (a + b) if a + b else 0.0]), "1-d tensor of shape (1,)"),
     ],
     "filter_precision_recall": [
         (lambda p, o: (float((p & ~o).sum()) / float((~o).sum()),
@@ -214,6 +259,9 @@ WRONG: dict[str, list[tuple[Answer, str]]] = {
                        float((p & ~o).sum()) / float((~o).sum())), "only outliers passed"),
         (lambda p, o: (float((p & ~o).sum()) / float(p.sum()) if p.any() else math.nan,
                        float((p & ~o).sum()) / float((~o).sum()) * (1 - 1e-3)), "(expected"),
+        (lambda p, o: _precision_recall(~p, o), "its mask is inverted"),
+        (lambda p, o: list(_precision_recall(p, o)), "it returns a list; return two numbers as a tuple"),
+        (lambda p, o: ((p & ~o).sum() / p.sum(), (p & ~o).sum() / (~o).sum()), "precision and recall each as a Python float"),
     ],
     "self_weighted_entropy": [
         (lambda z, s: _self_weighted(z, s, sign=1.0), "uncertain"),
@@ -224,6 +272,7 @@ WRONG: dict[str, list[tuple[Answer, str]]] = {
         (lambda z, s: _logit_entropy(z).mean(), "plain mean entropy"),
         (lambda z, s: _logit_entropy(z) * s * torch.softmax(-_logit_entropy(z), 0), "is one number"),
         (lambda z, s: _self_weighted(z, s) * (1 + 1e-3), "STAMP's loss is"),
+        (lambda z, s: _self_weighted(z, s).reshape(1), "as a 0-d tensor (shape ())"),
     ],
     "eviction_candidates": [
         (lambda c, x, k: _candidates(c, x, k, present_only=False), "no sample in the memory"),
@@ -239,6 +288,10 @@ WRONG: dict[str, list[tuple[Answer, str]]] = {
         (lambda c, x, k: _candidates(c, x, k, tie_tolerance=1e-3), "a near tie is not a tie"),
         (lambda c, x, k: [] if sum(c) < k else [min((i for i in range(len(c)) if c[i]), key=lambda i: x[i])],
          "the candidates are"),
+        (lambda c, x, k: set(_candidates(c, x, k)), "a set has no order"),
+        (lambda c, x, k: _candidates(c, x, k)[::-1], "return them in class order"),
+        (lambda c, x, k: [i + 1 for i in _candidates(c, x, k)], "off by one (numbered from 1)"),
+        (_off_by_one_when_alone, "which has no sample in the memory (count 0, ξ 1)"),
     ],
     "cosine_step_size": [
         (lambda lr, n, t: _lr(lr, min(n, t), t), "rises again"),
@@ -249,6 +302,7 @@ WRONG: dict[str, list[tuple[Answer, str]]] = {
         (lambda lr, n, t: _lr(lr, n, 2 * t), "its period is 2·period"),
         (lambda lr, n, t: lr * 0.5 * (1 + math.cos(2 * math.pi * n / t)), ": expected"),
         (lambda lr, n, t: _lr(lr, n, t + 1), ": expected"),
+        (lambda lr, n, t: torch.tensor(_lr(lr, n, t)), "return the step size as a Python float"),
     ],
     "stamp_reliable": [
         (lambda p, c, r, a: _reliable(p, c, r, a, threshold=a), "not α"),
@@ -265,6 +319,8 @@ WRONG: dict[str, list[tuple[Answer, str]]] = {
         (lambda p, c, r, a: _reliable(p, c, r, a, threshold=a * math.log10(p.shape[1])), "log₁₀"),
         (lambda p, c, r, a: _reliable(p, c, r, a, threshold=a * math.log(len(torch.unique(c)))),
          "it rejects a sample whose labels agree"),
+        (lambda p, c, r, a: _reliable(p, c, r, a).float(), "dtype torch.float32"),
+        (_labels_overwritten, "changes its input `clean_label` in place"),
     ],
     "class_frequency_update": [
         (lambda x, c, b: b * x + (1 - b) * c, "β weighs the new counts"),
@@ -272,6 +328,8 @@ WRONG: dict[str, list[tuple[Answer, str]]] = {
         (lambda x, c, b: x + b * c, "without decaying ξ"),
         (lambda x, c, b: (1 - b) * x + c, "; it gives"),
         (lambda x, c, b: ((1 - b) * x + b * c).half(), "; it gives"),
+        (lambda x, c, b: x.mul_(1 - b).add_(b * c), "changes its input `xi` in place"),
+        (lambda x, c, b: ((1 - b) * x + b * c).tolist(), "it returns a list"),
     ],
 }
 
@@ -298,6 +356,7 @@ RIGHT: dict[str, list[tuple[Answer, str]]] = {
         (lambda s, o: 100 * roc_auc_score(o.numpy(), s.numpy()), "scikit-learn's roc_auc_score"),
         (lambda s, o: 100 * roc_auc_score(o.numpy(), s.float().numpy()), "scikit-learn on float32 scores"),
         (lambda s, o: 100 * float(_pairs(s.float(), o, dtype=torch.float32).mean()), "pairs of float32 scores"),
+        (lambda s, o: np.float32(100 * float(_pairs(s, o).mean())), "a numpy float32"),
     ],
     "h_score": [
         (lambda a, b: float(2 * torch.tensor(a) * torch.tensor(b) / (torch.tensor(a) + torch.tensor(b)))
@@ -321,6 +380,7 @@ RIGHT: dict[str, list[tuple[Answer, str]]] = {
         (lambda c, x, k: [] if sum(c) < k else [int(i) for i in np.flatnonzero(
             np.where(np.asarray(c) > 0, np.asarray(x, dtype=np.float32), -np.inf)
             == np.where(np.asarray(c) > 0, np.asarray(x, dtype=np.float32), -np.inf).max())], "numpy, float32"),
+        (lambda c, x, k: [np.int64(i) for i in _candidates(c, x, k)], "numpy integers"),
     ],
     "cosine_step_size": [
         (lambda lr, n, t: float(lr * 0.5 * (1 + torch.cos(torch.tensor(math.pi * n / t)))), "float32 (torch.cos)"),
@@ -361,6 +421,10 @@ WHAT_DIFFERS = {"the entropy of each row: at", "differs from BatchNorm's output 
                 "it rejects a sample whose labels agree", "pairs here are ties between an outlier"}
 
 
+#: A number printed as minus zero ("expected -0"): a message prints 0.
+NEGATIVE_ZERO = re.compile(r"(?<![\w.])-0(?:\.0*)?(?![\d.e])")
+
+
 def false_causes(name: str, index: int, message: str) -> list[str]:
     """The causes of the exercise's other wrong answers that ``message`` names: each wrong answer
     has one cause, so a message that names another's is false."""
@@ -394,6 +458,7 @@ def test_a_wrong_answer_fails_on_every_seed_and_says_what_it_does(name: str, ind
         assert fragment in message, (seed, fragment, result.problems)
         assert not false_causes(name, index, message), (seed, fragment, false_causes(name, index, message), message)
         assert ("it raised" in message) == bool(raised), (seed, fragment, raised, message)
+        assert not NEGATIVE_ZERO.search(message), (seed, fragment, message)
         assert f"seed={seed}" in str(result) and "✗" in str(result)
 
 
@@ -443,3 +508,34 @@ def test_a_near_miss_is_shown_with_the_digits_that_tell_it_apart(name: str, near
     assert not result.passed
     found = re.search(pattern, result.problems[0])
     assert found and found.group(1) != found.group(2), result.problems
+
+
+def test_a_message_prints_zero_not_minus_zero() -> None:
+    """The entropy of a one-hot row is −0.0 in floating point (−Σ 0); a message shows 0."""
+    result = check("softmax_entropy", lambda p: _entropy(p) + 0.5 * (p.max(1).values == 1).double(), seed=0)
+    assert "expected 0, got 0.5" in result.problems[0] and not NEGATIVE_ZERO.search(result.problems[0])
+    assert NEGATIVE_ZERO.search("at [1] expected -0, got 0.5") and not NEGATIVE_ZERO.search("1e-05 and x-0.5 or 10")
+
+
+def test_a_note_on_ties_only_where_ties_change_the_answer() -> None:
+    """An AUROC that is right on every case without ties and wrong on one with them is told about
+    ties; one that is wrong without ties is not, though its first wrong case has ties."""
+    unrelated = lambda s, o: 100 * float((s[o] > s[~o].mean()).double().mean())  # noqa: E731
+    for seed in range(10):
+        told = " ".join(check("auroc_percent", unrelated, seed=seed).problems)
+        assert "where AUROC is" in told and "tie" not in told, (seed, told)
+        ranked = " ".join(check("auroc_percent", _ordinal_rank_auroc, seed=seed).problems)
+        assert "pairs here are ties between an outlier" in ranked, (seed, ranked)
+
+
+def test_each_message_is_the_first_wrong_cases() -> None:
+    """An inverted mask is wrong on the first, mixed batch: it is told so, not that nothing passed
+    on a later one; class ids off by one on one case are not told about a large ξ that case lacks."""
+    inverted = check("filter_precision_recall", lambda p, o: _precision_recall(~p, o), seed=0).problems[0]
+    assert "inverted" in inverted and "nothing passed" not in inverted
+    first_wrong = check("filter_precision_recall",  # wrong on every batch but the first: not an inversion everywhere
+                        lambda p, o: _precision_recall(~p, o) if len(p) != 10 or p.sum() != 5 else _precision_recall(p, o),
+                        seed=0).problems[0]
+    assert first_wrong.startswith("nothing passed the filter"), first_wrong
+    shifted = check("eviction_candidates", _off_by_one_when_alone, seed=0).problems[0]
+    assert "class 3, which has no sample in the memory (count 0, ξ 1)" in shifted and "large ξ" not in shifted
