@@ -757,7 +757,7 @@ COMMANDS = {
     "checkpoints": "list the source networks; import a folder of them",
     "notebooks": "execute the notebooks headless (build/notebooks/)",
     "train-source": "train the source network of a data set",
-    "benchmark": "the built-in benchmark: rebuild its data, draw its figure",
+    "benchmark": "the built-in benchmark: rebuild data, draw figure",
     "grid": "compute every cell of notebooks, here or on SLURM",
     "tune": "select hyperparameters by the paper's protocol",
     "check-method": "check one method against the method contract",
@@ -765,7 +765,7 @@ COMMANDS = {
     "site": "build the executed notebooks into a website",
     "reference": "the reference run on real images: status, compute",
     "course": "the course's lab: release student copies, grade",
-    "claims": "the paper's claims: compute, status, render pages, judge",
+    "claims": "the claims: compute, status, render pages, judge",
 }
 
 

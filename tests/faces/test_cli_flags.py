@@ -47,7 +47,7 @@ def test_no_module_but_flags_declares_a_shared_flag() -> None:
 
 def test_every_command_with_a_device_reads_cuda_n_and_refuses_the_rest_alike() -> None:
     devices = _with("--device")
-    assert set(devices) == {"run", "notebooks", "train-source", "benchmark", "grid", "tune", "reference"}
+    assert set(devices) == {"run", "notebooks", "train-source", "claims", "grid", "tune", "reference"}
     for command, action in devices.items():
         assert action.default == "cpu" and action.choices is None, command
         assert [action.type(d) for d in ("cpu", "cuda", "cuda:1", "cuda:12")] == ["cpu", "cuda", "cuda:1", "cuda:12"]
@@ -58,7 +58,8 @@ def test_every_command_with_a_device_reads_cuda_n_and_refuses_the_rest_alike() -
 
 @pytest.mark.parametrize("command", [["run", "--method", "tent"], ["grid", "--all"], ["notebooks"],
                                      ["tune", "tent"], ["train-source", "--dataset", "digits"],
-                                     ["benchmark", "compute"], ["reference", "compute"]])
+                                     ["claims", "compute", "--benchmark", "builtin", "--design", "networks"],
+                                     ["reference", "compute"]])
 def test_cuda_n_parses_in_every_command(command: list[str]) -> None:
     assert cli.build_parser().parse_args([*command, "--device", "cuda:1"]).device == "cuda:1"
 
@@ -134,7 +135,8 @@ def test_a_tuning_grid_that_is_not_finite_is_refused(monkeypatch: pytest.MonkeyP
 @pytest.mark.parametrize("command", [["run", "--method", "tent", "--profile", "smoke"],
                                      ["grid", "--notebook", "02", "--profile", "smoke"],
                                      ["tune", "tent", "--profile", "smoke"],
-                                     ["benchmark", "compute", "--seeds", "0"],
+                                     ["claims", "compute", "--benchmark", "builtin", "--design", "streams",
+                                      "--replicates", "0"],
                                      ["reference", "compute"]])
 def test_a_results_folder_that_cannot_be_written_is_refused_before_anything_is_computed(
     command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

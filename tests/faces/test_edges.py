@@ -170,7 +170,7 @@ def test_a_folder_named_like_a_record_is_skipped_with_a_warning(tmp_path: Path,
         assert ResultsStore(tmp_path).records() == []
     assert (tmp_path / "x.json").is_dir()  # skipped, not moved
     with pytest.warns(UserWarning, match="not a record"):
-        assert cli.main(["claims", "judge", "--results", str(tmp_path), "--benchmark", "builtin_quick"]) == 0
+        assert cli.main(["claims", "judge", "--results", str(tmp_path), "--benchmark", "builtin"]) == 0
     assert "pending" in capsys.readouterr().out
 
 
