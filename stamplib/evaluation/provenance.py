@@ -154,7 +154,8 @@ def doctor_lines(context: paths.RunContext) -> list[str]:
              f"results:     {context.results}",
              f"methods:     {', '.join(methods.available())}",
              "datasets and outlier sets:"]
-    lines += [f"  {name:22s} {_state(found, where):9s} {where}" for name, found, where in data.dataset_status(context.data_root)]
+    lines += [f"  {name:22s} {_state(found, where):9s} {where.removeprefix(data.DAMAGED + ': ')}"
+              for name, found, where in data.dataset_status(context.data_root)]
     return [*lines, "checkpoints (SHA-256 checked against each sidecar):", *checkpoints.status_lines(verify=True),
             *package_data_lines()]
 
