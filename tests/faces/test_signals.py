@@ -153,12 +153,13 @@ def test_a_signal_to_the_whole_group_ends_it_too(tmp_path: Path) -> None:
 RUN = ["run", "--method", "source", "--dataset", "digits", "--profile", "smoke", "--results", "results"]
 
 
-def test_run_told_to_stop_releases_its_cell_and_says_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGINT], ids=lambda s: s.name)
+def test_run_told_to_stop_releases_its_cell_and_says_one_line(tmp_path: Path, signum: int) -> None:
     proc = _start([sys.executable, str(PRETEND), *RUN], tmp_path)
     _wait_for(lambda: _marks(tmp_path) >= 1 or proc.poll() is not None, 120, "the cell to start")
     assert len(_running(tmp_path / "results")) == 1, "run claims its cell"
-    code, err, _ = _stop(proc, signal.SIGHUP)
-    assert code == 129 and _lines(err) == ["interrupted: 0 of 1 cells done; its finished corruptions are kept; run "
+    code, err, _ = _stop(proc, signum)
+    assert code == CODES[signum] and _lines(err) == ["interrupted: 0 of 1 cells done; its finished corruptions are kept; run "
                                            "the same command again to go on"], err
     assert _running(tmp_path / "results") == []
 
@@ -200,8 +201,9 @@ if __name__ == "__main__":
 """
 
 
-@pytest.mark.parametrize("jobs", ["1", "2"])
-def test_notebooks_told_to_stop_end_their_kernels(tmp_path: Path, jobs: str) -> None:
+@pytest.mark.parametrize(("jobs", "signum"), [("1", signal.SIGTERM), ("2", signal.SIGHUP), ("2", signal.SIGINT)],
+                         ids=["1-SIGTERM", "2-SIGHUP", "2-SIGINT"])
+def test_notebooks_told_to_stop_end_their_kernels(tmp_path: Path, jobs: str, signum: int) -> None:
     """Each notebook's kernel runs in a session of its own (jupyter_client starts it so), outside
     the command's group: it is counted by the file each kernel writes its process id to."""
     source = tmp_path / "notebooks"
@@ -215,9 +217,9 @@ def test_notebooks_told_to_stop_end_their_kernels(tmp_path: Path, jobs: str) -> 
     proc = _start([sys.executable, str(script), str(source), jobs, str(build)], tmp_path)
     _wait_for(lambda: _marks(tmp_path) >= int(jobs) or proc.poll() is not None, 240, "the kernels to start")
     kernels = [int(p.name.split("-")[1]) for p in (tmp_path / "marks").iterdir()]
-    code, err, _ = _stop(proc, signal.SIGTERM)
+    code, err, _ = _stop(proc, signum)
     _wait_for(lambda: not any(processes._alive(k) for k in kernels), 5, f"the kernels {kernels} to end")
-    assert code == 143, err
+    assert code == CODES[signum], err
     assert _lines(err)[-1].startswith("interrupted: 0 of 2 notebooks executed"), err
     assert list(build.rglob("*.ipynb")) == [], "a half-executed copy was left"
 
@@ -241,7 +243,7 @@ def _scratch_run_all(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name)
 def test_run_all_told_to_stop_ends_the_grid_and_its_workers(tmp_path: Path, signum: int) -> None:
     root = _scratch_run_all(tmp_path)
     results = tmp_path / "results"
