@@ -68,11 +68,6 @@ def exit_code(stop: BaseException) -> int:
     return 128 + (stop.signum if isinstance(stop, Interrupted) else int(signal.SIGINT))
 
 
-def signal_name(stop: BaseException) -> str:
-    """``SIGTERM`` and so on: which signal ``stop`` stands for (SIGINT for a plain Ctrl-C)."""
-    return signal.Signals(stop.signum if isinstance(stop, Interrupted) else signal.SIGINT).name
-
-
 def _raise(signum: int, frame: Any) -> None:
     if _stopping:  # the first signal's clean-up is running: let it finish
         return
