@@ -19,11 +19,28 @@
 # BN Stats, Tent, EATA, SAR and OWTTT); --no-reference skips the reference tables.
 # --site then builds the executed notebooks into a website: build/site/index.html
 # (python -m stamplib site does the same for notebooks executed earlier).
-# Exits non-zero if any notebook fails, naming the notebook and the cell.
+# Exits non-zero if any notebook fails, naming the notebook and the cell. SIGINT (Ctrl-C),
+# SIGTERM (a CI cancel, timeout) or SIGHUP stop it within seconds, with every process it started:
+# one line says what was kept (run the same command again to go on); exit code 130, 143 or 129.
 # On a GPU at paper scale (Table 1 and 2 on one GPU or SLURM; driver, data layout, expected
 # hours): docs/gpu_runbook.md.
 set -euo pipefail
 cd "$(dirname "$0")"
+# Each step runs in the background and is waited for (step), so that a signal reaches this script
+# at once (bash runs no trap until a foreground command ends) and is passed on as SIGTERM: the
+# step (python -m stamplib) then ends its workers and kernels, says in one line what it kept,
+# and this script exits 128 + the signal. A step started in the background ignores SIGINT, hence
+# SIGTERM for every signal.
+child=""
+step() { "$@" & child=$!; local status=0; wait "$child" || status=$?; child=""; return "$status"; }
+stop() {
+    trap '' INT TERM HUP  # a second signal does not interrupt the step's clean-up
+    if [[ -n "$child" ]]; then kill -TERM "$child" 2>/dev/null || true; wait "$child" 2>/dev/null || true; fi
+    exit "$1"
+}
+trap 'stop 130' INT
+trap 'stop 143' TERM
+trap 'stop 129' HUP
 # A bad option stops here, before anything runs, with one line (exit code 2).
 refuse() { echo "run_all.sh: $* (see ./run_all.sh --help)" >&2; exit 2; }
 # The value of option $1, which must be given ($2: the arguments after it).
@@ -59,7 +76,7 @@ done
     || refuse "--executor must be local, submitit or submitit-local, got '$executor'"
 [[ -z "$jobs" || "$jobs" =~ ^[0-9]+$ ]] || refuse "--jobs must be a whole number, got '$jobs'"
 [[ -z "$data_root" || -d "$data_root" ]] || refuse "--data-root $data_root is not a folder"
-tools/ensure_venv.sh
+step tools/ensure_venv.sh
 export PATH="$PWD/.venv/bin:$PATH"
 args=(--profile "$profile" --device "$device")
 [[ -n "$data_root" ]] && args+=(--data-root "$data_root")
@@ -81,9 +98,9 @@ if [[ -n "$executor" || -n "$jobs" || ${#grid_opts[@]} -gt 0 ]]; then
         chosen=(); for nb in notebooks/[0-9][0-9]_*.ipynb; do chosen+=("$(basename "$nb" .ipynb)"); done
     fi
     grid=(--notebook "${chosen[@]}" --executor "${executor:-local}" --jobs "${jobs:-1}" --wait "${grid_opts[@]}")
-    status=0; python -m stamplib grid "${args[@]}" "${grid[@]}" || status=$?
-    if [[ $status -eq 2 ]]; then
-        exit 2  # bad input: the grid has said what, in one line
+    status=0; step python -m stamplib grid "${args[@]}" "${grid[@]}" || status=$?
+    if [[ $status -eq 2 || $status -gt 128 ]]; then
+        exit "$status"  # bad input, or a signal stopped it: the grid has said what, in one line
     elif [[ $status -ne 0 ]]; then
         echo "run_all.sh: the grid has failed or missing cells (see above); run the same command again to" \
              "resubmit them, then the notebooks render from the results store" >&2
@@ -94,19 +111,19 @@ if [[ -n "$executor" || -n "$jobs" || ${#grid_opts[@]} -gt 0 ]]; then
     if [[ "${executor:-local}" == local ]]; then render_jobs="${jobs:-1}"; fi
 fi
 [[ ${#only[@]} -gt 0 ]] && args+=(--only "${only[@]}")
-python -m stamplib notebooks "${args[@]}" --jobs "$render_jobs"
+step python -m stamplib notebooks "${args[@]}" --jobs "$render_jobs"
 if [[ "$profile" == quick && ${#only[@]} -eq 0 && -z "$data_root" ]]; then
     # The README's first figure: the quick run on the built-in CIFAR-10 photographs beside the
     # paper and the ResNet-18 reference run (docs/builtin_benchmark.md).
-    python -m stamplib benchmark render
+    step python -m stamplib benchmark render
 fi
 if [[ "$reference" == render && ${#only[@]} -eq 0 && -z "$data_root" ]]; then
-    python -m stamplib reference render --jobs "$render_jobs"
+    step python -m stamplib reference render --jobs "$render_jobs"
 elif [[ "$reference" == recompute ]]; then
-    python -m stamplib reference recompute --jobs "${jobs:-1}" ${data_root:+--data-root "$data_root"} \
+    step python -m stamplib reference recompute --jobs "${jobs:-1}" ${data_root:+--data-root "$data_root"} \
         ${recompute_methods:+--methods "$recompute_methods"}
 fi
 if [[ -n "$site" ]]; then
-    python -m stamplib site --profile "$profile"
+    step python -m stamplib site --profile "$profile"
 fi
 echo "run_all.sh: finished in $((SECONDS - start)) s (profile $profile); figures and tables in figures/"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import json
 import os
 import shlex
@@ -19,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from stamplib import flags, paths
+from stamplib import flags, paths, processes
 from stamplib.extras import MissingExtra
 
 
@@ -58,22 +59,46 @@ def _worker_count(allow_auto: bool = False) -> Any:
     return read
 
 
+def _jobs(requested: int, flag: str = "--jobs") -> int:
+    """``requested`` processes held to one per CPU core of this machine, saying so in a line when
+    that cuts them (:func:`stamplib.processes.capped_jobs`)."""
+    jobs, line = processes.capped_jobs(requested, flag)
+    if line:
+        print(line, file=sys.stderr)
+    return jobs
+
+
 def _executor_options(args: argparse.Namespace) -> Any:
     """The grid's executor options from the flags ``grid`` and ``tune`` share (jobs 0: one per
-    GPU with CUDA, else one per CPU core)."""
+    GPU with CUDA, else one per CPU core); the processes of this machine (executor local and
+    submitit-local) held to one per core."""
     from stamplib.experiments import grid
 
+    executor = args.executor or "local"
+    jobs = args.jobs if args.jobs > 0 else grid.default_jobs(args.device)
     return grid.ExecutorOptions(
-        executor=args.executor or "local", jobs=args.jobs if args.jobs > 0 else grid.default_jobs(args.device),
+        executor=executor, jobs=_jobs(jobs) if executor != "submitit" else jobs,
         cells_per_job=getattr(args, "cells_per_job", 0) or None, partition=args.partition,
         gpus_per_job=args.gpus_per_job, cpus_per_task=args.cpus_per_task, time_min=args.time_min,
         array_parallelism=args.array_parallelism, mem_gb=args.mem_gb)
 
 
-def _interrupted(submitted: bool = False) -> int:
-    print("\ninterrupted: finished cells are stored" + ("; submitted jobs keep running" if submitted else "")
-          + ". Run the same command again to continue.", file=sys.stderr)
-    return 130
+def _cells_kept(results: Path, cells: Any) -> str:
+    """How many of ``cells`` (RunSpecs) the store at ``results`` holds, for the line of an
+    interrupted command; counted from the files alone, so that it is said at once."""
+    from stamplib.evaluation.store import ResultsStore
+
+    store = ResultsStore(results)
+    unique = {s.key(): s for s in cells}.values()
+    return f"{sum(store.path(s).is_file() for s in unique)} of {len(unique)} cells done and kept"
+
+
+def _interrupted(stop: KeyboardInterrupt, kept: str = "every finished cell is kept", submitted: bool = False) -> int:
+    """Print the one line of a command that a signal stopped (what it ``kept``) and return its exit
+    code, 128 + the signal: 130 (SIGINT), 143 (SIGTERM), 129 (SIGHUP)."""
+    print("\n" + processes.interrupted_line(kept + ("; the submitted jobs keep running" if submitted else "")),
+          file=sys.stderr)
+    return processes.exit_code(stop)
 
 
 def _stream_flags(parser: argparse.ArgumentParser) -> None:
@@ -100,8 +125,8 @@ def _stream_flags(parser: argparse.ArgumentParser) -> None:
                    help="the realistic online protocol (Alfarra et al. 2024): the stream does not wait, so the "
                         "method adapts on every C(g)-th batch only; C(g) is measured in the run")
     p.add_argument("--relative-speed", type=int, default=None, metavar="C",
-                   help="fix C(g) of the realistic protocol (implies --realistic), e.g. 17, so that the record "
-                        "does not depend on the machine")
+                   help="C(g) of the realistic protocol (implies --realistic): e.g. 17 fixes it, so that the record "
+                        "does not depend on the machine; 0 measures it in the run, as --realistic alone does")
     flags.add_pairs(p, "--stream", "any option of the stream by its field name, e.g. --stream schedule=continual")
 
 
@@ -116,18 +141,39 @@ def _stream_of(args: argparse.Namespace) -> Any:
              if (value := getattr(args, name, None)) is not None}
     if switched.schedule != "episodic":
         given["schedule"] = switched.schedule
-    if args.realistic or args.relative_speed:
-        given["realistic"] = True
     named = flags.pairs(args.stream)
+    # A relative speed given at all is a run of the realistic protocol, 0 (C(g) measured in the
+    # run) included: 0 is a value here, not the flag left out.
+    speed_given = args.relative_speed is not None or "relative_speed" in named
+    if args.realistic or (speed_given and "realistic" not in named):
+        given["realistic"] = True
     if twice := sorted(set(named) & set(given)):
         raise ValueError(f"stream option(s) {twice} given twice: by a flag and by --stream")
     return StreamSpec.parse({**given, **named})
 
 
+def _adapted_dataset(text: str) -> str:
+    """``--dataset``'s reading where a source network is adapted (``run``, ``tune``): a data set
+    read from files (``npz:``, ``folder:``) has no source network of its own, so it is refused here,
+    in one line that says what works, rather than after a hint these commands cannot follow."""
+    from stamplib import validation
+    from stamplib.data.lookup import DATASETS, parse_scheme
+
+    if parse_scheme(text) is not None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is a data set read from files, which has no source network to adapt: register it with "
+            "its checkpoint (docs/architecture.md, Adding a data set) and give its name, or give the files as "
+            "--outliers")
+    try:
+        return validation.check_choice("dataset", text, DATASETS)  # the registered ones only
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def _run_parser(sub: Any) -> None:
     p = sub.add_parser("run", help="compute one RunSpec and store its record")
     p.add_argument("--method", required=True)
-    p.add_argument("--dataset", default="cifar10_builtin",
+    p.add_argument("--dataset", default="cifar10_builtin", type=_adapted_dataset,
                    help="ID data set (default: the built-in CIFAR-10 photographs; digits is the smoke one)")
     p.add_argument("--outliers", default="noise", help="outlier set, or 'none' for closed-set")
     p.add_argument("--corruptions", default="gaussian_noise", help="comma-separated names")
@@ -156,8 +202,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     spec = RunSpec.make(args.method, overrides=flags.pairs(args.set), dataset=args.dataset, outliers=args.outliers,
                         corruptions=tuple(args.corruptions.split(",")), severity=args.severity,
                         outlier_ratio=args.ratio, seed=args.seed, profile=args.profile, stream=_stream_of(args))
+    from stamplib.experiments import grid
+
+    def waiting(holder: dict[str, Any]) -> None:
+        print(f"cell {spec.key()} is being computed by another process ({holder.get('job_id', '?')}): waiting for "
+              "its record", file=sys.stderr, flush=True)
+
     try:
-        record = run(spec, context, force=args.force, progress=True)
+        # Claimed as a grid job claims its cells: a second run of this cell at the same time
+        # waits for this one's record instead of computing it again.
+        record = grid.run_claimed(spec, context, run, force=args.force, progress=True, on_wait=waiting)
+    except KeyboardInterrupt as stop:
+        return _interrupted(stop, "0 of 1 cells done; its finished corruptions are kept")
     except RuntimeError as err:
         from stamplib.determinism import refusal
 
@@ -254,7 +310,7 @@ def cmd_notebooks(args: argparse.Namespace) -> int:
 
     with _context(args, writes=True).exported():  # the kernels build their context from it, naming this command
         return run_notebooks(profile=args.profile, only=args.only, data_root=args.data_root, device=args.device,
-                             extra=flags.pairs(args.param), timeout=args.timeout, jobs=args.jobs)
+                             extra=flags.pairs(args.param), timeout=args.timeout, jobs=_jobs(args.jobs))
 
 
 def _site_parser(sub: Any) -> None:
@@ -436,8 +492,8 @@ def cmd_grid(args: argparse.Namespace) -> int:
     try:
         report = grid.run_grid(distinct, context, options, wait=args.wait, progress=True,
                                retry_failed=args.retry_failed)
-    except KeyboardInterrupt:
-        return _interrupted(submitted=options.executor != "local")
+    except KeyboardInterrupt as stop:
+        return _interrupted(stop, _cells_kept(context.results, distinct), submitted=options.executor != "local")
     print("\n".join(report.summary_lines(store)))
     return 0 if report.pending else (1 if report.failed or report.missing else 0)
 
@@ -466,7 +522,7 @@ def _tune_parser(sub: Any) -> None:
                     "(default: the H-score). Cells go through the results store: a second call computes nothing.",
         epilog=_TUNE_EPILOG)
     p.add_argument("method", nargs="?", default=None, help="a registered method name, e.g. stamp")
-    p.add_argument("--dataset", default="cifar10_builtin")
+    p.add_argument("--dataset", default="cifar10_builtin", type=_adapted_dataset)
     p.add_argument("--outliers", default="noise", help="outlier set (the protocol uses noise)")
     p.add_argument("--corruption", default="gaussian_noise", help="the selection corruption (the protocol: the first)")
     p.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2,...", type=flags.read_grid_dimension,
@@ -506,8 +562,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     print(tune.status_line(job, store))
     try:
         tune.compute(job, context, _executor_options(args) if args.executor is not None else None, progress=True)
-    except KeyboardInterrupt:
-        return _interrupted()
+    except KeyboardInterrupt as stop:
+        return _interrupted(stop, _cells_kept(context.results, job.specs()))
     result = tune.select(job, store)
     print(tuning.format_result(result))
     for path in tuning.write_outputs(result, Path(args.out) if args.out else context.figures / "tune"):
@@ -562,7 +618,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
         print(reference.render_line(store, cells))
         with context.exported():  # the kernels read this store only
             return run_notebooks(profile=reference.PROFILE, only=reference.NOTEBOOKS, data_root=str(context.data_root),
-                                 extra={"compute_missing": False}, jobs=args.jobs)
+                                 extra={"compute_missing": False}, jobs=_jobs(args.jobs))
     if args.action == "status":
         print("\n".join(reference.status_lines(store)))
         return 0
@@ -571,12 +627,18 @@ def cmd_reference(args: argparse.Namespace) -> int:
     group = args.cells if not args.extras or args.cells != "core" else "all"
     todo = reference.cells_of(group)
     if args.action == "compute":
-        report = reference.compute(todo, context, jobs=args.jobs)
+        try:
+            report = reference.compute(todo, context, jobs=_jobs(args.jobs))
+        except KeyboardInterrupt as stop:
+            return _interrupted(stop, _cells_kept(context.results, todo))
         print(reference.compute_line(report, store))
         return 0 if report.ok else 1
     chosen = reference.select_settings(reference.select_methods(store.status(todo).done, args.methods),
                                        args.settings)
-    result = reference.recompute(chosen, context, args.scratch, jobs=args.jobs)
+    try:
+        result = reference.recompute(chosen, context, args.scratch, jobs=_jobs(args.jobs))
+    except KeyboardInterrupt as stop:
+        return _interrupted(stop, _cells_kept(Path(args.scratch), chosen))
     print("\n".join(reference.comparison_lines(result, context.device)))
     return 1 if result.differences else 0
 
@@ -614,7 +676,7 @@ def cmd_course(args: argparse.Namespace) -> int:
         return 0
     out = Path(args.out) if args.out else Path(args.submissions) / "grades.csv"
     started = time.perf_counter()
-    rows = lab.grade(Path(args.submissions), out, args.timeout, jobs=args.jobs,
+    rows = lab.grade(Path(args.submissions), out, args.timeout, jobs=_jobs(args.jobs),
                      executed=Path(args.executed) if args.executed else None)
     print("\n".join(lab.summary(rows)))
     print(f"done in {time.perf_counter() - started:.0f} s: {len(rows)} rows for {len({r.file for r in rows})} files in "
@@ -684,8 +746,12 @@ def _claims_judge(args: argparse.Namespace) -> int:
     else:
         benchmark = benchmarks.full_benchmark(benchmarks.parse_numbers(args.seeds or "0-2"), store)
     snapshot = pages.RecordsSnapshot(store)
-    for verdict in judge.judge_benchmark(benchmark, snapshot):
+    verdicts = judge.judge_benchmark(benchmark, snapshot)
+    for verdict in verdicts:
         print(f"{verdict.claim.key}: {verdict.label} — {judge.ours_text(verdict)}")
+    if not any(verdict.margins for verdict in verdicts):
+        print(f"no claim could be judged: {store} holds none of the cells of benchmark {benchmark.name}'s designs; "
+              "name the benchmark its records belong to with --benchmark (builtin, reference, full)", file=sys.stderr)
     if args.write:
         page = pages.verdict_page(benchmark, snapshot)
         paths.atomic_write_bytes(Path(args.write), (page.text + "\n").encode())
@@ -719,7 +785,10 @@ def _claims_compute(args: argparse.Namespace) -> int:
     chosen = benchmarks.chosen_replicates(design, args.replicates) if args.replicates else design.replicates
     context = _context(args, (paths.repo_root() or Path.cwd()) / benchmark.store, paths.shared_data(), writes=True)
     cells = benchmarks.evidence_cells(design, ResultsStore(context.results), context.device, chosen)
-    report = grid.run_grid(cells, context, grid.ExecutorOptions(jobs=args.jobs), keep_order=True)
+    try:
+        report = grid.run_grid(cells, context, grid.ExecutorOptions(jobs=_jobs(args.jobs)), keep_order=True)
+    except KeyboardInterrupt as stop:
+        return _interrupted(stop, _cells_kept(context.results, cells))
     print(f"{benchmark.name}/{design.name} into {context.results}: {len(report.done)} done, {len(report.missing)} "
           f"missing, {len(report.failed)} failed jobs, of {len(cells)} cells")
     if design.varies_networks:
@@ -811,27 +880,41 @@ def _closed_pipe() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-        # Records computed below (here, in grid workers or notebook kernels) name this command:
-        # it travels in the run context each command builds.
-        args.command_line = shlex.join(["python", "-m", "stamplib", *(sys.argv[1:] if argv is None else argv)])
-        return args.func(args)
-    except KeyboardInterrupt:  # Ctrl-C: records are written whole or not at all, so one line says it all
-        return _interrupted()
-    except BrokenPipeError:
-        return _closed_pipe()
-    except (ValueError, FileNotFoundError, RuntimeError, MissingExtra) as err:
-        # Bad input (names, values, missing or damaged files, a missing extra): one line naming
-        # the fix, no traceback. Any other RuntimeError is a bug or a PyTorch failure: keep its
-        # traceback.
-        if isinstance(err, RuntimeError):
-            from stamplib.data.downloads import DownloadError  # imports torch: only where needed
+    # SIGINT, SIGTERM and SIGHUP end every command the same way: what it started ends with it,
+    # one line says what was kept, and the exit code is 128 + the signal (stamplib.processes).
+    with processes.stop_on_signals():
+        try:
+            args = build_parser().parse_args(argv)
+            # Records computed below (here, in grid workers or notebook kernels) name this command:
+            # it travels in the run context each command builds.
+            args.command_line = shlex.join(["python", "-m", "stamplib", *(sys.argv[1:] if argv is None else argv)])
+            return args.func(args)
+        except KeyboardInterrupt as stop:  # a command that does not count what it kept
+            return _interrupted(stop)
+        except BrokenPipeError:
+            return _closed_pipe()
+        except (ValueError, FileNotFoundError, RuntimeError, MissingExtra) as err:
+            # Bad input (names, values, missing or damaged files, a missing extra): one line naming
+            # the fix, no traceback. Any other RuntimeError is a bug or a PyTorch failure: keep its
+            # traceback.
+            if isinstance(err, RuntimeError):
+                from stamplib.data.downloads import (
+                    DownloadError,  # imports torch: only where needed
+                )
 
-            if not isinstance(err, DownloadError):
+                if not isinstance(err, DownloadError):
+                    raise
+            print("error: " + " ".join(str(err).split()), file=sys.stderr)
+            return 2
+        except OSError as err:
+            # A full disk (or quota), wherever the write was: one line, at any moment. Any other
+            # OSError keeps its traceback.
+            if err.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
-        print("error: " + " ".join(str(err).split()), file=sys.stderr)
-        return 2
+            from stamplib.evaluation.store import disk_full
+
+            print("error: " + " ".join(str(disk_full(err)).split()), file=sys.stderr)
+            return 2
 
 
 if __name__ == "__main__":

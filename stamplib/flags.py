@@ -123,6 +123,20 @@ def read_grid_dimension(text: str) -> str:
     return text
 
 
+def read_folder(flag: str) -> Any:
+    """The reading of a folder flag (``--results``, ``--data-root``): the text as given, unless it
+    is empty, which names no folder (left out, the flag has its default; given empty, it would
+    silently become that default)."""
+
+    def read(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"{flag} names no folder (got {text!r}): give a folder, or leave "
+                                             f"{flag} out for the default")
+        return text
+
+    return read
+
+
 def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
     """The ``NAME=VALUE`` options of one flag as a dict; a name given twice is an error (which
     of the two was meant is not ours to guess)."""
@@ -154,11 +168,13 @@ def add(parser: argparse.ArgumentParser, *, data_root: bool | str = False, devic
     if profile:
         parser.add_argument("--profile", default=profile_default, choices=profiles, help=text(profile, "profile"))
     if data_root:
-        parser.add_argument("--data-root", default=None, metavar="DIR", help=text(data_root, "data_root"))
+        parser.add_argument("--data-root", default=None, metavar="DIR", type=read_folder("--data-root"),
+                            help=text(data_root, "data_root"))
     if device:
         parser.add_argument("--device", default="cpu", type=read_device, help=text(device, "device"))
     if results:
-        parser.add_argument("--results", default=None, metavar="DIR", help=text(results, "results"))
+        parser.add_argument("--results", default=None, metavar="DIR", type=read_folder("--results"),
+                            help=text(results, "results"))
 
 
 def writable(folder: Path, flag: str = "--results") -> Path:

@@ -4,23 +4,37 @@ Executed copies go to a build folder, never over the committed notebooks; parame
 are checked against each notebook's ``parameters`` cell before running (papermill itself only
 warns about unknown names, notebooks.md). Papermill and the kernel come with the ``notebooks``
 extra (``pip install 'stamplib[notebooks]'``).
+
+Every notebook executes in a process of its own, started here, which starts its kernel; this
+process only waits. So when a signal stops the command (SIGINT, SIGTERM, SIGHUP:
+:mod:`stamplib.processes`) it ends them all: each notebook's process is told to stop, shuts its
+kernel down at once (with the kernel's own processes), and is killed if it has not exited within
+:data:`STOP_S` seconds. A copy is executed under a hidden name (``.partial/`` in the build
+folder) and moved into place when it has run to its end (or to its failing cell); an interrupted
+one is removed, so no half-executed copy is left.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stamplib import paths
+from stamplib import paths, processes
 from stamplib.extras import require, require_installed
 
 _PURPOSE = "running the notebooks"
+#: Seconds a notebook's process told to stop may take to shut its kernel down before it is killed.
+STOP_S = 5.0
+#: The folder, inside the build folder, of the copies still executing.
+PARTIAL = ".partial"
 
 
 def notebooks_dir() -> Path:
@@ -114,30 +128,38 @@ def execute(
     progress: bool = True,
 ) -> NotebookRun:
     papermill = _executor()
-    output_dir.mkdir(parents=True, exist_ok=True)
     out = output_dir / nb.name
+    partial = output_dir / PARTIAL / nb.name  # the copy while it executes (module docstring)
+    partial.parent.mkdir(parents=True, exist_ok=True)
     accepted = notebook_parameters(nb)
     given = {k: v for k, v in params.items() if k in accepted}
     start = time.perf_counter()
+    error = None
     # The kernel inherits this: the explorer then draws its static summary, which the executed
     # copy and the site can show, instead of a slider no one can move.
     try:
         with paths.exported(STAMPLIB_HEADLESS="1"):
             papermill.execute_notebook(
                 str(nb),
-                str(out),
+                str(partial),
                 parameters=given,
                 kernel_name="python3",
                 cwd=str(nb.parent),
                 progress_bar=progress,
                 execution_timeout=timeout,
                 config=kernel_config(),
+                kernel_manager_class=_tracked_kernel_manager(),  # its kernel ends with this process
             )
     except papermill.PapermillExecutionError as err:
         cell = err.exec_count if err.exec_count is not None else err.cell_index
-        message = f"cell {cell}: {err.ename}: {err.evalue}"
-        return NotebookRun(nb.stem, out, time.perf_counter() - start, message)
-    return NotebookRun(nb.stem, out, time.perf_counter() - start)
+        error = f"cell {cell}: {err.ename}: {err.evalue}"
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    finally:
+        _KERNELS.clear()  # shut down by nbclient, whatever the outcome
+    os.replace(partial, out)
+    return NotebookRun(nb.stem, out, time.perf_counter() - start, error)
 
 
 def run_notebooks(
@@ -167,14 +189,15 @@ def run_notebooks(
     for nb in notebooks:
         check_parameters(nb, extra)
     params = {**common, **extra}
-    if jobs == 1 or len(notebooks) == 1:
-        runs = []
-        for i, nb in enumerate(notebooks, 1):
-            print(f"[{i}/{len(notebooks)}] {nb.name} (profile {profile})", flush=True)
-            runs.append(execute(nb, build_dir, params, timeout=timeout))
-            _print_outcome(runs[-1])
-    else:
-        runs = _execute_in_processes(notebooks, build_dir, params, timeout, jobs)
+    finished: dict[Path, NotebookRun] = {}
+    try:
+        _execute_in_processes(notebooks, build_dir, params, timeout, max(1, min(jobs, len(notebooks))), finished)
+    except KeyboardInterrupt as stop:  # its processes and kernels have ended
+        print("\n" + processes.interrupted_line(
+            f"{len(finished)} of {len(notebooks)} notebooks executed, in {build_dir}, and every cell they computed is "
+            "kept"), file=sys.stderr)
+        return processes.exit_code(stop)
+    runs = [finished[nb] for nb in notebooks]
     print("\nsummary")
     for r in runs:
         print(f"  {'ok    ' if r.error is None else 'FAILED'} {r.notebook:40s} {r.seconds:7.1f} s"
@@ -200,30 +223,91 @@ def _cores_each(jobs: int) -> dict[str, str]:
     return {name: paths.environment(name) or share for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
 
 
+#: The kernel managers of the notebook this process executes (:func:`_tracked_kernel_manager`).
+_KERNELS: list[Any] = []
+
+
+def _tracked_kernel_manager() -> type:
+    """jupyter_client's kernel manager, remembering each instance in :data:`_KERNELS`, so that a
+    notebook's process told to stop can end its kernel (:func:`_stop_notebook_process`): the
+    kernel runs in a session of its own, which no signal to this command's group reaches."""
+    manager = require("jupyter_client.manager", "notebooks", _PURPOSE)  # nbclient's own kernel manager
+
+    class TrackedKernelManager(manager.AsyncKernelManager):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            _KERNELS.append(self)
+
+    return TrackedKernelManager
+
+
+def _stop_notebook_process(signum: int, frame: Any) -> None:
+    """SIGTERM in a notebook's process (its command was interrupted): kill the kernel of the
+    notebook it executes, with every process the kernel started (its process group), and exit.
+    The command removes the half-executed copy (module docstring)."""
+    for manager in _KERNELS:
+        provisioner = getattr(manager, "provisioner", None)
+        process = getattr(provisioner, "process", None)
+        if process is not None and process.poll() is None:  # still running: its group is still its own
+            try:
+                os.killpg(getattr(provisioner, "pgid", None) or process.pid, signal.SIGKILL)
+            except OSError:
+                process.kill()
+    os._exit(128 + signum)
+
+
+def _notebook_process() -> None:
+    """How a notebook's process starts: a Ctrl-C or a closed terminal is left to the command
+    (:func:`stamplib.processes.leave_to_parent`), SIGTERM ends its kernel with it, and papermill's
+    bar takes a plain lock (tqdm's default one is a semaphore of the resource tracker, which a
+    process that ends at once leaves behind with a warning)."""
+    from tqdm.auto import tqdm
+
+    processes.leave_to_parent()
+    signal.signal(signal.SIGTERM, _stop_notebook_process)
+    tqdm.set_lock(threading.RLock())
+
+
 def _execute_quietly(nb: Path, output_dir: Path, params: dict[str, Any], timeout: int | None,
-                     threads: dict[str, str]) -> NotebookRun:
-    """:func:`execute` in a worker process, without papermill's bars (several would interleave),
-    its kernel with ``threads`` (:func:`_cores_each`)."""
+                     threads: dict[str, str], progress: bool) -> NotebookRun:
+    """:func:`execute` in a notebook's process, its kernel with ``threads`` (:func:`_cores_each`),
+    with papermill's bar only where one notebook runs at a time (several would interleave)."""
     with paths.exported(**threads):
-        return execute(nb, output_dir, params, timeout=timeout, progress=False)
+        return execute(nb, output_dir, params, timeout=timeout, progress=progress)
 
 
 def _execute_in_processes(notebooks: Sequence[Path], output_dir: Path, params: dict[str, Any],
-                          timeout: int | None, jobs: int) -> list[NotebookRun]:
+                          timeout: int | None, jobs: int, finished: dict[Path, NotebookRun]) -> None:
     """Each notebook in one of ``jobs`` spawned processes (they inherit this process's
-    environment, the run context's included, and share the cores: :func:`_cores_each`),
-    printed as each finishes; returned in order."""
+    environment, the run context's included; several share the cores: :func:`_cores_each`),
+    printed as each finishes, into ``finished``. However this ends (an interruption included),
+    no process it started, nor their kernels, outlives it (module docstring)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    runs: dict[Path, NotebookRun] = {}
-    workers = min(jobs, len(notebooks))
-    threads = _cores_each(workers)
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(_execute_quietly, nb, output_dir, params, timeout, threads): nb for nb in notebooks}
+    one = jobs == 1
+    threads = {} if one else _cores_each(jobs)  # one at a time: the kernel takes torch's own default
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_notebook_process)
+    try:
+        if one:  # in order, each announced as it starts, with papermill's bar
+            for i, nb in enumerate(notebooks, 1):
+                print(f"[{i}/{len(notebooks)}] {nb.name} (profile {params['profile']})", flush=True)
+                finished[nb] = pool.submit(_execute_quietly, nb, output_dir, params, timeout, threads, True).result()
+                _print_outcome(finished[nb])
+            return
+        futures = {pool.submit(_execute_quietly, nb, output_dir, params, timeout, threads, False): nb
+                   for nb in notebooks}
         for done, future in enumerate(as_completed(futures), 1):
             nb = futures[future]
-            runs[nb] = future.result()
+            finished[nb] = future.result()
             print(f"[{done}/{len(notebooks)}] {nb.name} (profile {params['profile']})", flush=True)
-            _print_outcome(runs[nb])
-    return [runs[nb] for nb in notebooks]
+            _print_outcome(finished[nb])
+    except BaseException:
+        workers = [p.pid for p in (getattr(pool, "_processes", None) or {}).values() if p.pid is not None]
+        pool.shutdown(wait=False, cancel_futures=True)
+        processes.end_processes(workers, STOP_S)
+        for nb in notebooks:  # the copies they were executing
+            (output_dir / PARTIAL / nb.name).unlink(missing_ok=True)
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

@@ -19,6 +19,7 @@ ALLOWED = {
     "version": set(),
     "determinism": {"paths"},
     "extras": set(),
+    "processes": set(),  # how many processes a command starts, and how they end with it
     "flags": {"paths", "validation"},  # the flags the command lines share (data/downloads and outlier_c too)
     "blocks": {"blocks"},
     "methods": {"methods", "blocks", "validation"},
@@ -27,7 +28,7 @@ ALLOWED = {
     "evaluation": {"evaluation", "data", "methods", "models", "blocks", "paths", "validation", "version",
                    "extras"},
     "experiments": {"experiments", "evaluation", "data", "methods", "models", "blocks", "paths", "validation",
-                    "version", "extras"},
+                    "version", "extras", "processes"},
     "report": {"report", "experiments", "evaluation", "data", "methods", "paths", "validation"},
     # the paper's claims, how records decide them, and the pages built from committed records
     "evidence": {"evidence", "report", "experiments", "evaluation", "data", "methods", "models", "blocks", "paths",

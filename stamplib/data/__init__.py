@@ -30,6 +30,7 @@ from stamplib.data.lookup import (
 from stamplib.data.orders import LabelShift
 from stamplib.data.registry import (
     CLOSED_SET,
+    DAMAGED,
     DATASETS,
     HELDOUT,
     OUTLIER_SETS,
@@ -61,6 +62,7 @@ from stamplib.data.streams import (
 __all__ = [
     "Batch",
     "CLOSED_SET",
+    "DAMAGED",
     "LabelShift",
     "DATASETS",
     "Dataset",

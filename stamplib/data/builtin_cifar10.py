@@ -77,6 +77,25 @@ def verify(folder: Path | None = None, names: tuple[str, ...] | None = None) -> 
             )
 
 
+def problems(folder: Path | None = None) -> dict[str, str | None]:
+    """Every file ``SHA256SUMS`` records (in ``folder``, default the package's) → why it cannot be
+    used (missing, or its SHA-256 differs: :func:`verify`'s message), or None when it is intact.
+    What ``doctor`` reports; reads every file once."""
+    folder = folder or FOLDER
+    try:
+        names = tuple(recorded_sums(folder))
+    except PackageDataError as err:
+        return {SUMS_FILE: str(err)}
+    found: dict[str, str | None] = {}
+    for name in names:
+        try:
+            verify(folder, (name,))
+            found[name] = None
+        except PackageDataError as err:
+            found[name] = str(err)
+    return found
+
+
 def checkpoint_file(name: str, folder: Path | None = None) -> Path:
     """A shipped source network, SHA-256-verified (``.pt`` and its ``.json`` sidecar)."""
     folder = folder or FOLDER

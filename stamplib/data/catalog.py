@@ -31,6 +31,7 @@ from stamplib import paths
 from stamplib.data.benchmark import load_digits_benchmark
 from stamplib.data.noise import noise_images
 from stamplib.data.registry import (
+    DAMAGED,
     Dataset,
     OutlierSet,
     Pool,
@@ -100,6 +101,10 @@ def _builtin_cifar10_train(root: Path, limit: int | None = None) -> Pool:
 def _locate_builtin_cifar10(root: Path) -> tuple[bool, str]:
     from stamplib.data import builtin_cifar10
 
+    try:  # package data can be damaged like any file: the photographs are checked against SHA256SUMS
+        builtin_cifar10.verify(names=(builtin_cifar10.IMAGES_FILE,))
+    except builtin_cifar10.PackageDataError as err:
+        return False, f"{DAMAGED}: {err}"
     return True, f"built-in ({builtin_cifar10.FOLDER}, no download needed)"
 
 

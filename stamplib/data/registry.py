@@ -28,6 +28,9 @@ HELDOUT = "heldout_classes"
 CLOSED_SET = "none"
 
 Locate = Callable[[Path], tuple[bool, str]]  # data root → (usable, where it is / how to get it)
+#: How a ``locate`` starts its text when the files are there but damaged (package data whose
+#: SHA-256 differs from the recorded one): ``doctor`` reports such a data set as damaged, not missing.
+DAMAGED = "damaged"
 Missing = Callable[[Path, Sequence[str], int], tuple[list[Path], str]]  # → (missing files, the fix)
 
 

@@ -156,6 +156,25 @@ def doctor_lines(context: paths.RunContext) -> list[str]:
              f"results:     {context.results}",
              f"methods:     {', '.join(methods.available())}",
              "datasets and outlier sets:"]
-    lines += [f"  {name:22s} {'found    ' if found else 'missing  '} {where}"
+    lines += [f"  {name:22s} {_state(found, where):9s} {where.removeprefix(data.DAMAGED + ': ')}"
               for name, found, where in data.dataset_status(context.data_root)]
-    return [*lines, "checkpoints (SHA-256 checked against each sidecar):", *checkpoints.status_lines(verify=True)]
+    return [*lines, "checkpoints (SHA-256 checked against each sidecar):", *checkpoints.status_lines(verify=True),
+            *package_data_lines()]
+
+
+def _state(found: bool, where: str) -> str:
+    return "found" if found else "DAMAGED" if where.startswith(data.DAMAGED) else "missing"
+
+
+def package_data_lines() -> list[str]:
+    """``doctor``'s check of the files that ship with the package against their recorded SHA-256:
+    the built-in benchmark's photographs and networks (its ``SHA256SUMS``) and the digits model.
+    A changed file is named DAMAGED with the way to restore it, never found."""
+    from stamplib.models import builtin
+
+    rows = [(name, problem, builtin_cifar10.FOLDER / name) for name, problem in builtin_cifar10.problems().items()]
+    rows.append((f"{builtin.DIGITS_CHECKPOINT}.pt", builtin.shipped_problem(),
+                 builtin.SHIPPED / f"{builtin.DIGITS_CHECKPOINT}.pt"))
+    return ["package data (SHA-256 checked against the recorded ones):",
+            *(f"  {name:26s} {'ok       ' if problem is None else 'DAMAGED  '} {problem or path}"
+              for name, problem, path in rows)]

@@ -119,6 +119,24 @@ def _writing(what: Path) -> Iterator[None]:
                          "free some space or pass another --results folder, then run the same command again") from None
 
 
+def disk_full(exc: BaseException) -> OutOfSpace | None:
+    """``exc`` as one line (:class:`OutOfSpace`) if a full disk or quota caused it, anywhere in its
+    chain: the store's own OutOfSpace, or an ``OSError`` of ENOSPC/EDQUOT raised by whatever else
+    wrote (a checkpoint's copy, a log, an executed notebook); else None."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, OutOfSpace):
+            return cause
+        if isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EDQUOT):
+            where = f" while writing {cause.filename}" if cause.filename else ""
+            return OutOfSpace(f"no space left on the disk{where} ({cause.strerror}); free some space or pass "
+                              "another --results folder, then run the same command again")
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
 def _free(path: Path) -> str:
     folder = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
     return f"{shutil.disk_usage(folder).free / 2**20:.1f} MiB"

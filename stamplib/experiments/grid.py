@@ -48,10 +48,11 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from stamplib import models, paths
+from stamplib import models, paths, processes
+from stamplib.evaluation.record import Record
 from stamplib.evaluation.runner import run
 from stamplib.evaluation.spec import RunSpec
-from stamplib.evaluation.store import ResultsStore
+from stamplib.evaluation.store import ResultsStore, disk_full
 from stamplib.extras import require
 from stamplib.paths import RunContext
 
@@ -153,7 +154,10 @@ def run_group(
     others are marked running (this job's id, host, pid, start, deadline) until each is
     stored. A failing cell does not stop the group; the job raises :class:`CellsFailed` at
     the end, naming the failed cells (tracebacks go to stderr, the job's log, and to
-    ``log_file`` if given). Returns ``{key: "done" | "skipped" | "elsewhere"}``.
+    ``log_file`` if given). A full disk stops the group at once with one line
+    (:class:`~stamplib.evaluation.store.OutOfSpace`, no traceback: every later cell would fail
+    the same way). Whatever ends the job (a full disk, SIGTERM, a time limit), the cells it
+    claimed and did not store are released. Returns ``{key: "done" | "skipped" | "elsewhere"}``.
     """
     if threads:
         import torch
@@ -167,42 +171,88 @@ def run_group(
     specs = [RunSpec.from_dict(d) for d in spec_dicts]
     outcome: dict[str, str] = {}
     mine: list[RunSpec] = []
-    for spec in specs:
-        if store.get(spec) is not None:
-            outcome[spec.key()] = "skipped"
-            continue
-        if store.claim(spec, marker) is not None:  # another live job holds it (a requeued job retakes its own)
-            outcome[spec.key()] = "elsewhere"
-            continue
-        if store.get(spec) is not None:  # stored by a job that released it between the check and the claim
-            store.unmark_running(spec)
-            outcome[spec.key()] = "skipped"
-            continue
-        mine.append(spec)
     errors: dict[str, str] = {}
     try:
+        for spec in specs:
+            if store.get(spec) is not None:
+                outcome[spec.key()] = "skipped"
+                continue
+            if store.claim(spec, marker) is not None:  # another live job holds it (a requeued job retakes its own)
+                outcome[spec.key()] = "elsewhere"
+                continue
+            mine.append(spec)  # before anything else: an interruption from here on releases it
+            if store.get(spec) is not None:  # stored by a job that released it between the check and the claim
+                store.unmark_running(mine.pop())
+                outcome[spec.key()] = "skipped"
         for spec in mine:
             try:
                 run(spec, context)
                 outcome[spec.key()] = "done"
-            except Exception:
+            except Exception as exc:
+                if (full := disk_full(exc)) is not None:
+                    raise full from None
                 trace = traceback.format_exc()
                 errors[spec.key()] = trace
                 message = f"cell failed: {describe(spec)}\n{trace}"
                 print(message, file=sys.stderr, flush=True)
                 if log_file:
-                    Path(log_file).parent.mkdir(parents=True, exist_ok=True)
-                    with open(log_file, "a") as fh:
-                        fh.write(message + "\n")
+                    _append_log(Path(log_file), message + "\n")
             finally:
                 store.unmark_running(spec)
-    finally:  # interrupted (SIGTERM, time limit): release what this job will not compute
+    finally:  # interrupted (a full disk, SIGTERM, the time limit): release what this job will not compute
         for spec in mine:
             store.unmark_running(spec)
     if errors:
         lines = [f"  {describe(s)}: {errors[s.key()].strip().splitlines()[-1]}" for s in mine if s.key() in errors]
         raise CellsFailed(f"{len(errors)} of {len(specs)} cells failed:\n" + "\n".join(lines))
     return outcome
+
+
+def _append_log(log: Path, message: str) -> None:
+    """Add ``message`` to the job's log ``log``, written whole to a temporary name and renamed, so
+    that a full disk leaves the log as it was (never an empty one) and stops the job in one line."""
+    try:
+        before = log.read_bytes() if log.is_file() else b""
+        paths.atomic_write_bytes(log, before + message.encode())
+    except OSError as exc:
+        if (full := disk_full(exc)) is not None:
+            raise full from None
+        print(f"could not write the log {log}: {exc.strerror or exc}", file=sys.stderr, flush=True)
+
+
+#: Seconds between two looks at a cell that another process is computing (:func:`run_claimed`).
+WAIT_POLL_S = 1.0
+
+
+def run_claimed(spec: RunSpec, context: RunContext, compute: Callable[..., Record] = run, *, force: bool = False,
+                progress: bool = False, on_wait: Callable[[dict[str, Any]], None] | None = None,
+                poll_s: float = WAIT_POLL_S) -> Record:
+    """One cell, claimed as a grid job claims its cells (``python -m stamplib run``): its stored
+    record (unless ``force``), else computed here by ``compute`` (the runner's ``run``) under a
+    running marker that is released however the computation ends. When another live process
+    holds the cell (a grid job, another ``run``), this one waits for it (``on_wait`` is told who
+    holds it, once) and returns the record it stores; if it stores none (it failed or was
+    stopped), the cell is claimed and computed here."""
+    store = ResultsStore(context.results)
+    marker = {"job_id": f"run-{socket.gethostname()}-{os.getpid()}", "host": socket.gethostname(),
+              "pid": os.getpid(), "started": time.time(), "deadline": None}
+    waited = False
+    while True:
+        if (not force or waited) and (stored := store.get(spec)) is not None:
+            return stored
+        holder = store.claim(spec, marker)
+        if holder is None:
+            break
+        if not waited and on_wait is not None:
+            on_wait(holder)
+        waited = True
+        time.sleep(poll_s)
+    try:
+        if (not force or waited) and (stored := store.get(spec)) is not None:  # stored as this one claimed it
+            return stored
+        return compute(spec, context, force=force, progress=progress)
+    finally:
+        store.unmark_running(spec)
 
 
 class CellGroup:
@@ -322,9 +372,10 @@ class _Handle:
 
     def __init__(self, specs: list[RunSpec], job_id: str, log: Path | None,
                  done: Callable[[], bool], error: Callable[[], str | None],
-                 claimed: Callable[[], bool] = lambda: True) -> None:
+                 claimed: Callable[[], bool] = lambda: True,
+                 raised: Callable[[], BaseException | None] = lambda: None) -> None:
         self.specs, self.job_id, self.log, self.done, self.error = specs, job_id, log, done, error
-        self.claimed = claimed
+        self.claimed, self.raised = claimed, raised
 
 
 def _claimed_any(outcome: dict[str, str] | None) -> bool:
@@ -373,7 +424,13 @@ def default_jobs(device: str) -> int:
     CPU core."""
     if device.startswith("cuda"):
         return max(1, _cuda_devices())
-    return os.cpu_count() or 1
+    return processes.cores()
+
+
+def local_workers(jobs: int, groups: int) -> int:
+    """The worker processes a local grid of ``groups`` jobs starts with ``jobs`` asked for: no more
+    than it has jobs to give them (what ``grid --dry-run`` says and what :func:`run_grid` starts)."""
+    return max(1, min(jobs, groups))
 
 
 def worker_device(device: str, worker: int) -> str:
@@ -399,29 +456,42 @@ _WORKER_DEVICE: str | None = None
 
 
 class ParentGone(BaseException):
-    """Raised in a pool worker whose grid process has died: it stops computing, releases its
-    cells (:func:`run_group`'s ``finally``) and exits. A BaseException, so that no ``except
-    Exception`` around a cell takes it for the cell's failure."""
+    """Raised in a pool worker told to stop (SIGTERM: its grid was interrupted, or has died): it
+    stops computing, releases its cells (:func:`run_group`'s ``finally``) and exits. A
+    BaseException, so that no ``except Exception`` around a cell takes it for the cell's failure."""
 
 
 #: How often a pool worker checks that its grid process is still alive, in seconds.
 PARENT_POLL_S = 1.0
-#: Seconds a worker whose grid has died may take to release its cells before it is ended.
+#: Seconds a worker told to stop may take to release its cells before it is ended.
 RELEASE_S = 10.0
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
+#: Whether this pool worker is inside a group of cells (SIGTERM then releases them first).
+_IN_CELLS = threading.Event()
 
 
 def stop_with_parent(parent: int) -> None:
-    """Make this process (a pool worker) stop when ``parent``, the grid that started it, dies —
-    killed with SIGKILL or by the out-of-memory killer, so that it cannot tell its workers. On
-    Linux the kernel sends SIGTERM at once (``prctl(PR_SET_PDEATHSIG)``); everywhere a thread
-    also checks every :data:`PARENT_POLL_S` seconds that the parent is still this process's
-    parent. SIGTERM raises :class:`ParentGone` in the worker's main thread; a worker that has
-    not exited :data:`RELEASE_S` seconds later is ended, as its pipe to the grid is gone."""
+    """Make this process (a pool worker) stop when its grid ``parent`` tells it to (SIGTERM) or
+    dies — killed with SIGKILL or by the out-of-memory killer, so that it cannot tell its
+    workers. On Linux the kernel then sends SIGTERM at once (``prctl(PR_SET_PDEATHSIG)``);
+    everywhere a thread also checks every :data:`PARENT_POLL_S` seconds that the parent is still
+    this process's parent. SIGTERM raises :class:`ParentGone` in the worker's main thread while
+    it computes cells (it releases them), and ends it at once between cells; a worker that has
+    not exited :data:`RELEASE_S` seconds after its parent died is ended, as its pipe to the grid
+    is gone. SIGINT and SIGHUP are left to the grid (:func:`stamplib.processes.leave_to_parent`):
+    a Ctrl-C reaches every process of the group, and the grid decides."""
+
+    stopping = threading.Event()
 
     def on_sigterm(signum: int, frame: Any) -> None:
-        raise ParentGone(f"the grid process {parent} has died")
+        if stopping.is_set():  # a second SIGTERM (the group's, then the grid's) does not cut the release short
+            return
+        if not _IN_CELLS.is_set():  # waiting for work: nothing to release
+            os._exit(1)
+        stopping.set()
+        raise ParentGone(f"told to stop by its grid process {parent}, or it has died")
 
+    processes.leave_to_parent()
     signal.signal(signal.SIGTERM, on_sigterm)
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
@@ -456,10 +526,13 @@ def _pool_run_group(spec_dicts: list[dict[str, Any]], context: RunContext, threa
                     log_file: str) -> dict[str, str]:
     """:func:`run_group` on this pool worker's own device."""
     mine = dataclasses.replace(context, device=_WORKER_DEVICE or context.device)
+    _IN_CELLS.set()
     try:
         return run_group(spec_dicts, mine, threads, None, log_file)
     except ParentGone:  # its cells are released; no one is left to take a result
         os._exit(1)
+    finally:
+        _IN_CELLS.clear()
 
 
 def _submit_pool(groups: list[list[RunSpec]], store: ResultsStore, context: RunContext, jobs: int
@@ -469,8 +542,9 @@ def _submit_pool(groups: list[list[RunSpec]], store: ResultsStore, context: RunC
 
     # spawn: a forked copy of a process that already ran torch can deadlock in OpenMP.
     spawn = multiprocessing.get_context("spawn")
-    threads = worker_threads(context.device, jobs)
-    pool = ProcessPoolExecutor(jobs, mp_context=spawn, initializer=_pool_init,
+    workers = local_workers(jobs, len(groups))
+    threads = worker_threads(context.device, workers)
+    pool = ProcessPoolExecutor(workers, mp_context=spawn, initializer=_pool_init,
                                initargs=(spawn.Value("i", 0), context.device, threads, os.getpid()))
     handles = []
     for i, group in enumerate(groups):
@@ -484,8 +558,24 @@ def _submit_pool(groups: list[list[RunSpec]], store: ResultsStore, context: RunC
         def claimed(f: Any = future) -> bool:
             return _claimed_any(f.result() if f.exception() is None else None)
 
-        handles.append(_Handle(group, f"local-pool-{i}", log, future.done, error, claimed))
+        def raised(f: Any = future) -> BaseException | None:
+            return f.exception() if f.done() and not f.cancelled() else None
+
+        handles.append(_Handle(group, f"local-pool-{i}", log, future.done, error, claimed, raised))
     return pool, handles
+
+
+def _stop_pool(pool: Any, store: ResultsStore, specs: Sequence[RunSpec]) -> None:
+    """End a local grid's workers now (it was interrupted, or the disk is full): each is told to
+    stop (SIGTERM) and releases its cells, and one that has not exited within
+    :data:`RELEASE_S` seconds is killed; the cells its markers still claim are then released."""
+    workers = [p.pid for p in (getattr(pool, "_processes", None) or {}).values() if p.pid is not None]
+    pool.shutdown(wait=False, cancel_futures=True)
+    processes.end_processes(workers, RELEASE_S)
+    for spec in specs:
+        marker = store.running_marker(spec)  # None: released, or held by a process that has ended
+        if marker is None or marker.get("pid") in workers:
+            store.unmark_running(spec)
 
 
 def _submitit_executor(options: ExecutorOptions, folder: Path, device: str) -> Any:
@@ -584,6 +674,10 @@ def run_grid(
                 report.jobs = [h.job_id for h in handles if h.claimed()]
             else:
                 report.pending = [s for h in handles for s in h.specs]
+        except BaseException:  # interrupted (SIGINT, SIGTERM, SIGHUP) or a full disk: no worker outlives it
+            if pool is not None:
+                _stop_pool(pool, store, todo)
+            raise
         finally:
             bar.close()
             if pool is not None:
@@ -597,11 +691,16 @@ def run_grid(
 
 
 def _wait(handles: list[_Handle], store: ResultsStore, bar: Any, poll_s: float) -> None:
-    """Block until every job has ended, moving the bar as records appear in the store."""
+    """Block until every job has ended, moving the bar as records appear in the store. A job that
+    found the disk full ends the wait at once (:class:`~stamplib.evaluation.store.OutOfSpace`):
+    the others would fail the same way."""
     submitted = [s for h in handles for s in h.specs]
     while True:
         finished = all(h.done() for h in handles)
         _advance(bar, store, submitted)
+        for h in handles:
+            if (exc := h.raised()) is not None and (full := disk_full(exc)) is not None:
+                raise full
         if finished:
             return
         time.sleep(poll_s)
@@ -645,8 +744,11 @@ def dry_run_line(specs: Sequence[RunSpec], store: ResultsStore, options: Executo
     missing = store.status(specs).missing
     if not missing:
         return ""
+    if options.executor == "local" and options.jobs == 1:
+        return f"dry run: would compute {len(missing)} cells here, in this process"
     if options.executor == "local":
-        return f"dry run: would compute {len(missing)} cells here with {options.jobs} worker process(es)"
+        workers = local_workers(options.jobs, len(group_cells(missing, job_size(missing, options))))
+        return f"dry run: would compute {len(missing)} cells here with {workers} worker process(es)"
     per_job = job_size(missing, options)
     return (f"dry run: would submit {len(missing)} cells as {len(group_cells(missing, per_job))} job(s) of at most "
             f"{per_job} cell(s) with executor {options.executor}")

@@ -49,6 +49,26 @@ SHIPPED = Path(__file__).resolve().parent / "shipped"
 SHIPPED_SHA256 = "3b5f70851ac712b555f0cd5a03d75c046a4b0c0b4be93e365b30177cf2ead873"
 
 
+def shipped_problem() -> str | None:
+    """Why the shipped digits checkpoint cannot be installed (missing, or its SHA-256 is not
+    :data:`SHIPPED_SHA256` or not its sidecar's), or None when it is intact: what ``doctor``
+    reports (a damaged one is otherwise retrained without a word, for about nine minutes)."""
+    ckpt, sidecar = SHIPPED / f"{DIGITS_CHECKPOINT}.pt", SHIPPED / f"{DIGITS_CHECKPOINT}.json"
+    restore = "restore it with `git checkout -- stamplib/models/shipped` (or reinstall stamplib)"
+    if not (ckpt.is_file() and sidecar.is_file()):
+        return f"{ckpt if not ckpt.is_file() else sidecar} is missing: {restore}"
+    found = hashlib.sha256(ckpt.read_bytes()).hexdigest()
+    if found != SHIPPED_SHA256:
+        return f"{ckpt} has SHA-256 {found[:16]}…, the package records {SHIPPED_SHA256[:16]}…: the file was changed; {restore}"
+    try:
+        recorded = json.loads(sidecar.read_text()).get("sha256")
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+        recorded = None
+    if recorded != SHIPPED_SHA256:
+        return f"{sidecar} does not record the checkpoint's SHA-256: the file was changed; {restore}"
+    return None
+
+
 def _recipe_json() -> dict:
     """The recipe as a sidecar holds it (JSON: tuples are lists)."""
     return json.loads(json.dumps(dataclasses.asdict(DIGITS_RECIPE)))

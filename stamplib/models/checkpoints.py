@@ -338,9 +338,23 @@ def status(verify: bool = False) -> list[dict[str, Any]]:
         }
         if verify:
             row["verified"] = (path.is_file() and side is not None and "sha256" in side
-                               and sha256_bytes(path.read_bytes()) == side["sha256"])
+                               and sha256_bytes(path.read_bytes()) == side["sha256"] and _package_intact(name))
         rows.append(row)
     return rows
+
+
+def _package_intact(name: str) -> bool:
+    """Whether checkpoint ``name``, if it is package data (the built-in benchmark's networks), is
+    the file the package's ``SHA256SUMS`` records: its sidecar could have been changed with it."""
+    from stamplib.data import builtin_cifar10
+
+    if name not in builtin_cifar10.CHECKPOINTS:
+        return True
+    try:
+        builtin_cifar10.verify(names=(f"{name}.pt", f"{name}.json"))
+    except builtin_cifar10.PackageDataError:
+        return False
+    return True
 
 
 def status_lines(verify: bool = False) -> list[str]:
@@ -357,7 +371,7 @@ def status_lines(verify: bool = False) -> list[str]:
             accuracy = row["clean_test_accuracy"]
             state = "found    " + (f" clean acc {100 * accuracy:.2f}%" if accuracy is not None else "")
         else:
-            state = "REFUSED   its SHA-256 differs from its sidecar's (or it has none yet)"
+            state = "REFUSED   its SHA-256 differs from its sidecar's or the package's (or it has none yet)"
         lines.append(f"  {row['checkpoint']:26s} {state}  {row['path'] if row['present'] else ''}")
     return lines
 
