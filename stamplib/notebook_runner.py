@@ -92,10 +92,9 @@ def kernel_config() -> Any:
     each process's folder, and a notebook's kernel runs in notebooks/, not where the runner does.
     Where pyzmq lacks CurveZMQ or jupyter_client predates the setting, nothing is set (the
     warning is then true)."""
-    import zmq
-    from jupyter_client.manager import KernelManager
-    from traitlets.config import Config
-
+    zmq = require("zmq", "notebooks", _PURPOSE)  # pyzmq, jupyter_client and traitlets come with papermill
+    KernelManager = require("jupyter_client.manager", "notebooks", _PURPOSE).KernelManager  # noqa: N806 - a class
+    Config = require("traitlets.config", "notebooks", _PURPOSE).Config  # noqa: N806 - a class
     if not zmq.has("curve") or not KernelManager.class_traits().get("transport_encryption"):
         return Config()
     return Config({"KernelManager": {"transport_encryption": "auto"}})

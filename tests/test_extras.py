@@ -33,9 +33,12 @@ CORE = {"torch", "torchvision", "numpy", "scipy", "pillow", "scikit-learn", "pan
         "seaborn", "tqdm"}
 #: Every module an extra provides that the package asks for (the blocked ones below).
 EXTRA_MODULES = {"submitit": "cluster", "papermill": "notebooks", "ipykernel": "notebooks",
-                 "ipywidgets": "notebooks", "nbformat": "notebooks", "nbclient": "notebooks", "sphinx": "site", "myst_nb": "site", "sphinx_book_theme": "site"}
+                 "ipywidgets": "notebooks", "nbformat": "notebooks", "nbclient": "notebooks",
+                 "jupyter_client.manager": "notebooks", "zmq": "notebooks", "traitlets.config": "notebooks",
+                 "sphinx": "site", "myst_nb": "site", "sphinx_book_theme": "site"}
 #: Import names that differ from their distribution's name.
-DISTRIBUTIONS = {"sklearn": "scikit-learn", "PIL": "pillow"}
+DISTRIBUTIONS = {"sklearn": "scikit-learn", "PIL": "pillow", "zmq": "pyzmq", "jupyter_client.manager": "jupyter-client",
+                 "traitlets.config": "traitlets"}
 
 
 def _boom(*args: object, **kwargs: object) -> None:
@@ -253,7 +256,8 @@ def test_every_extra_is_pinned_and_dev_installs_what_the_two_commands_need() -> 
     assert ("stamplib", {"notebooks", "site", "cluster"}, "") in dev
     assert {"pytest", "pytest-xdist", "ruff", "nbstripout"} <= {name for name, _, _ in dev}
     for module, extra in EXTRA_MODULES.items():
-        assert _requirement(module)[0] in {_requirement(line)[0] for line in extras[extra]}, (module, extra)
+        name = _requirement(DISTRIBUTIONS.get(module, module))[0]
+        assert name in {_requirement(line)[0] for line in extras[extra]}, (module, extra)
     # The extras hold no core dependency twice, and the browser extra stays separate from dev.
     assert not CORE & {_requirement(line)[0] for lines in extras.values() for line in lines}
     assert "browser" not in {e for _, wanted, _ in dev for e in wanted}

@@ -13,8 +13,8 @@ them in one generated block, between :data:`BEGIN` and :data:`END`:
 A new measurement is a new record; ``python -m stamplib.report.guides --write`` then rewrites
 the blocks (without ``--write`` it names the stale pages and exits 1). :func:`hand_written` is a
 page without its generated blocks (these and the evidence pages'): what the guides' size limit
-counts (``tests/test_docs.py``). Records moved out of the guides by issue 71 keep the page they
-came from in ``"source"``.
+counts (``tests/test_docs.py``). A record moved out of a guide's text keeps the page it came from
+in ``"source"``.
 """
 
 from __future__ import annotations
