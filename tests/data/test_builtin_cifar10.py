@@ -18,13 +18,19 @@ from stamplib.data.builtin_cifar10 import FOLDER, PackageDataError
 from stamplib.models import checkpoints
 from stamplib.models.training import evaluate_accuracy
 
-#: Every file the package ships: the photographs and five networks of each setting (seeds 0–4).
-SHIPPED = ("cifar10_subset.npz", *(f"{n}{s}" for n in builtin_cifar10.CHECKPOINTS for s in (".pt", ".json")))
+#: The networks the package ships: network 0 of both settings always; networks 1–4 as their pairs
+#: are trained (``benchmark build`` ships a seed's two networks together).
+NETWORKS = tuple(n for n in builtin_cifar10.CHECKPOINTS if (FOLDER / f"{n}.pt").is_file())
+#: Every file the package ships: the photographs and the networks with their sidecars.
+SHIPPED = ("cifar10_subset.npz", *(f"{n}{s}" for n in NETWORKS for s in (".pt", ".json")))
 
 
 def test_every_shipped_file_has_its_recorded_sha256_and_the_folder_fits_the_budget() -> None:
     sums = builtin_cifar10.recorded_sums()
     assert set(sums) == set(SHIPPED)
+    assert set(builtin_cifar10.BASE_CHECKPOINTS) <= set(NETWORKS)
+    for name in NETWORKS:  # a seed's two networks ship together
+        assert all(other in NETWORKS for other in builtin_cifar10._pair(name)), name
     builtin_cifar10.verify()
     total = sum((FOLDER / name).stat().st_size for name in (*SHIPPED, "SHA256SUMS", "README.md"))
     assert total <= builtin_cifar10.MAX_BYTES
@@ -132,7 +138,8 @@ def test_build_writes_a_verified_folder_from_an_image_folder(tmp_path: Path) -> 
     _fake_checkpoints(tmp_path / "ckpt")
     out = tmp_path / "built"
     written = builtin_cifar10.build(tmp_path / "data" / "cifar10-jpeg", tmp_path / "ckpt", out=out, per_class=2)
-    assert {p.name for p in written} == {*SHIPPED, "SHA256SUMS"}
+    every = {f"{n}{s}" for n in builtin_cifar10.CHECKPOINTS for s in (".pt", ".json")}
+    assert {p.name for p in written} == {"cifar10_subset.npz", *every, "SHA256SUMS"}  # all five pairs given
     builtin_cifar10.verify(out)
     photos = builtin_cifar10.load(out)
     assert photos.test_images.shape == (20, 32, 32, 3) and photos.test_labels[:10].tolist() == list(range(10))
