@@ -166,3 +166,18 @@ def test_the_shipped_networks_are_retrained_from_the_full_training_split_only() 
     assert "cifar10_builtin" not in recipes.trainable_datasets()
     with pytest.raises(ValueError, match="--dataset cifar10_jpeg_8_2 --recipe compact"):
         recipes.train_source_for("cifar10_builtin_8_2", data_root="/nowhere")
+
+
+def test_build_ships_the_networks_whose_pairs_are_trained(tmp_path: Path) -> None:
+    _jpeg_folder(tmp_path / "data", per_class=2)
+    _fake_checkpoints(tmp_path / "ckpt")
+    for name in ("ResNetTiny_10_jpeg_seed3", "ResNetTiny_8_jpeg_seed2", "ResNetTiny_10_jpeg_seed4",
+                 "ResNetTiny_8_jpeg_seed4"):  # seed 3 lacks its 8-class network, seed 2 its 10-class one
+        for suffix in (".pt", ".json"):
+            (tmp_path / "ckpt" / f"{name}{suffix}").unlink()
+    out = tmp_path / "built"
+    written = builtin_cifar10.build(tmp_path / "data" / "cifar10-jpeg", tmp_path / "ckpt", out=out, per_class=2)
+    networks = {p.stem for p in written if p.suffix == ".pt"}
+    assert networks == {"ResNetTiny_10_jpeg", "ResNetTiny_8_jpeg", "ResNetTiny_10_jpeg_seed1", "ResNetTiny_8_jpeg_seed1"}
+    with pytest.raises(PackageDataError, match="not shipped in .* yet: train it"):
+        builtin_cifar10.checkpoint_file("ResNetTiny_10_jpeg_seed3", out)
