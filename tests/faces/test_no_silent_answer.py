@@ -235,9 +235,11 @@ def test_the_doctor_reports_damaged_package_data_as_damaged(damaged_package_data
 
     lines = package_data_lines()
     state = {line.split()[0]: line.split()[1] for line in lines[1:]}
-    assert state == {"cifar10_subset.npz": "DAMAGED", "ResNetTiny_10_jpeg.pt": "DAMAGED", "ResNetTiny_10_jpeg.json": "ok",
-                     "ResNetTiny_8_jpeg.pt": "ok", "ResNetTiny_8_jpeg.json": "ok",
-                     "digits_resnet_cifar_tiny.pt": "DAMAGED"}
+    damaged = {"cifar10_subset.npz", "ResNetTiny_10_jpeg.pt", "digits_resnet_cifar_tiny.pt"}
+    # Networks 1-4 ship in pairs as they are trained: whatever else ships must still read "ok".
+    assert {"ResNetTiny_10_jpeg.json", "ResNetTiny_8_jpeg.pt", "ResNetTiny_8_jpeg.json"} <= set(state)
+    assert state == {name: "DAMAGED" if name in damaged else "ok" for name in state}
+    assert damaged <= set(state)
     assert "git checkout --" in next(line for line in lines if "cifar10_subset.npz" in line)
     doctor = doctor_lines(context_for(tmp_path / "results", tmp_path))
     listing = {line.split()[0]: line.split()[1] for line in doctor if line.startswith("  cifar10_builtin")}
