@@ -688,22 +688,23 @@ def _claims_parser(sub: Any) -> None:
     p = sub.add_parser("claims", help="the paper's claims (the ledger) on a benchmark: compute their cells, report "
                                       "status, render every generated page from the committed stores, or judge a "
                                       "store of your own")
-    p.add_argument("action", choices=["render", "status", "compute", "judge"],
+    p.add_argument("action", choices=["render", "status", "compute", "diagnose", "judge"],
                    help="render: every generated page, figure and README block from the committed stores "
                         "(docs/claims.md first; refused, exit 2, when a record differs from its store's "
                         "MANIFEST.sha256); status: how many cells each design of a committed benchmark has; "
                         "compute: the missing cells of one design of a committed benchmark, the cheapest claim "
                         "first, into its store (and, for a design of several networks, their Noise diagnostics); "
+                        "diagnose: only those Noise diagnostics, without the cells; "
                         "judge: every claim's verdict on the store --results")
     p.add_argument("--benchmark", default="", choices=["", "builtin", "reference", "full"],
                    help="status/compute: a committed benchmark (builtin, reference; status: default both); judge: "
                         "whose designs decide (default: the committed benchmark whose store --results is, else full: "
                         "a full-profile store of the paper's data)")
     p.add_argument("--design", default="",
-                   help="compute: the design whose cells to compute (builtin: networks, streams, stream; reference: "
+                   help="compute/diagnose: the design whose cells to compute (builtin: networks, streams, stream; reference: "
                         "networks, fifteen, three; `claims status` lists them)")
     p.add_argument("--replicates", default="",
-                   help="compute: which of the design's replicates: network numbers on a design of several networks, "
+                   help="compute/diagnose: which of the design's replicates: network numbers on a design of several networks, "
                         "stream seeds on a design of one network (e.g. 1-4; default: all of them)")
     p.add_argument("--seeds", default="", help="judge --benchmark full: the seeds that decide (default 0-2)")
     p.add_argument("--jobs", type=_worker_count(), default=1, help="compute: local worker processes (one core each)")
@@ -724,7 +725,7 @@ def cmd_claims(args: argparse.Namespace) -> int:
         for path in pages.render_all(paths.repo_root() or Path.cwd()):
             print(f"wrote {path}")
         return 0
-    if args.action in ("compute", "status"):
+    if args.action in ("compute", "status", "diagnose"):
         return _claims_compute(args)
     return _claims_judge(args)
 
@@ -762,10 +763,10 @@ def _claims_judge(args: argparse.Namespace) -> int:
 def _claims_compute(args: argparse.Namespace) -> int:
     """``claims compute`` and ``claims status`` on a committed benchmark's store."""
     from stamplib.evaluation.store import ResultsStore
-    from stamplib.evidence import benchmarks, networks
+    from stamplib.evidence import benchmarks
     from stamplib.experiments import grid
 
-    if args.benchmark == "full" or (args.action == "compute" and not args.benchmark):
+    if args.benchmark == "full" or (args.action in ("compute", "diagnose") and not args.benchmark):
         raise ValueError(f"claims {args.action}: give --benchmark builtin or --benchmark reference (the committed "
                          "benchmarks; a store of your own is judged with claims judge --results DIR)")
     if args.action == "status":
@@ -780,10 +781,16 @@ def _claims_compute(args: argparse.Namespace) -> int:
         return 0
     benchmark = benchmarks.by_name(args.benchmark)
     if not args.design:
-        raise ValueError(f"claims compute: name the design with --design ({', '.join(d.name for d in benchmark.designs)})")
+        raise ValueError(f"claims {args.action}: name the design with --design ({', '.join(d.name for d in benchmark.designs)})")
     design = benchmark.design(args.design)
     chosen = benchmarks.chosen_replicates(design, args.replicates) if args.replicates else design.replicates
     context = _context(args, (paths.repo_root() or Path.cwd()) / benchmark.store, paths.shared_data(), writes=True)
+    if args.action == "diagnose":
+        if not design.varies_networks:
+            raise ValueError(f"claims diagnose: {benchmark.name}/{design.name} holds one network; name a design of "
+                             "several networks (networks)")
+        _write_diagnostics(design, chosen, context, args.command_line)
+        return 0
     cells = benchmarks.evidence_cells(design, ResultsStore(context.results), context.device, chosen)
     try:
         report = grid.run_grid(cells, context, grid.ExecutorOptions(jobs=_jobs(args.jobs)), keep_order=True)
@@ -792,10 +799,17 @@ def _claims_compute(args: argparse.Namespace) -> int:
     print(f"{benchmark.name}/{design.name} into {context.results}: {len(report.done)} done, {len(report.missing)} "
           f"missing, {len(report.failed)} failed jobs, of {len(cells)} cells")
     if design.varies_networks:
-        for dataset, network in benchmarks.networks_of(design, chosen):
-            diagnostic = networks.diagnose(dataset, network, context.data_root)
-            print(f"wrote {networks.write(context.results, diagnostic, args.command_line)}")
+        _write_diagnostics(design, chosen, context, args.command_line)
     return 0 if report.ok else 1
+
+
+def _write_diagnostics(design: Any, chosen: Any, context: Any, command_line: str) -> None:
+    """The Noise diagnostic of every network of ``chosen`` (``stamplib.evidence.networks``), into the store."""
+    from stamplib.evidence import benchmarks, networks
+
+    for dataset, network in benchmarks.networks_of(design, chosen):
+        diagnostic = networks.diagnose(dataset, network, context.data_root)
+        print(f"wrote {networks.write(context.results, diagnostic, command_line)}")
 
 
 #: Every command's parser builder, in the order ``--help`` lists them.
@@ -834,7 +848,7 @@ COMMANDS = {
     "site": "build the executed notebooks into a website",
     "reference": "the reference run on real images: status, compute",
     "course": "the course's lab: release student copies, grade",
-    "claims": "the claims: compute, status, render pages, judge",
+    "claims": "the claims: compute, status, diagnose, render, judge",
 }
 
 

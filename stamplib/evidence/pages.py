@@ -244,7 +244,7 @@ def networks_table(sets: Sequence[Judged]) -> str:
                          f"{100 * d.top_share:.0f} % \"{d.top_class}\"", f"{100 * d.confident_share:.0f} %",
                          _tau_cell(taus["h"], replicate), _tau_cell(taus["auroc"], replicate)])
     if not rows:
-        return ("(no network diagnostics yet: `python -m stamplib claims compute --benchmark NAME --design networks` "
+        return ("(no network diagnostics yet: `python -m stamplib claims diagnose --benchmark NAME --design networks` "
                 "writes them)")
     return _markdown(columns, rows)
 

@@ -4,6 +4,7 @@ byte for byte — so after it `git status` stays clean."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from collections import Counter
@@ -110,7 +111,9 @@ def test_claims_judge_judges_the_committed_reference_store_from_the_command_line
                                   ["claims", "compute", "--benchmark", "builtin"],
                                   ["claims", "compute", "--benchmark", "builtin", "--design", "nets"],
                                   ["claims", "compute", "--benchmark", "builtin", "--design", "networks",
-                                   "--replicates", "9"]])
+                                   "--replicates", "9"],
+                                  ["claims", "diagnose", "--design", "networks"],
+                                  ["claims", "diagnose", "--benchmark", "builtin", "--design", "streams"]])
 def test_claims_commands_refuse_bad_input_in_one_line(argv: list[str], tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.chdir(tmp_path)
     try:
@@ -121,6 +124,23 @@ def test_claims_commands_refuse_bad_input_in_one_line(argv: list[str], tmp_path:
     err = capsys.readouterr().err
     assert err.strip().splitlines()[-1].startswith(("error: ", "usage: ", "python -m stamplib")), err
     assert "Traceback" not in err
+
+
+def test_claims_diagnose_writes_a_networks_noise_diagnostic_and_computes_no_cell(tmp_path: Path, capsys) -> None:
+    from stamplib.evidence import networks
+
+    store = tmp_path / "store"
+    assert cli.main(["claims", "diagnose", "--benchmark", "builtin", "--design", "networks", "--replicates", "0",
+                     "--results", str(store)]) == 0
+    assert sorted(p.name for p in (store / "networks").iterdir()) == ["ResNetTiny_10_jpeg.json",
+                                                                     "ResNetTiny_8_jpeg.json"]
+    assert not list(store.glob("*.json"))  # no cell
+    [ten, eight] = networks.read_all(store)
+    assert (ten.dataset, ten.network, eight.dataset) == ("cifar10_builtin", 0, "cifar10_builtin_8_2")
+    assert ten.photographs == ten.noise_images == networks.IMAGES and 0.0 < ten.top_share <= 1.0
+    assert 50.0 < ten.auroc_clean_vs_noise <= 100.0  # network 0 of the built-in benchmark does not trust Noise
+    written = json.loads((store / "networks" / "ResNetTiny_10_jpeg.json").read_text())
+    assert written["command"].startswith("python -m stamplib claims diagnose")
 
 
 def test_claims_status_counts_each_designs_cells(capsys) -> None:
