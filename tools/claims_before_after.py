@@ -15,7 +15,11 @@ two stands the new rule on the old evidence — the designs of one network that 
 "within the noise" before is the old rule's word for what now reads *undecided* or *smaller than
 the paper's*: that change of words is the rule's.
 
+``--per-network`` prints instead each claim's margin under each network of the benchmarks' designs of
+several networks, decided or not: how far one network moves a claim before a design of three decides.
+
 Usage: PYTHONPATH=$PWD .venv/bin/python tools/claims_before_after.py [--before 0e2ba8d] [--markdown]
+       [--per-network]
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import argparse
 import subprocess
 
 from stamplib import paths
-from stamplib.evidence import benchmarks, judge, pages
+from stamplib.evidence import benchmarks, judge, ledger, pages
 from stamplib.evidence.judge import Verdict
 
 
@@ -72,11 +76,43 @@ def reading(verdict: Verdict) -> str:
     return f"{verdict.label} [{verdict.design.title}]"
 
 
+def per_network_table() -> str:
+    """Markdown: each claim's margin under each network of every benchmark's designs of several networks."""
+    root = paths.repo_root()
+    columns = []  # (benchmark, design, network)
+    judged = {}
+    for benchmark in benchmarks.BENCHMARKS:
+        store = pages.RecordsSnapshot(root / benchmark.store).records_by_key()
+        for design in (d for d in benchmark.designs if d.varies_networks):
+            verdicts = [judge.judge(claim, design, store) for claim in ledger.LEDGER]
+            found = sorted({r.network for v in verdicts for r in v.margins})
+            columns += [(benchmark, design, k) for k in found]
+            judged[(benchmark.name, design.name)] = verdicts
+    head = ["claim", "the paper's margin"] + [f"{b.title}, {d.title}: network {k}" for b, d, k in columns]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for i, claim in enumerate(ledger.LEDGER):
+        cells, paper = [], None
+        for b, d, k in columns:
+            verdict = judged[(b.name, d.name)][i]
+            margin = {r.network: m for r, m in verdict.margins.items()}.get(k)
+            cells.append("—" if margin is None else f"{margin:+.1f}")
+            paper = verdict.paper_size if verdict.paper_size is not None else paper
+        if any(c != "—" for c in cells):
+            size = "—" if paper is None else f"{paper:+.1f}".replace("-0.0", "+0.0")
+            lines.append(f"| `{claim.key}` | {size} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", default="0e2ba8d", help="the commit whose docs/claims.md is 'before'")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    parser.add_argument("--per-network", action="store_true",
+                        help="print each claim's margin under each network instead (Markdown)")
     args = parser.parse_args()
+    if args.per_network:
+        print(per_network_table())
+        return
     old = before_verdicts(args.before)
     root = paths.repo_root()
     rows = []
