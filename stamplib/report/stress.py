@@ -160,7 +160,7 @@ def plot_axes(table: pd.DataFrame, title: str = "H-score on harder streams",
         ax.set_xlabel(axis)
         ax.set_ylabel("H-score")
         ax.set_title(axis)
-    axes[0, -1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    axes[0, -1].legend(fontsize=9, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.suptitle(title)
     fig.tight_layout()
     return fig

@@ -80,6 +80,19 @@ def test_notebook_13s_figure_draws_stamp_red_and_owttt_apart() -> None:
     assert len(set(lines.values())) == 3
 
 
+def test_notebook_13s_figure_is_readable_whoever_drew_its_records() -> None:
+    """The figure the walkthrough and notebook 13 draw once the harder streams have records: no
+    text under 8 pt and no legend over a point (the section test sees it only when another test
+    has stored those records first)."""
+    from tests.teaching.test_figures import figure_problems
+
+    table = pd.DataFrame([{"method": m, "axis": a, "stream": s, "ACC": 1.0, "AUROC": 1.0, "H": h, "rank": 1}
+                          for m, h in (("STAMP", 60.0), ("OWTTT", 50.0), ("Tent", 40.0))
+                          for a, streams in (("batch size", ("4", "64")), ("label shift", ("iid", "sorted")))
+                          for s in streams])
+    assert figure_problems(stress.plot_axes(table)) == []
+
+
 def _record(spec, per_corruption: dict[str, float]) -> Record:
     per = {c: {"acc": v, "auroc": v, "h": v, "collapsed": False, "seconds": 1.0}
            for c, v in per_corruption.items() if c in spec.corruptions}
