@@ -16,12 +16,15 @@ import json
 import os
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stamplib import flags, paths, processes
 from stamplib.extras import MissingExtra
+
+if TYPE_CHECKING:  # the evidence package imports torch; the command line imports it only when a command needs it
+    from stamplib.evidence import benchmarks
 
 
 def _context(args: argparse.Namespace, results: str | Path | None = None,
@@ -697,7 +700,7 @@ def _claims_parser(sub: Any) -> None:
                         "diagnose: only those Noise diagnostics, without the cells; "
                         "judge: every claim's verdict on the store --results")
     p.add_argument("--benchmark", default="", choices=["", "builtin", "reference", "full"],
-                   help="status/compute: a committed benchmark (builtin, reference; status: default both); judge: "
+                   help="status/compute/diagnose: a committed benchmark (builtin, reference; status: default both); judge: "
                         "whose designs decide (default: the committed benchmark whose store --results is, else full: "
                         "a full-profile store of the paper's data)")
     p.add_argument("--design", default="",
@@ -709,7 +712,7 @@ def _claims_parser(sub: Any) -> None:
     p.add_argument("--seeds", default="", help="judge --benchmark full: the seeds that decide (default 0-2)")
     p.add_argument("--jobs", type=_worker_count(), default=1, help="compute: local worker processes (one core each)")
     p.add_argument("--write", default=None, metavar="PAGE", help="judge: also write the verdicts as a page")
-    flags.add(p, results="judge: the store to judge (required); status/compute: default the benchmark's committed "
+    flags.add(p, results="judge: the store to judge (required); status/compute/diagnose: default the benchmark's committed "
                          "store", device="compute: cpu, cuda or cuda:N",
               data_root="compute: where the data sets are (default: shared/data beside the checkout)")
     p.set_defaults(func=cmd_claims)
@@ -761,7 +764,7 @@ def _claims_judge(args: argparse.Namespace) -> int:
 
 
 def _claims_compute(args: argparse.Namespace) -> int:
-    """``claims compute`` and ``claims status`` on a committed benchmark's store."""
+    """``claims status``, ``claims compute`` and ``claims diagnose`` on a committed benchmark's store."""
     from stamplib.evaluation.store import ResultsStore
     from stamplib.evidence import benchmarks
     from stamplib.experiments import grid
@@ -803,7 +806,8 @@ def _claims_compute(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def _write_diagnostics(design: Any, chosen: Any, context: Any, command_line: str) -> None:
+def _write_diagnostics(design: benchmarks.Design, chosen: Sequence[benchmarks.Replicate], context: paths.RunContext,
+                       command_line: str) -> None:
     """The Noise diagnostic of every network of ``chosen`` (``stamplib.evidence.networks``), into the store."""
     from stamplib.evidence import benchmarks, networks
 
