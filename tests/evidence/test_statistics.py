@@ -106,8 +106,8 @@ def test_variance_parts_recover_what_made_the_table() -> None:
 
 def measured_parts() -> dict[str, float]:
     """The variance parts of STAMP's H lead with Noise outliers (``a_best_h``) in the committed
-    built-in records: its replicate × corruption margins on the design that decides it, the
-    replicate part widened by the networks' own where both designs have their cells."""
+    built-in records: the five networks' design once three of its networks have the cells (its
+    replicate part then holds the networks' spread as well as the streams'), else the five streams'."""
     store = RecordsSnapshot(REPO / "results" / "builtin_benchmark")
     claim = ledger.BY_KEY["a_best_h"]
     parts = {}
