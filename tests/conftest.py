@@ -6,6 +6,8 @@ are in ``tests/support.py``."""
 from __future__ import annotations
 
 import os
+import signal
+from collections.abc import Iterator
 
 # One intra-op thread: the suite runs in two xdist workers on two cores, and tiny models on
 # oversubscribed OpenMP threads run up to 100x slower. The environment variable reaches the
@@ -17,6 +19,27 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _signals_as_a_terminal_leaves_them() -> Iterator[None]:
+    """The commands the tests start get SIGINT and SIGHUP at their defaults, as from a terminal.
+
+    A test run started with ``nohup`` or as a non-interactive shell's background job inherits
+    them ignored, an ignored signal stays ignored across exec, and a command keeps an inherited
+    ignore on purpose (:func:`stamplib.processes.stop_on_signals`): a test that signals a command
+    (``tests/faces/test_signals.py``, ``test_edges.py``'s Ctrl-C) would then fail for the way the
+    run was launched."""
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGHUP)}
+    if before[signal.SIGINT] is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if before[signal.SIGHUP] is signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
 @pytest.fixture(autouse=True)

@@ -115,7 +115,8 @@ def test_ctrl_c_during_a_real_run(tmp_path: Path) -> None:
     text = (seen + err).decode()
     assert proc.returncode == 130, text[-2000:]
     lines = [ln for ln in text.replace("\r", "\n").splitlines() if ln.strip() and "%|" not in ln]
-    assert lines == ["interrupted: finished cells are stored. Run the same command again to continue."], lines
+    assert lines == ["interrupted: 0 of 1 cells done; its finished corruptions are kept; run the same command again "
+                     "to go on"], lines
     assert not [p for p in tmp_path.rglob("*") if p.is_file() and "partial" not in p.parts]
 
 

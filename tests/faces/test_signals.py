@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import nbformat
@@ -30,26 +30,6 @@ CODES = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
 WITHIN_S = 15.0
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="counts processes in /proc")
-
-
-@pytest.fixture(autouse=True)
-def _signals_as_a_terminal_leaves_them() -> Iterator[None]:
-    """The commands these tests start get SIGINT and SIGHUP at their defaults, as from a terminal.
-
-    A test run started with ``nohup`` or as a non-interactive shell's background job inherits
-    them ignored, an ignored signal stays ignored across exec, and a command keeps an inherited
-    ignore on purpose (:func:`stamplib.processes.stop_on_signals`): its commands would then
-    rightly not stop, and these tests would fail for the way they were launched."""
-    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGHUP)}
-    if before[signal.SIGINT] is signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    if before[signal.SIGHUP] is signal.SIG_IGN:
-        signal.signal(signal.SIGHUP, signal.SIG_DFL)
-    try:
-        yield
-    finally:
-        for signum, handler in before.items():
-            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
 def _group(pgid: int) -> list[int]:
