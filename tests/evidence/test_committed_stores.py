@@ -55,12 +55,11 @@ def test_every_reference_record_is_a_reference_cell_made_by_its_network() -> Non
     records = _records(benchmarks.REFERENCE)
     planned = _planned(benchmarks.REFERENCE) | {s.key() for s in reference.specs() + reference.extra_specs()}
     assert {r.key for r in records} <= planned, sorted({r.key for r in records} - planned)[:5]
-    known = dict(REFERENCE_NETWORKS)
     for record in records:
         checkpoint = record.provenance.checkpoint
         assert checkpoint.name == checkpoints.network_name(checkpoints.base_name(checkpoint.name), record.spec.network)
-        if checkpoint.name in known:
-            assert checkpoint.sha256 == known[checkpoint.name], record.key
+        if checkpoint.name in REFERENCE_NETWORKS:
+            assert checkpoint.sha256 == REFERENCE_NETWORKS[checkpoint.name], record.key
         assert record.provenance.git["dirty"] is False, record.key
 
 
