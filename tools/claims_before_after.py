@@ -12,6 +12,10 @@ two stands the new rule on the old evidence — the designs of one network that 
   network's streams;
 * **both**.
 
+A verdict whose word is the same before and after has not changed, even where the rule moved it
+on the old evidence and the networks moved it back; its cause then reads ``none (rule → X,
+networks back)`` and it is not counted among the changed.
+
 "within the noise" before is the old rule's word for what now reads *undecided* or *smaller than
 the paper's*: that change of words is the rule's.
 
@@ -65,6 +69,8 @@ def old_evidence(benchmark: benchmarks.Benchmark) -> tuple[benchmarks.Design, ..
 def cause(before: str, on_old: Verdict, now: Verdict) -> str:
     """``rule``, ``networks``, ``both`` or empty (module docstring)."""
     old, mid, new = _bare(before), _bare(on_old.label), _bare(now.label)
+    if old == new:
+        return "" if mid == old else f"none (rule → {mid}, networks back)"
     by_rule = old != mid
     by_networks = mid != new
     return {(True, True): "both", (True, False): "rule", (False, True): "networks"}.get((by_rule, by_networks), "")
@@ -138,7 +144,7 @@ def main() -> None:
     else:
         for row in rows:
             print(" · ".join(row))
-    causes = [c for row in rows for c in (row[3], row[6]) if c]
+    causes = [c for row in rows for c in (row[3], row[6]) if c in ("rule", "networks", "both")]
     print(f"\n{len(rows)} claims; {len(causes)} of {2 * len(rows)} verdicts changed: "
           + ", ".join(f"{causes.count(c)} by {c}" for c in ("rule", "networks", "both") if c in causes))
 
