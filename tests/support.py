@@ -5,8 +5,10 @@ are imported as ``from tests.support import …``."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import torch
@@ -18,6 +20,16 @@ from stamplib.methods import SourceData
 # the bit-for-bit comparison of method states.
 from stamplib.methods.contract import assert_same, calibrate, method_state, source_images  # noqa: F401
 from stamplib.paths import RunContext
+
+
+def load_script(relative: str) -> ModuleType:
+    """A repository script outside the package (``tools/…``, ``benchmarks/…``), imported from its path
+    relative to the repository root, so that a test can call its functions."""
+    path = Path(__file__).resolve().parents[1] / relative
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def context_for(results: ResultsStore | str | os.PathLike, data_root: str | os.PathLike | None = None,

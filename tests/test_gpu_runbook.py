@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from stamplib import cli
+from tests.support import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 RUNBOOK = REPO / "docs" / "gpu_runbook.md"
@@ -36,12 +37,7 @@ def test_the_runbooks_grid_commands_plan_the_cells_it_counts(
 
 
 def _gpu_report():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("gpu_report", REPO / "benchmarks" / "gpu_report.py")
-    gpu_report = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gpu_report)
-    return gpu_report
+    return load_script("benchmarks/gpu_report.py")
 
 
 def test_the_before_and_after_reports_still_render() -> None:

@@ -4,7 +4,6 @@ tools/check_notebooks_stripped.py) looks at what git would commit, not at the wo
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
@@ -13,15 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import load_script
+
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "notebooks" / "11_explore_a_stream.ipynb"
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("check_notebooks_stripped", REPO / "tools" / "check_notebooks_stripped.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("tools/check_notebooks_stripped.py")
 
 
 def _git(root: Path, *args: str) -> str:

@@ -4,7 +4,6 @@ listed one that is absent; ``put`` lists what it writes; a store of one's own ke
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import threading
 from pathlib import Path
@@ -16,6 +15,7 @@ from stamplib.evaluation.manifest import Difference, EvidenceError
 from stamplib.evaluation.record import Mean, Record, Row
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
+from tests.support import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 SHA_A, SHA_B = "a" * 64, "b" * 64
@@ -212,10 +212,7 @@ def test_a_store_of_ones_own_still_recomputes_and_warns(tmp_path):
 
 
 def _seal_tool():  # noqa: ANN202 - the module
-    found = importlib.util.spec_from_file_location("seal_evidence", REPO / "tools" / "seal_evidence.py")
-    module = importlib.util.module_from_spec(found)
-    found.loader.exec_module(module)
-    return module
+    return load_script("tools/seal_evidence.py")
 
 
 def test_the_seal_tool_lists_consistent_unlisted_records_only(tmp_path, capsys):

@@ -4,7 +4,6 @@ and the command line."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 import re
@@ -21,7 +20,7 @@ from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
 from stamplib.experiments import grid, tune
 from stamplib.report import tuning
-from tests.support import context_for
+from tests.support import context_for, load_script
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -113,9 +112,7 @@ def test_every_preset_builds_a_valid_job_in_each_of_its_settings() -> None:
 def test_newer_methods_script_keeps_its_cells(tmp_path: Path) -> None:
     """benchmarks/tune_newer_methods.py is a thin call: the same RunSpecs (so the same stored
     records) as the script it replaced built by hand."""
-    spec = importlib.util.spec_from_file_location("tune_newer_methods", REPO / "benchmarks" / "tune_newer_methods.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("benchmarks/tune_newer_methods.py")
     alphas = (1.0, 0.5, 0.2, 0.1)
     for method in ("unient", "ostta", "tent_come"):
         settings = list(script.settings(method))
