@@ -35,6 +35,9 @@ from stamplib import paths
 from stamplib.evidence import benchmarks, judge, ledger, pages
 from stamplib.evidence.judge import Verdict
 
+#: What a changed verdict is put down to.
+CAUSES = ("rule", "networks", "both")
+
 
 def before_verdicts(commit: str) -> dict[str, tuple[str, str]]:
     """Per claim's words, (built-in verdict, reference verdict) from ``docs/claims.md`` at ``commit``."""
@@ -67,13 +70,13 @@ def old_evidence(benchmark: benchmarks.Benchmark) -> tuple[benchmarks.Design, ..
 
 
 def cause(before: str, on_old: Verdict, now: Verdict) -> str:
-    """``rule``, ``networks``, ``both`` or empty (module docstring)."""
+    """One of :data:`CAUSES`, ``none (…)`` or empty (module docstring)."""
     old, mid, new = _bare(before), _bare(on_old.label), _bare(now.label)
     if old == new:
         return "" if mid == old else f"none (rule → {mid}, networks back)"
-    by_rule = old != mid
-    by_networks = mid != new
-    return {(True, True): "both", (True, False): "rule", (False, True): "networks"}.get((by_rule, by_networks), "")
+    if old == mid:
+        return "networks"
+    return "rule" if mid == new else "both"
 
 
 def reading(verdict: Verdict) -> str:
@@ -144,9 +147,9 @@ def main() -> None:
     else:
         for row in rows:
             print(" · ".join(row))
-    causes = [c for row in rows for c in (row[3], row[6]) if c in ("rule", "networks", "both")]
+    causes = [c for row in rows for c in (row[3], row[6]) if c in CAUSES]
     print(f"\n{len(rows)} claims; {len(causes)} of {2 * len(rows)} verdicts changed: "
-          + ", ".join(f"{causes.count(c)} by {c}" for c in ("rule", "networks", "both") if c in causes))
+          + ", ".join(f"{causes.count(c)} by {c}" for c in CAUSES if c in causes))
 
 
 if __name__ == "__main__":
