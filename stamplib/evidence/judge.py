@@ -16,7 +16,7 @@ whether a network trusts the Noise outliers.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from stamplib.data.corruptions import CORRUPTIONS
+from stamplib.evaluation.manifest import EvidenceError
 from stamplib.evaluation.record import Record
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
@@ -61,10 +62,16 @@ RULE = (
     "t-interval of the replicates' margins on n − 1 degrees of freedom; on 3 of the 15 (a sample of them, without "
     "replacement), the replicates' variance plus the delete-one-corruption jackknife variance times the "
     "finite-population factor 1 − 3/15, on Welch–Satterthwaite degrees of freedom and never narrower than the "
-    "t-interval that holds the 3 fixed. **yes**: the interval lies above 0; **no**: below 0; **tie**: every "
-    "replicate's margin rounds to 0.0; otherwise **smaller than the paper's** where the paper's own margin lies "
-    "above the interval, else **undecided**, with the smallest margin this evidence could detect "
-    "((t₀.₉₇₅ + t₀.₈₀) × standard error: 80 % power at α = 0.05). *k of n hold* counts replicates whose margin "
+    "t-interval that holds the 3 fixed. **yes**: the interval lies above 0 (**yes, smaller than the paper's** "
+    "where the paper's own margin lies above the whole interval); **no**: below 0 (**no, smaller than the "
+    "paper's** where the paper's own negative margin lies below it); **tie**: every replicate's margin rounds to "
+    "0.0; otherwise **smaller than the paper's** where the paper's own margin lies above the interval, else "
+    "**undecided**, with the smallest margin this evidence could detect (exactly 80 % power at α = 0.05, "
+    "two-sided, from the noncentral t on the interval's degrees of freedom and the standard error of its "
+    "variance). The paper's size sets a word only where the paper measured it on CIFAR10-C; a size from another "
+    "data set (CIFAR100-C + SVHN-C) stands beside the verdict with its data set named. *What drives it* leaves "
+    "one corruption out at a time, holding the rest fixed (a paired t over the replicates), and names only a "
+    "corruption whose removal weakens the verdict. *k of n hold* counts replicates whose margin "
     "rounds above 0; *k of 15 corruptions hold* counts corruptions whose margin — each replicate's margin on "
     "that corruption alone, averaged over the replicates — rounds above 0. Both describe; neither decides. "
     "*The paper's size*: the same margin in the paper's printed numbers (its table's mean over 15 corruptions, "
@@ -137,7 +144,15 @@ class Verdict:
         if statistics.all_tied(np.array(list(self.margins.values())), self.claim.digits):
             return statistics.TIE
         assert self.interval is not None, "two or more replicates give an interval"
-        return statistics.decide(self.interval.low, self.interval.high, False, self.paper_size)
+        return statistics.decide(self.interval.low, self.interval.high, False,
+                                 self.paper_size if self.size_sets_word else None)
+
+    @property
+    def size_sets_word(self) -> bool:
+        """Whether the paper's size may set the verdict's word: only where the paper measured it on
+        CIFAR-10-C, the data set both benchmarks stand in for (a size from CIFAR100-C + SVHN-C is
+        shown beside the verdict, never in it)."""
+        return not self.claim.stand_in
 
     @property
     def label(self) -> str:
@@ -186,7 +201,7 @@ class Verdict:
             return ""
         where = {statistics.INSIDE: "lies inside", statistics.ABOVE: "lies above", statistics.BELOW: "lies below",
                  statistics.OPPOSITE: "is on the other side of 0"}[self.size_relation()]
-        stand_in = " (on its own data set)" if self.claim.stand_in else ""
+        stand_in = f" (on {ledger.paper_data_set(self.claim)}, so it sets no word)" if self.claim.stand_in else ""
         return f"the paper's {seeds.signed(self.paper_size, 1)}{stand_in} {where}"
 
     def evidence(self) -> str:
@@ -270,10 +285,13 @@ def cpu_kind(record: Record) -> str:
 
 
 def judge(claim: Claim, design: Design, records: Records, benchmark: Benchmark | None = None,
-          stream_checked: bool = True, corruptions: Sequence[str] | None = None) -> Verdict:
+          stream_checked: bool = True, corruptions: Sequence[str] | None = None, hold_fixed: bool = False) -> Verdict:
     """``claim`` on ``design`` from ``records`` (by key). ``stream_checked``: off to judge a claim
     on the step-size decay on a short stream anyway (what drives it compares the two);
-    ``corruptions``: only these of the records' corruptions (what drives it leaves one out)."""
+    ``corruptions``: only these of the records' corruptions (what drives it leaves one out);
+    ``hold_fixed``: the interval holds the corruptions read fixed (the paired t over replicates,
+    :func:`~stamplib.evidence.statistics.fixed_set_interval`) instead of sampling them from the
+    fifteen."""
     benchmark = benchmark or benchmarks.Benchmark(design.name, design.title, Path("."), (design,))
     if not benchmarks.testable(claim, design):
         return Verdict(claim, benchmark, design, {}, {}, needs_data=True)
@@ -306,7 +324,8 @@ def judge(claim: Claim, design: Design, records: Records, benchmark: Benchmark |
         table, kept = table[..., index], tuple(kept[i] for i in index)
     margin = margin_function(claim)
     per_replicate = statistics.replicate_margins(table, margin)
-    interval = statistics.interval(table, margin) if len(decided) >= 2 else None
+    rule = statistics.fixed_set_interval if hold_fixed else statistics.interval
+    interval = rule(table, margin) if len(decided) >= 2 else None
     by_corruption = dict(zip(kept, statistics.corruption_margins(table, margin).tolist()))
     return Verdict(claim, design=design, values=values, margins=dict(zip(decided, per_replicate.tolist())),
                    interval=interval, corruption_margins=by_corruption, table=table, corruptions=kept, **common)
@@ -337,11 +356,31 @@ def choose(verdicts: Sequence[Verdict]) -> Verdict:
     return waiting[0] if waiting else verdicts[-1]
 
 
+def one_checkpoint_per_network(records: Iterable[Record], where: str) -> None:
+    """Refuse, in one line naming both SHA-256s, records of one network index (of one data set)
+    computed from two different checkpoint files: a network is one draw of the training recipe,
+    and two files under one index would enter one verdict as if they were one."""
+    seen: dict[tuple[str, int], tuple[str, str]] = {}
+    for record in sorted(records, key=lambda r: r.key):
+        checkpoint = record.provenance.checkpoint if record.provenance is not None else None
+        if checkpoint is None or not checkpoint.sha256:
+            continue
+        index = (record.spec.dataset, record.spec.network)
+        first = seen.setdefault(index, (checkpoint.sha256, record.key))
+        if first[0] != checkpoint.sha256:
+            raise EvidenceError(
+                f"{where}: network {index[1]} of {index[0]} has records from two checkpoint files, SHA-256 {first[0]} "
+                f"(record {first[1]}) and {checkpoint.sha256} (record {record.key}); a network's records come from "
+                "one file: remove the superseded network's records from the store (and its manifest) and recompute them")
+
+
 def judge_benchmark(benchmark: Benchmark, store: ResultsStore,
                     claims: Sequence[Claim] = ledger.LEDGER) -> list[Verdict]:
     """Every claim of ``claims`` on ``benchmark`` from ``store``'s records: decided on its first
-    design with enough replicates (:func:`choose`), with what drives it (:func:`drivers`)."""
+    design with enough replicates (:func:`choose`), with what drives it (:func:`drivers`). Records
+    of one network from two checkpoint files are refused (:func:`one_checkpoint_per_network`)."""
     records = store.records_by_key()
+    one_checkpoint_per_network(records.values(), str(store.root))
     others = other_cpu_records(store)
     out = []
     for claim in claims:
@@ -368,16 +407,33 @@ def _networks_driver(verdict: Verdict) -> str:
     return text
 
 
+#: How much a verdict decides, for what drives it: a decided word (with or without its size),
+#: the paper's size ruled out, nothing.
+_STRENGTH = {statistics.YES: 2, statistics.NO: 2, statistics.TIE: 2, statistics.YES_SMALLER: 2,
+             statistics.NO_SMALLER: 2, statistics.SMALLER: 1, statistics.UNDECIDED: 0}
+_SIDE = {statistics.YES: 1, statistics.YES_SMALLER: 1, statistics.NO: -1, statistics.NO_SMALLER: -1}
+
+
+def weakens(before: str, after: str) -> bool:
+    """Whether ``after`` decides less than ``before``, or on the other side of zero."""
+    return (_STRENGTH.get(after, 0) < _STRENGTH.get(before, 0)
+            or _SIDE.get(before, 0) * _SIDE.get(after, 0) < 0)
+
+
 def _leave_one_out(verdict: Verdict, records: Records) -> str:
-    """Which single corruption, left out, changes the verdict (``flips without contrast``)."""
+    """Which single corruption, left out, weakens the verdict (``reads undecided without
+    contrast``). The corruptions left are held fixed (a paired t over the replicates): on a design
+    of three, sampling two of fifteen would put the interval on one or two degrees of freedom, and
+    every corruption would seem to carry the verdict. A corruption whose removal leaves the verdict
+    as strong or stronger is never named."""
     if verdict.table is None or len(verdict.corruptions) < 3 or len(verdict.margins) < 2:
         return ""
     word = verdict.verdict
     changed: dict[str, list[str]] = {}
     for corruption in verdict.corruptions:
         rest = [c for c in verdict.corruptions if c != corruption]
-        again = judge(verdict.claim, verdict.design, records, verdict.benchmark, corruptions=rest)
-        if again.verdict != word:
+        again = judge(verdict.claim, verdict.design, records, verdict.benchmark, corruptions=rest, hold_fixed=True)
+        if weakens(word, again.verdict):
             changed.setdefault(again.verdict, []).append(corruption.replace("_", " "))
     if not changed:
         return "no single corruption changes it"
@@ -579,7 +635,8 @@ def verdict_tally(verdicts: Sequence[Verdict]) -> str:
     for v in verdicts:
         key = v.verdict if v.complete or v.needs_data or v.needs_stream else "not all replicates yet"
         tally[key] = tally.get(key, 0) + 1
-    order = (statistics.YES, statistics.NO, statistics.TIE, statistics.SMALLER, statistics.UNDECIDED,
+    order = (statistics.YES, statistics.YES_SMALLER, statistics.NO, statistics.NO_SMALLER, statistics.TIE,
+             statistics.SMALLER, statistics.UNDECIDED,
              "not all replicates yet", PENDING, NEEDS_STREAM, NEEDS_DATA)
     return ", ".join(f"{tally[k]} {k}" for k in order if k in tally)
 

@@ -153,6 +153,8 @@ class Claim:
         assert set(self.scales) <= set(SCALES), self.scales
         assert bool(self.needs) == (self.scales != SCALES), f"claim {self.key}: name the data it needs"
         assert self.quote, f"claim {self.key}: quote the paper's sentence or table cells it rests on"
+        assert not self.stand_in or self.stand_in.startswith("paper: "), (
+            f"claim {self.key}: stand_in reads 'paper: <its data set>; here: <ours>'")
 
     @property
     def arms(self) -> tuple[Arm, ...]:
@@ -166,6 +168,14 @@ class Claim:
 
 
 # ------------------------------------------------------------------------------- the paper's size
+
+
+def paper_data_set(claim: Claim) -> str:
+    """The data set the paper measured ``claim``'s size on: CIFAR10-C, or the one its ``stand_in``
+    names (``paper: CIFAR100-C + SVHN-C; here: …``)."""
+    if not claim.stand_in:
+        return "CIFAR10-C"
+    return claim.stand_in.split(";")[0].removeprefix("paper:").strip()
 
 
 def paper_arm_value(arm: Arm, metric: str, corruptions: Sequence[str] | None = None) -> float | None:

@@ -206,12 +206,12 @@ def test_a_network_that_trusts_noise_is_named(tmp_path: Path) -> None:
 
 
 def test_another_cpu_kind_that_changes_the_verdict_is_named_but_does_not_decide(tmp_path: Path) -> None:
-    ours = {STAMP: {0: 75, 1: 76, 2: 75.5}, BN: {0: 70, 1: 70, 2: 70}}
+    ours = {STAMP: {0: 79, 1: 80.5, 2: 79.5}, BN: {0: 70, 1: 70, 2: 70}}  # the paper's +9.5 inside the interval
     store = _store(tmp_path, _records(ours, THREE, cpu="AMD EPYC 7B13"))
     (alone,) = J.judge_benchmark(B.REFERENCE, store, [STAMP_ABOVE])
     assert alone.verdict == "yes" and not any("records from" in d for d in alone.drivers)
     (tmp_path / J.OTHER_CPUS).mkdir()
-    _store(tmp_path / J.OTHER_CPUS, _records({STAMP: {0: 75, 1: 68, 2: 75.5}}, THREE, cpu="Intel Xeon"))
+    _store(tmp_path / J.OTHER_CPUS, _records({STAMP: {0: 79, 1: 68, 2: 79.5}}, THREE, cpu="Intel Xeon"))
     (judged,) = J.judge_benchmark(B.REFERENCE, store, [STAMP_ABOVE])
     assert judged.verdict == "yes"  # the interval decides
     assert any("with STAMP's records from Intel Xeon" in d for d in judged.drivers), judged.drivers
@@ -314,3 +314,106 @@ def test_the_ledger_plans_its_cells_cheapest_claim_first(tmp_path: Path) -> None
             B.parse_numbers(bad)
     with pytest.raises(ValueError, match="has no network 7"):
         B.chosen_replicates(NETWORKS, "7")
+
+
+# ------------------------------------------------------------------------------- words that carry the size
+
+
+def test_a_yes_short_of_the_papers_size_says_so(tmp_path: Path) -> None:
+    # Tent above BN Stats by +1.1 to +1.3 on three networks and all fifteen corruptions: the interval
+    # lies above 0 and wholly below the paper's +4.5 (Table 1a, CIFAR10-C).
+    values = {TENT: {0: 71.2, 1: 71.1, 2: 71.3}, BN: {0: 70.0, 1: 70.0, 2: 70.0}}
+    (verdict,) = J.judge_benchmark(B.REFERENCE, _store(tmp_path, _records(values, REF_NETWORKS)), [ABOVE])
+    assert verdict.design == REF_NETWORKS and verdict.interval.low > 0 and verdict.interval.high < 4.5
+    assert verdict.verdict == S.YES_SMALLER == "yes, smaller than the paper's" == verdict.label
+    assert verdict.size_text() == "the paper's +4.5 lies above"
+
+
+def test_a_size_the_paper_measured_on_another_data_set_is_shown_and_sets_no_word(tmp_path: Path) -> None:
+    elsewhere = C.Claim("tent_above_bn_c100", "Tent above BN Stats", "Table 5", "acc", (C.Difference(TENT, BN),),
+                        "72.9 → 77.4", quote="Table 5", stand_in="paper: CIFAR100-C + SVHN-C; here: CIFAR-10 + Noise")
+    assert C.paper_margin(elsewhere) == 4.5 and C.paper_data_set(elsewhere) == "CIFAR100-C + SVHN-C"
+    values = {TENT: {0: 71.2, 1: 71.1, 2: 71.3}, BN: {0: 70.0, 1: 70.0, 2: 70.0}}
+    (verdict,) = J.judge_benchmark(B.REFERENCE, _store(tmp_path, _records(values, REF_NETWORKS)), [elsewhere])
+    assert verdict.verdict == S.YES and not verdict.size_sets_word
+    assert verdict.size_text() == "the paper's +4.5 (on CIFAR100-C + SVHN-C, so it sets no word) lies above"
+    # Zero inside the interval: undecided, not "smaller than the paper's".
+    shaky = {TENT: {0: 71.0, 1: 69.5, 2: 70.9}, BN: {0: 70.0, 1: 70.0, 2: 70.0}}
+    (verdict,) = J.judge_benchmark(B.REFERENCE, _store(tmp_path / "shaky", _records(shaky, REF_NETWORKS)),
+                                   [elsewhere])
+    assert verdict.verdict == S.UNDECIDED and verdict.size_relation() == S.ABOVE
+
+
+def test_leaving_one_of_three_corruptions_out_holds_the_other_two_fixed(tmp_path: Path) -> None:
+    # Three networks × the notebooks' three corruptions: Tent leads on every network and corruption.
+    # Sampling 2 of 15 corruptions (one or two degrees of freedom) would read undecided without any
+    # one of them; holding the two left fixed keeps the verdict, so no corruption is named.
+    three = B.REFERENCE.design("networks_three")
+    gains = {"gaussian_noise": 11.0, "defocus_blur": 14.0, "contrast": 17.0}
+    values = {TENT: {k: {c: 70.0 + g + 0.4 * k for c, g in gains.items()} for k in range(3)},
+              SOURCE: {k: {c: 70.0 for c in gains} for k in range(3)}}
+    claim = C.Claim("tent_over_source", "Tent above Source", "Table 1a", "acc", (C.Difference(TENT, SOURCE),), "p",
+                    quote="Table 1a")
+    records = _records(values, three)
+    verdict = J.judge(claim, three, records)
+    assert verdict.verdict == S.YES
+    sampled = J.judge(claim, three, records, corruptions=["gaussian_noise", "contrast"])
+    assert sampled.verdict == S.UNDECIDED  # what the old driver read, and named every corruption for
+    assert J._leave_one_out(verdict, records) == "no single corruption changes it"
+    # Gaussian noise and contrast swing against each other from network to network, defocus blur
+    # does not: without either swinging one the two left straddle 0 (named); without defocus blur
+    # they still cancel (not named).
+    swing = {0: -12.0, 1: 0.0, 2: 12.0}
+    swung = {TENT: {k: {"gaussian_noise": 74.0 + e, "defocus_blur": 74.0, "contrast": 76.0 - e}
+                    for k, e in swing.items()}, SOURCE: {k: {c: 70.0 for c in gains} for k in range(3)}}
+    records = _records(swung, three)
+    verdict = J.judge(claim, three, records)
+    assert verdict.verdict.startswith(S.YES)
+    assert J._leave_one_out(verdict, records) == "reads smaller than the paper's without gaussian noise or contrast"
+
+
+def test_a_corruption_whose_removal_strengthens_the_verdict_is_never_named() -> None:
+    assert J.weakens(S.YES, S.UNDECIDED) and J.weakens(S.YES, S.SMALLER) and J.weakens(S.YES, S.NO)
+    assert not J.weakens(S.UNDECIDED, S.YES) and not J.weakens(S.YES, S.YES_SMALLER)
+    assert not J.weakens(S.SMALLER, S.YES) and J.weakens(S.SMALLER, S.UNDECIDED)
+
+
+def test_two_checkpoints_under_one_network_index_are_refused_naming_both(tmp_path: Path) -> None:
+    from stamplib.evaluation.manifest import EvidenceError
+
+    values = {TENT: {0: 71.2, 1: 71.1, 2: 71.3}, BN: {0: 70.0, 1: 70.0, 2: 70.0}}
+    records = _records(values, REF_NETWORKS)
+    old, new = "5f49fba0" + "0" * 56, "a1b2c3d4" + "0" * 56
+    for record in records.values():
+        if record.spec.network == 2:
+            sha = old if record.spec.method == "tent" else new
+            object.__setattr__(record, "provenance", _provenance(sha))
+    store = _store(tmp_path, records)
+    with pytest.raises(EvidenceError) as refused:
+        J.judge_benchmark(B.REFERENCE, store, [ABOVE])
+    message = str(refused.value)
+    assert old in message and new in message and "network 2 of cifar10_jpeg" in message and "\n" not in message
+    # One file under each index is fine.
+    for record in records.values():
+        object.__setattr__(record, "provenance", _provenance(old))
+    J.judge_benchmark(B.REFERENCE, _store(tmp_path / "one", records), [ABOVE])
+
+
+def _provenance(sha: str):  # noqa: ANN202 - a record's provenance naming one checkpoint file
+    from stamplib.evaluation.record import Provenance
+
+    return Provenance.from_json({"checkpoint": {"name": "ResNet18_10_jpeg_seed2", "sha256": sha,
+                                                "clean_test_accuracy": None}, "data": {}, "git": {}, "command": "test"})
+
+
+def test_claims_judge_refuses_two_checkpoints_under_one_network_in_one_line(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    from stamplib import cli
+
+    records = _records({TENT: {0: 71.2, 1: 71.1, 2: 71.3}, BN: {0: 70.0, 1: 70.0, 2: 70.0}}, REF_NETWORKS)
+    for record in records.values():
+        if record.spec.network == 2:
+            object.__setattr__(record, "provenance", _provenance(("ab" if record.spec.method == "tent" else "cd") * 32))
+    _store(tmp_path, records)
+    assert cli.main(["claims", "judge", "--benchmark", "reference", "--results", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "ab" * 32 in err and "cd" * 32 in err
