@@ -247,6 +247,11 @@ class Trace:
     memory_size: tuple[int | None, ...] | None = None
     memory_outliers: tuple[int | None, ...] | None = None
     memory_counts: tuple[list[int] | None, ...] | None = None
+    adapted_size: tuple[int | None, ...] | None = None
+    adapted_outliers: tuple[int | None, ...] | None = None
+    n_known: tuple[int | None, ...] | None = None
+    n_correct: tuple[int | None, ...] | None = None
+    n_outliers: tuple[int | None, ...] | None = None
     loss: tuple[float, ...] | None = None
 
     @property

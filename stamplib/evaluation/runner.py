@@ -31,6 +31,7 @@ from tqdm.auto import tqdm
 from stamplib import data, methods
 from stamplib.blocks import graphs
 from stamplib.blocks.entropy import logit_entropy
+from stamplib.evaluation import diagnostics
 from stamplib.evaluation.assembly import build_method, build_stream, layout_name, network_layout
 from stamplib.evaluation.metrics import METRIC_LABELS, stream_metrics
 from stamplib.evaluation.outputs import StreamOutputs
@@ -72,13 +73,15 @@ class StreamResult:
 
 def run_stream(
     method: methods.TTAMethod, stream: data.Stream, device: str = "cpu", progress: bool = False,
-    tracer: StreamTracer | None = None, adapt_every: int = 1, replay_graphs: bool = False,
+    tracer: StreamTracer | None = None, adapt_every: int = 1, replay_graphs: bool = False, oracle: bool = False,
 ) -> StreamResult:
     """Feed a stream batch by batch through ``method`` (no reset here: the caller decides).
     With a ``tracer``, each step is timed and the method's reports are collected
     (:mod:`stamplib.evaluation.traces`). ``adapt_every`` = C(g) of the realistic protocol:
     only batches 0, C, 2C, … reach ``step``, the others ``predict``. ``replay_graphs``: the
-    method was built with ``build_method(..., replay_graphs=True)``; each batch starts a step."""
+    method was built with ``build_method(..., replay_graphs=True)``; each batch starts a step.
+    ``oracle``: the oracle diagnostic (:mod:`stamplib.evaluation.diagnostics`) tells the method
+    which samples of each batch it adapts on are outliers."""
     assert adapt_every >= 1, f"adapt_every is C(g) ≥ 1, got {adapt_every}"
     probs, scores, labels = [], [], []
     adapted = 0
@@ -91,13 +94,15 @@ def run_stream(
         if replay_graphs:
             graphs.step_begins()
         if stepped:
+            if oracle:
+                method.reveal_outliers(batch.is_outlier.to(batch.x.device))
             out = method.step(batch.x)
             adapted += 1
         else:
             out = method.predict(batch.x)
         report = method.take_report() if stepped else None  # taken either way: it is this batch's only
         if tracer is not None:
-            tracer.end(batch, report)
+            tracer.end(batch, report, out.probs)
         probs.append(out.probs.detach().float().cpu())
         scores.append(out.ood_score.detach().float().cpu())
         labels.append(batch.y.cpu())
@@ -207,9 +212,11 @@ def run_corruption(
             speed = (RelativeSpeed(spec.stream.relative_speed) if spec.stream.relative_speed
                      else measure_relative_speed(spec, stream, context))
         tracer = StreamTracer(stream, method.num_classes, device, first_position)
-        results.append(run_stream(method, stream, device, tracer=tracer, adapt_every=speed.value if speed else 1))
+        counterfactual = diagnostics.diagnostic(spec.diagnostic, spec.method)
+        results.append(run_stream(method, stream, device, tracer=tracer, adapt_every=speed.value if speed else 1,
+                                  oracle=counterfactual is not None and counterfactual.oracle))
         first_position += stream.labels.numel()
-        for name, column in (tracer.trace() if tracer.reported else {}).items():
+        for name, column in tracer.trace().items():  # every method's: accuracy per batch is everyone's
             trace.setdefault(name, []).extend(column)
         if gradual:
             rows.append(Severity(severity, stream_metrics(results[-1].probs, results[-1].ood_score, results[-1].labels)))

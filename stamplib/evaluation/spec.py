@@ -9,10 +9,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from stamplib import data, methods, validation
+from stamplib.evaluation import diagnostics
 from stamplib.evaluation.profiles import get_profile
 
 #: Fields added after the first records were written, with the default that leaves them out.
-_LATER_FIELDS: dict[str, Any] = {"setting": "", "network": 0}
+_LATER_FIELDS: dict[str, Any] = {"setting": "", "network": 0, "diagnostic": ""}
 
 
 def check_network(network: object, dataset: str) -> int:
@@ -63,6 +64,9 @@ class RunSpec:
     #: k = ``<checkpoint>_seed<k>``), a source of variation that a replicate draws anew beside the
     #: stream ``seed``. Left out of the key at 0, so every key written before it existed stays valid.
     network: int = 0
+    #: A counterfactual arm of the method (:mod:`stamplib.evaluation.diagnostics`): a diagnostic,
+    #: never a method. Left out of the key at "".
+    diagnostic: str = ""
 
     def __post_init__(self) -> None:
         # Names first, before any file or model is touched; every check reads no file.
@@ -89,8 +93,10 @@ class RunSpec:
         setting = self.hyperparameter_setting()
         typed = methods.typed_overrides(self.method, setting, dict(self.overrides))
         object.__setattr__(self, "overrides", tuple(sorted(typed.items())))
+        config = methods.config_with(self.method, setting, typed)
+        counterfactual = diagnostics.diagnostic(self.diagnostic, self.method)
         # Not a field: it follows from the fields, so neither the key nor equality reads it.
-        object.__setattr__(self, "_config", methods.config_with(self.method, setting, typed))
+        object.__setattr__(self, "_config", counterfactual.apply(config) if counterfactual else config)
 
     @property
     def config(self) -> Any:

@@ -16,6 +16,13 @@ sets nothing on the method. The methods never see labels nor stream positions.
   maps each batch's tags to the batch's stream positions and so tells the outliers by where each
   item came from, at one bit per stream sample. Items from an earlier stream of a continual run
   carry tags this tracer never saw, so they are not this stream's outliers;
+* ``adapted_size`` / ``adapted_outliers``: the samples the batch's update was computed on (a
+  memory's items, or the batch itself for a method that adapts on it) and how many of them were
+  outlier images of this stream;
+* ``n_known`` / ``n_correct`` / ``n_outliers``: the batch's known-class samples, how many of them
+  the method's prediction got right, and its outliers — for every method, from its output, so that
+  a method's accuracy over the stream (and its filter's recall, ``passed_outliers`` against
+  ``n_outliers``) can be read beside another's;
 * ``loss``: the adaptation loss of the batch (NaN when the method did not adapt);
 * ``seconds``: wall time of the step, between two ``torch.cuda.synchronize`` on CUDA (kernels
   run asynchronously: without them the clock would stop before the GPU had finished);
@@ -43,7 +50,7 @@ from stamplib.data.streams import Batch, Stream
 from stamplib.methods.base import BatchReport
 
 FIELDS = ("seconds", "peak_memory_mb", "n_passed", "passed_outliers", "memory_size", "memory_outliers",
-          "memory_counts", "loss")
+          "memory_counts", "adapted_size", "adapted_outliers", "n_known", "n_correct", "n_outliers", "loss")
 LIVE_FIELDS = ("passed", "step_size")  # in :attr:`StreamTracer.columns` only, not in records
 
 
@@ -104,8 +111,9 @@ class StreamTracer:
         """The stream positions of tagged samples (−1 for a tag this tracer never saw)."""
         return torch.tensor([self._position_of_tag.get(t, -1) for t in tags.tolist()], dtype=torch.long)
 
-    def end(self, batch: Batch, report: BatchReport | None = None) -> None:
-        """Close the batch's row with the method's ``report`` of it."""
+    def end(self, batch: Batch, report: BatchReport | None = None, probs: torch.Tensor | None = None) -> None:
+        """Close the batch's row with the method's ``report`` of it and its output ``probs``
+        (``[B, C]``: what it predicted for the batch)."""
         synchronize(self.device)
         seconds = time.perf_counter() - self._started
         self.reported |= report is not None
@@ -113,6 +121,15 @@ class StreamTracer:
         if r.batch_tags is not None:
             self._position_of_tag.update(zip(r.batch_tags.tolist(), self._positions.tolist()))
         row: dict[str, Any] = {"seconds": round(seconds, 5), "peak_memory_mb": round(_peak_memory_mb(self.device), 1)}
+        if probs is not None:
+            labels = batch.y.cpu()
+            known = labels >= 0
+            row["n_known"] = int(known.sum())
+            row["n_correct"] = int((probs.detach().argmax(dim=1).cpu()[known] == labels[known]).sum())
+            row["n_outliers"] = int(batch.is_outlier.cpu().sum())
+        if r.adapted_tags is not None:
+            row["adapted_size"] = int(r.adapted_tags.numel())
+            row["adapted_outliers"] = self.outliers_at(self.positions_of(r.adapted_tags))
         if r.passed is not None:
             passed = r.passed.bool().cpu()
             row["n_passed"] = int(passed.sum())
@@ -124,7 +141,8 @@ class StreamTracer:
         if r.memory_labels is not None:
             counts = torch.bincount(r.memory_labels.long().cpu(), minlength=self.num_classes)
             row["memory_counts"] = counts.tolist()
-        row["loss"] = float(r.loss) if r.loss is not None else math.nan
+        if report is not None:
+            row["loss"] = float(r.loss) if r.loss is not None else math.nan
         row["step_size"] = r.step_size
         for name in self.columns:
             self.columns[name].append(row.get(name))
@@ -138,6 +156,11 @@ def filter_precision(trace: dict[str, list[Any]]) -> list[float]:
     """Per batch: the share of the samples through the filter that were known-class samples
     (NaN where none passed)."""
     return [math.nan if not n else 1.0 - o / n for n, o in zip(trace["n_passed"], trace["passed_outliers"])]
+
+
+def share(part: list[Any], whole: list[Any]) -> list[float]:
+    """Per batch: ``part / whole`` (NaN where ``whole`` is 0 or not recorded)."""
+    return [math.nan if not w or p is None else p / w for p, w in zip(part, whole)]
 
 
 def memory_purity(trace: dict[str, list[Any]]) -> list[float]:

@@ -28,7 +28,7 @@ from stamplib.data.corruptions import CORRUPTIONS
 from stamplib.evaluation.profiles import get_profile
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
-from stamplib.evidence.ledger import LEDGER, SCALES, Arm, Claim
+from stamplib.evidence.ledger import DIAGNOSTIC_CLAIMS, LEDGER, SCALES, Arm, Claim
 from stamplib.experiments import plans, registry
 from stamplib.experiments.registry import EXPERIMENTS
 
@@ -73,6 +73,8 @@ class Design:
     corruptions: tuple[str, ...]
     paper_stream: bool = False
     experiments: tuple[str, ...] = ()
+    #: Whether it also computes and judges STAMP's counterfactual arms (:data:`ledger.DIAGNOSTIC_CLAIMS`).
+    diagnostics: bool = False
 
     def __post_init__(self) -> None:
         assert self.scale in SCALES and self.replicates, (self.scale, self.replicates)
@@ -157,7 +159,8 @@ BUILTIN = Benchmark(
     "builtin", "built-in benchmark", Path("results") / "builtin_benchmark",
     (
         _PAPER_STREAM,
-        Design("networks", "five networks", "quick", "builtin", over_networks(range(5)), CORRUPTIONS),
+        Design("networks", "five networks", "quick", "builtin", over_networks(range(5)), CORRUPTIONS,
+               diagnostics=True),
         Design("streams", "one network, five streams", "quick", "builtin", over_seeds(range(5)), CORRUPTIONS),
         # The notebooks' three corruptions: what decided the claims before the fifteen were computed;
         # it decides none while the fifteen have their cells.
@@ -243,7 +246,10 @@ def spec(arm: Arm, design: Design, replicate: Replicate) -> RunSpec | None:
     for cell in cells:
         if (cell.spec.method == arm.method and cell.variant == arm.variant and cell.paper_dataset == arm.dataset
                 and cell.paper_outliers == arm.outliers):
-            return cell.spec.with_(network=replicate.network) if replicate.network else cell.spec
+            changes = {"network": replicate.network} if replicate.network else {}
+            if arm.diagnostic:
+                changes["diagnostic"] = arm.diagnostic
+            return cell.spec.with_(**changes) if changes else cell.spec
     return None
 
 
@@ -272,11 +278,17 @@ def cells(claim: Claim, design: Design, replicates: Sequence[Replicate] | None =
     return registry.distinct([s for s in found if s is not None])
 
 
+def claims_of(design: Design) -> tuple[Claim, ...]:
+    """The claims whose cells ``design`` computes: the ledger's, and STAMP's counterfactual arms
+    where the design computes them."""
+    return LEDGER + DIAGNOSTIC_CLAIMS if design.diagnostics else LEDGER
+
+
 def ledger_cells(design: Design, replicates: Sequence[Replicate] | None = None,
                  ledger: Sequence[Claim] | None = None) -> list[RunSpec]:
-    """Every cell of the ledger's claims that ``design`` tests, claim by claim."""
+    """Every cell of the ledger's claims that ``design`` tests (and its diagnostics'), claim by claim."""
     found: list[RunSpec] = []
-    for claim in LEDGER if ledger is None else ledger:
+    for claim in claims_of(design) if ledger is None else ledger:
         found += cells(claim, design, replicates)
     return registry.distinct(found)
 
@@ -323,7 +335,7 @@ def cheapest_first(design: Design, store: ResultsStore, device: str, replicates:
     by_method = {m: sum(v) / len(v) for m, v in per_method.items()}
     stored = {r.key for r in records}
     pending = []
-    for order, claim in enumerate(LEDGER if ledger is None else ledger):
+    for order, claim in enumerate(claims_of(design) if ledger is None else ledger):
         missing = [s for s in cells(claim, design, replicates) if s.key() not in stored]
         if missing:
             cost = sum(known.get(_cost_key(s), by_method.get(s.method, 3600.0)) for s in missing)

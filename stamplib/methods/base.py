@@ -142,6 +142,7 @@ class BatchReport:
     memory_labels: torch.Tensor | None = None  # long [M]: the memory's pseudo-labels
     step_size: float | None = None  # the step size (learning rate) of this batch's update
     batch_tags: torch.Tensor | None = None  # long [B]: the tags this batch's samples were given
+    adapted_tags: torch.Tensor | None = None  # long [A]: the tags of the samples this batch's update was computed on
 
 
 class TTAMethod:
@@ -181,6 +182,9 @@ class TTAMethod:
 
     #: True for methods that call :meth:`report` (their records carry a per-batch trace).
     reports_trace: ClassVar[bool] = False
+    #: Whether the method can be told which samples of a batch are outliers, for the oracle
+    #: diagnostic (:mod:`stamplib.evaluation.diagnostics`; never in a method's own run).
+    accepts_oracle: ClassVar[bool] = False
 
     #: Its place among the default rows of the method tables (notebooks 02–05 plan every such
     #: row) after the paper's ten (:data:`PAPER_ORDER`): 11, 12, … in row order. None: no row,
@@ -285,15 +289,30 @@ class TTAMethod:
         memory_tags: torch.Tensor | None = None,
         memory_labels: torch.Tensor | None = None,
         step_size: float | None = None,
+        adapted_tags: torch.Tensor | None = None,
     ) -> None:
         """Keep this batch's diagnostics for :meth:`take_report` (call it at the end of ``step``).
         ``passed``: bool mask over the batch; ``memory_tags``: the tags of the memory's items, as
         :meth:`sample_tags` gave them; ``step_size``: the one this batch's update used (or would
-        have, had it adapted). The batch's own tags, if it took some, go with it."""
+        have, had it adapted); ``adapted_tags``: the tags of the samples the update was computed
+        on. The batch's own tags, if it took some, go with it."""
         assert passed is None or passed.dtype == torch.bool, "passed is a bool mask over the batch"
         value = loss.detach() if isinstance(loss, torch.Tensor) else None if loss is None else float(loss)
-        self._report = BatchReport(passed, value, memory_tags, memory_labels, step_size, self._batch_tags)
+        self._report = BatchReport(passed, value, memory_tags, memory_labels, step_size, self._batch_tags,
+                                   adapted_tags)
         self._batch_tags = None
+
+    def reveal_outliers(self, is_outlier: torch.Tensor) -> None:
+        """The oracle diagnostic only: which samples of the next batch are outliers (bool ``[B]``),
+        for that one step (:meth:`take_revealed`). A method's own run never calls it."""
+        assert self.accepts_oracle, f"{type(self).__name__} does not accept an oracle"
+        assert is_outlier.dtype == torch.bool and is_outlier.dim() == 1, "a bool mask over the batch"
+        self._revealed = is_outlier
+
+    def take_revealed(self) -> torch.Tensor | None:
+        """The outlier mask :meth:`reveal_outliers` gave for this step, once (None outside the oracle)."""
+        revealed, self._revealed = self._revealed, None
+        return revealed
 
     def take_report(self) -> BatchReport | None:
         """The last step's report, once (None when the step reported nothing)."""
@@ -301,6 +320,7 @@ class TTAMethod:
         return report
 
     def _clear_diagnostics(self) -> None:
+        self._revealed: torch.Tensor | None = None
         self._tags_issued = 0
         self._batch_tags: torch.Tensor | None = None
         self._report: BatchReport | None = None

@@ -110,6 +110,7 @@ def cosine_step_size(lr0: float, step: int, period: int, periodic: bool = True) 
 @register("stamp")
 class Stamp(TTAMethod):
     reports_trace = True
+    accepts_oracle = True
     config_cls = StampConfig
     configs = {
         "cifar10_c": StampConfig(lr=0.1, alpha=0.25),
@@ -161,6 +162,8 @@ class Stamp(TTAMethod):
         cfg = self.config
         k, b = views.shape[:2]
         clean = views[0]
+        revealed = self.take_revealed()  # the oracle diagnostic only: these never enter memory or loss
+        tags = self.sample_tags(b)
         with torch.no_grad():
             logits = self._view_logits(views)  # [K, B, C]
             probs = torch.softmax(logits, dim=2).mean(dim=0)
@@ -172,19 +175,24 @@ class Stamp(TTAMethod):
                 reference_label = self._forward(self.reference, clean).argmax(dim=1)
                 own = clean_label if cfg.compare_label == "clean" else averaged_label
                 reliable &= own == reference_label
+            if revealed is not None:
+                reliable &= ~revealed.to(reliable.device)
             stored = clean_label if cfg.stored_label == "clean" else averaged_label
             if cfg.memory:
-                self.memory.add(clean[reliable], stored[reliable].cpu(), self.sample_tags(b)[reliable.cpu()])
+                self.memory.add(clean[reliable], stored[reliable].cpu(), tags[reliable.cpu()])
         output = TTAOutput(probs, entropy)
         step_size = self.optimizer.param_groups[0]["lr"]  # before _adapt moves it on the schedule
-        loss = None
+        loss, adapted = None, None
         if cfg.memory:
             if len(self.memory) > 0:
+                adapted = self.memory.tags()
                 loss = self._adapt(self.memory.samples(), scale=cfg.capacity)
         else:
-            loss = self._adapt(clean, scale=b)
+            keep = ~revealed.to(clean.device) if revealed is not None else slice(None)
+            adapted = tags[keep.cpu()] if revealed is not None else tags
+            loss = self._adapt(clean[keep], scale=b)
         self.report(passed=reliable, loss=loss, memory_tags=self.memory.tags(), memory_labels=self.memory.labels(),
-                    step_size=step_size)
+                    step_size=step_size, adapted_tags=adapted)
         return output
 
     @torch.no_grad()
