@@ -28,7 +28,7 @@ from stamplib.evaluation.manifest import EvidenceError
 from stamplib.evaluation.record import Record
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
-from stamplib.evidence import benchmarks, ledger, statistics
+from stamplib.evidence import benchmarks, factors, ledger, statistics
 from stamplib.evidence.benchmarks import Benchmark, Design, Replicate
 from stamplib.evidence.ledger import Arm, Claim, Difference, Lead, SmallerDrop, Within
 from stamplib.experiments import plans
@@ -71,7 +71,7 @@ RULE = (
     "variance). The paper's size sets a word only where the paper measured it on CIFAR10-C; a size from another "
     "data set (CIFAR100-C + SVHN-C) stands beside the verdict with its data set named. *What drives it* leaves "
     "one corruption out at a time, holding the rest fixed (a paired t over the replicates), and names only a "
-    "corruption whose removal weakens the verdict. *k of n hold* counts replicates whose margin "
+    "corruption whose removal weakens the verdict (none named: no single corruption does). *k of n hold* counts replicates whose margin "
     "rounds above 0; *k of 15 corruptions hold* counts corruptions whose margin — each replicate's margin on "
     "that corruption alone, averaged over the replicates — rounds above 0. Both describe; neither decides. "
     "*The paper's size*: the same margin in the paper's printed numbers (its table's mean over 15 corruptions, "
@@ -102,6 +102,9 @@ class Verdict:
     table: Any = field(default=None, compare=False, repr=False)  # (arms, replicates, corruptions) read
     corruptions: tuple[str, ...] = ()
     drivers: tuple[str, ...] = ()
+    #: The same drivers in at most :data:`SHORT_DRIVER` characters each, strongest first (the
+    #: claims page's first table shows one).
+    short_drivers: tuple[str, ...] = ()
 
     @property
     def decided(self) -> tuple[Replicate, ...]:
@@ -386,25 +389,37 @@ def judge_benchmark(benchmark: Benchmark, store: ResultsStore,
     for claim in claims:
         every = [judge(claim, d, records, benchmark) for d in benchmark.designs]
         chosen = choose(every)
-        out.append(dataclasses.replace(chosen, drivers=tuple(drivers(chosen, every, records, others))))
+        found = drivers(chosen, every, records, others)
+        out.append(dataclasses.replace(chosen, drivers=tuple(full for full, _ in found),
+                                       short_drivers=tuple(short for _, short in found if short)))
     return out
 
 
 # ------------------------------------------------------------------------------- what drives it
 
 
-def _networks_driver(verdict: Verdict) -> str:
+#: The most characters a short driver has.
+SHORT_DRIVER = 40
+Driver = tuple[str, str]  # (the full text, a short one of at most SHORT_DRIVER characters, or "")
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= SHORT_DRIVER else ""
+
+
+def _networks_driver(verdict: Verdict) -> Driver:
     """Which networks hold it (``holds on 2 of 5 networks (0, 3)``); on a design of one network,
     under how many of its stream seeds (``network 0: holds under 1 of 5 seeds``)."""
     if len(verdict.margins) < 2:
-        return ""
+        return "", ""
     held, have = verdict.held, len(verdict.margins)
     if not verdict.design.varies_networks:
-        return f"network {verdict.design.networks[0]}: holds under {len(held)} of {have} seeds"
+        text = f"network {verdict.design.networks[0]}: holds under {len(held)} of {have} seeds"
+        return text, f"holds under {len(held)} of {have} seeds"
     text = f"holds on {len(held)} of {have} networks"
     if 0 < len(held) < have:
         text += f" ({', '.join(str(r.network) for r in held)})"
-    return text
+    return text, _short(text) or f"holds on {len(held)} of {have} networks"
 
 
 #: How much a verdict decides, for what drives it: a decided word (with or without its size),
@@ -436,8 +451,16 @@ def _leave_one_out(verdict: Verdict, records: Records) -> str:
         if weakens(word, again.verdict):
             changed.setdefault(again.verdict, []).append(corruption.replace("_", " "))
     if not changed:
-        return "no single corruption changes it"
+        return ""
     return "; ".join(f"reads {new} without {_listed(names)}" for new, names in changed.items())
+
+
+def _leave_one_out_driver(verdict: Verdict, records: Records) -> Driver:
+    text = _leave_one_out(verdict, records)
+    if not text:
+        return "", ""
+    first = text.split("; ")[0].removeprefix("reads ")
+    return text, _short(first) or _short(first.split(" or ")[0].split(" (or")[0] + " …")
 
 
 def _listed(names: Sequence[str], limit: int = 3) -> str:
@@ -446,7 +469,7 @@ def _listed(names: Sequence[str], limit: int = 3) -> str:
     return (", ".join(shown[:-1]) + " or " + shown[-1] if len(shown) > 1 else shown[0]) + more
 
 
-def _designs_driver(verdict: Verdict, every: Sequence[Verdict]) -> list[str]:
+def _designs_driver(verdict: Verdict, every: Sequence[Verdict]) -> list[Driver]:
     """What the benchmark's other designs read, where they can test it and read otherwise (not a
     design over fewer corruptions than the one that decides: weaker evidence is no driver)."""
     out = []
@@ -456,27 +479,29 @@ def _designs_driver(verdict: Verdict, every: Sequence[Verdict]) -> list[str]:
         if len(other.design.corruptions) < len(verdict.design.corruptions):
             continue
         if other.verdict != verdict.verdict:
-            out.append(f"{other.design.title}: {other.verdict}")
+            text = f"{other.design.title}: {other.verdict}"
+            out.append((text, _short(text)))
     return out
 
 
-def _stream_driver(verdict: Verdict, every: Sequence[Verdict], records: Records) -> str:
+def _stream_driver(verdict: Verdict, every: Sequence[Verdict], records: Records) -> Driver:
     """For a claim on the step-size decay decided at the paper's stream length: what the quick
     stream reads, where it differs."""
     if not verdict.claim.stream or not verdict.design.paper_stream:
-        return ""
+        return "", ""
     for other in every:
         if other.design.paper_stream:
             continue
         quick = judge(verdict.claim, other.design, records, verdict.benchmark, stream_checked=False)
         if len(quick.margins) >= 2:
             if quick.verdict == verdict.verdict:
-                return f"the quick stream ({other.design.title}) agrees"
-            return f"the quick stream ({other.design.title}) reads {quick.verdict}"
-    return ""
+                return f"the quick stream ({other.design.title}) agrees", "the quick stream agrees"
+            return (f"the quick stream ({other.design.title}) reads {quick.verdict}",
+                    _short(f"the quick stream reads {quick.verdict}"))
+    return "", ""
 
 
-def _cpu_driver(verdict: Verdict, records: Records, others: Mapping[str, Sequence[Record]]) -> list[str]:
+def _cpu_driver(verdict: Verdict, records: Records, others: Mapping[str, Sequence[Record]]) -> list[Driver]:
     """Where STAMP's records from another CPU kind change the verdict."""
     claim, design = verdict.claim, verdict.design
     keys = {s.key() for a in claim.arms if a.method == "stamp" for r in design.replicates
@@ -489,7 +514,8 @@ def _cpu_driver(verdict: Verdict, records: Records, others: Mapping[str, Sequenc
     for kind, swapped in sorted(by_kind.items()):
         again = judge(claim, design, {**records, **swapped}, verdict.benchmark)
         if again.verdict != verdict.verdict:
-            out.append(f"reads {again.verdict} with STAMP's records from {kind}")
+            out.append((f"reads {again.verdict} with STAMP's records from {kind}",
+                        _short(f"{again.verdict} on another CPU's STAMP")))
     return out
 
 
@@ -506,41 +532,58 @@ def source_noise_auroc(design: Design, records: Records) -> dict[Replicate, floa
     return out
 
 
-def _trust_driver(verdict: Verdict, records: Records) -> str:
-    """Where a network of the design scores the Noise outliers as confidently as photographs:
-    Source's AUROC far below the paper's (a claim on AUROC or H with Noise outliers only)."""
-    if verdict.claim.metric not in ("auroc", "h") or not all(a.outliers == "noise" and a.dataset == "cifar10_c"
-                                                           for a in verdict.claim.arms):
-        return ""
+def trusting_networks(design: Design, records: Records) -> str:
+    """Which replicates of ``design`` score the Noise outliers as confidently as photographs:
+    Source's AUROC with Noise outliers (its records' mean) :data:`TRUST_GAP` points or more below
+    the paper's (``networks 1, 2 trust Noise: Source AUROC 25/53 vs the paper's 70``); empty where
+    none does or Source has no record."""
     paper = ledger.paper_arm_value(Arm(plans.TABLE1.notebook, "source"), "auroc")
     if paper is None:
         return ""
-    own = source_noise_auroc(verdict.design, records)
-    trusting = {r: v for r, v in own.items() if r in verdict.margins and v < paper - TRUST_GAP}
+    trusting = {r: v for r, v in source_noise_auroc(design, records).items() if v < paper - TRUST_GAP}
     if not trusting:
         return ""
-    if not verdict.design.varies_networks:
-        mean = float(np.mean(list(trusting.values())))
-        return (f"network {verdict.design.networks[0]} trusts Noise: Source AUROC {mean:.0f} vs the paper's "
-                f"{paper:.0f}")
-    names = ", ".join(str(r.network) for r in trusting)
     values = "/".join(f"{v:.0f}" for v in trusting.values())
+    if not design.varies_networks:
+        return (f"network {design.networks[0]} trusts Noise under seeds {', '.join(str(r.seed) for r in trusting)}: "
+                f"Source AUROC {values} vs the paper's {paper:.0f}")
+    names = ", ".join(str(r.network) for r in trusting)
     verb = "trusts" if len(trusting) == 1 else "trust"
     return f"network{'s' if len(trusting) > 1 else ''} {names} {verb} Noise: Source AUROC {values} vs the paper's {paper:.0f}"
 
 
+def factor(verdict: Verdict, records: Records) -> tuple[str, str]:
+    """What drives a lead of setting (a)'s STAMP (:mod:`stamplib.evidence.factors`): the share of
+    Noise it adapts on from its traces, and, on a design that computes them, which counterfactual
+    arm restores its lead, each judged by the same rule on the replicates that have every cell.
+    The full sentence and a short one; empty on other claims."""
+    if not factors.reads_stamp_a(verdict.claim):
+        return "", ""
+    arms = {}
+    if verdict.design.diagnostics:
+        for name in factors.stamp_diagnostics():
+            again = judge(factors.counterfactual(verdict.claim, name), verdict.design, records, verdict.benchmark)
+            arms[name] = dict(again.margins) if not again.missing else {}
+    shares = factors.network_shares(verdict.design, records)
+    unit = "networks" if verdict.design.varies_networks else "seeds"
+    return factors.factor_text(arms, {r: s for r, s in shares.items() if r in verdict.margins}, verdict.margins,
+                               unit)
+
+
 def drivers(verdict: Verdict, every: Sequence[Verdict], records: Records,
-            others: Mapping[str, Sequence[Record]]) -> list[str]:
-    """What drives ``verdict`` (the chosen one of ``every``, one per design), in a few words each,
-    all derived from the records: which networks hold it, which single corruption left out changes
-    it, whether the paper-length and quick streams disagree, what the other designs read, whether
-    another CPU kind's records change it, and whether a network trusts the Noise outliers."""
+            others: Mapping[str, Sequence[Record]]) -> list[Driver]:
+    """What drives ``verdict`` (the chosen one of ``every``, one per design), strongest first, each
+    as a full text and a short one, all derived from the records: for a lead of setting (a)'s STAMP
+    the measured factor (:func:`factor`), which single corruption left out weakens it, which
+    networks hold it, what the other designs read, whether the paper-length and quick streams
+    disagree, and whether another CPU kind's records change it. Which networks trust the Noise
+    outliers holds for a whole benchmark, so the page says it once (:func:`trusting_networks`)."""
     if verdict.needs_data or verdict.needs_stream or len(verdict.margins) < 2:
         return []
-    found = [_networks_driver(verdict), _trust_driver(verdict, records), _leave_one_out(verdict, records),
-             _stream_driver(verdict, every, records)]
-    found += _designs_driver(verdict, every) + _cpu_driver(verdict, records, others)
-    return [f for f in found if f]
+    found = [factor(verdict, records), _leave_one_out_driver(verdict, records), _networks_driver(verdict),
+             *_designs_driver(verdict, every), _stream_driver(verdict, every, records),
+             *_cpu_driver(verdict, records, others)]
+    return [f for f in found if f[0]]
 
 
 # ------------------------------------------------------------------------------- words

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from stamplib.evaluation.record import Record
-from stamplib.evidence.benchmarks import Benchmark
+from stamplib.evidence.benchmarks import Benchmark, Design
 from stamplib.experiments import plans
 from stamplib.methods import PAPER_ORDER, TABLE_ORDER
 from stamplib.report import seeds
@@ -253,12 +253,35 @@ def _error_bars(table: pd.DataFrame, order: Sequence[str], metric: str) -> np.nd
     return np.vstack([mean - low, high - mean])
 
 
+def networks_a(benchmark: Benchmark, records: Mapping[str, Record]) -> tuple[Design, dict[str, dict[int, float]]] | None:
+    """Setting (a)'s H of the paper's ten methods per source network (its mean over the corruptions),
+    on the first design of ``benchmark`` that varies networks and has every one of their cells; None
+    where none has."""
+    from stamplib.evidence import benchmarks as designs
+    from stamplib.evidence.ledger import Arm
+
+    for design in (d for d in benchmark.designs if d.varies_networks):
+        values: dict[str, dict[int, float]] = {}
+        for method in PAPER_ORDER:
+            for replicate in design.replicates:
+                spec = designs.spec(Arm(plans.TABLE1.notebook, method), design, replicate)
+                record = records.get(spec.key()) if spec is not None else None
+                if record is not None:
+                    values.setdefault(method, {})[replicate.network] = float(record.mean.scores["h"])
+        if len(values) == len(PAPER_ORDER) and all(len(v) == len(design.replicates) for v in values.values()):
+            return design, values
+    return None
+
+
 def headline_figure(benchmark: Benchmark, ours: Mapping[str, pd.DataFrame],
                     other: Mapping[str, pd.DataFrame] | None = None, other_title: str = "",
-                    examples: Sequence[tuple[str, Any, Any]] = ()) -> plt.Figure:
+                    examples: Sequence[tuple[str, Any, Any]] = (),
+                    per_network: tuple[Design, dict[str, dict[int, float]]] | None = None) -> plt.Figure:
     """H of every method in (a) and (b) and accuracy in (c): bars for this benchmark (the mean over
     its seeds, min–max error bars; STAMP red), dots for ``other`` (another benchmark), crosses for
-    the paper; above them, where given, a strip of the stream's photographs (outliers framed red)."""
+    the paper; above them, where given, a strip of the stream's photographs (outliers framed red).
+    With ``per_network`` (:func:`networks_a`), panel (a)'s bars are the paper's ten methods' mean
+    over the source networks, with one small dot per network."""
     from stamplib import data
     from stamplib.report.walkthrough import draw_stream_image
 
@@ -282,26 +305,39 @@ def headline_figure(benchmark: Benchmark, ours: Mapping[str, pd.DataFrame],
         if table.empty or not table[f"{metric} ours"].notna().any():
             ax.text(0.5, 0.5, "no records yet", ha="center", va="center", transform=ax.transAxes)
             continue
-        order = [m for m in TABLE_ORDER if m in set(table["method"])]
+        networks = per_network if letter == "a" else None
+        order = [m for m in TABLE_ORDER if m in set(table["method"]) and (networks is None or m in networks[1])]
         values = table.set_index("method").reindex(order)
         x = np.arange(len(order))
         colours = [STAMP if m == "stamp" else (PAPER_METHODS_BAR if m in PAPER_ORDER else NEWER_METHODS_BAR)
                    for m in order]
-        ax.bar(x, values[f"{metric} ours"], color=colours, alpha=0.85, label=f"{benchmark.title} (mean over seeds, "
-               "min–max)", yerr=_error_bars(table, order, metric),
-               error_kw={"ecolor": "0.2", "elinewidth": 1.2, "capsize": 3})
+        if networks is not None:
+            design, by_method = networks
+            ax.bar(x, [np.mean(list(by_method[m].values())) for m in order], color=colours, alpha=0.85,
+                   label=f"{benchmark.title}: (a) the mean over {len(design.replicates)} source networks, one dot "
+                         "each; (b), (c) network 0, the mean over seeds, min–max")
+            for i, m in enumerate(order):
+                ax.plot(np.full(len(by_method[m]), x[i]) + 0.18, list(by_method[m].values()), "o", color="0.35",
+                        markersize=3, markerfacecolor="white")
+        else:
+            ax.bar(x, values[f"{metric} ours"], color=colours, alpha=0.85,
+                   label=f"{benchmark.title} (mean over seeds, min–max)", yerr=_error_bars(table, order, metric),
+                   error_kw={"ecolor": "0.2", "elinewidth": 1.2, "capsize": 3})
         theirs = (other or {}).get(letter, pd.DataFrame())
         if not theirs.empty:
             r = theirs.set_index("method").reindex(order)
-            ax.errorbar(x, r[f"{metric} ours"], yerr=_error_bars(theirs, order, metric), fmt="o", color="black",
-                        elinewidth=1, capsize=2, label=other_title)
+            ax.errorbar(x, r[f"{metric} ours"], yerr=_error_bars(theirs, order, metric), fmt="D", color="black",
+                        markersize=4, elinewidth=1, capsize=2, label=f"{other_title} (network 0)")
         ax.plot(x, values[f"{metric} paper"], "x", color="tab:orange", markersize=8, mew=2, label="paper")
         ax.set_xticks(x, [method_label(m) for m in order], rotation=60, ha="right")
         ax.set(title=TITLES[letter].split(" (Table")[0], ylabel=f"{'H-score' if metric == 'H' else 'accuracy'} (%)",
                ylim=(0, 100))
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.02), ncols=3, frameon=False)
-    fig.suptitle(f"{benchmark.title[0].upper()}{benchmark.title[1:]}: {benchmark.figure_caption}\n"
+    over = (f"\n(a): the paper's ten methods, the mean over {len(per_network[0].replicates)} source networks "
+            f"({per_network[0].corruptions_text()}), a white dot per network; (b), (c): network 0"
+            if per_network is not None else "")
+    fig.suptitle(f"{benchmark.title[0].upper()}{benchmark.title[1:]}: {benchmark.figure_caption}{over}\n"
                  "bars: STAMP red, the paper's other methods blue, newer methods grey; crosses: the paper")
     fig.tight_layout()
     return fig
@@ -327,10 +363,74 @@ def stream_examples(benchmark: Benchmark, per_corruption: int = 4) -> list[tuple
 
 
 def write_figure(benchmark: Benchmark, ours: Mapping[str, pd.DataFrame], directory: Path,
-                 other: Mapping[str, pd.DataFrame] | None = None, other_title: str = "") -> list[Path]:
-    """The headline figure as ``<directory>/<benchmark.figure>.png`` and ``.svg``."""
+                 other: Mapping[str, pd.DataFrame] | None = None, other_title: str = "",
+                 records: Mapping[str, Record] | None = None) -> list[Path]:
+    """The headline figure as ``<directory>/<benchmark.figure>.png`` and ``.svg`` (``records``: the
+    benchmark's, for panel (a) over its source networks, :func:`networks_a`)."""
     from stamplib.report.figures import save_figure, set_theme
 
     set_theme()
-    figure = headline_figure(benchmark, ours, other, other_title, stream_examples(benchmark))
+    figure = headline_figure(benchmark, ours, other, other_title, stream_examples(benchmark),
+                             networks_a(benchmark, records) if records is not None else None)
     return save_figure(figure, benchmark.figure, directory)
+
+
+# ------------------------------------------------------------------------------- STAMP's outlier handling
+
+
+def traced_design(benchmark: Benchmark) -> Design | None:
+    """The design whose networks STAMP's traces are shown over: the first that varies networks."""
+    return next((d for d in benchmark.designs if d.varies_networks), None)
+
+
+def trace_table(benchmark: Benchmark, records: Mapping[str, Record], arms: Sequence[Any] = ()) -> pd.DataFrame:
+    """Per network of :func:`traced_design`: STAMP's shares in setting (a) pooled over its stream
+    (:func:`stamplib.evidence.factors.trace_shares`), BN Stats' accuracy from its trace, and each
+    counterfactual arm's lead in H (``arms``: their verdicts)."""
+    from stamplib.evidence import factors
+
+    design = traced_design(benchmark)
+    if design is None:
+        return pd.DataFrame()
+    stamp = factors.network_shares(design, records)
+    bn = factors.network_shares(design, records, factors.BN_STATS_A)
+    rows = []
+    for replicate, shares in stamp.items():
+        row = {"network": replicate.network, "Noise among what STAMP adapts on": 100 * shares.adapted,
+               "Noise in its memory": 100 * shares.memory, "filter precision on Noise": 100 * shares.precision,
+               "filter recall on Noise": 100 * shares.recall, "STAMP ACC": 100 * shares.accuracy,
+               "BN Stats ACC": 100 * bn[replicate].accuracy if replicate in bn else math.nan}
+        for verdict in arms:
+            label = verdict.claim.words.removeprefix("STAMP with ").split(" has the best")[0].split(" (")[0]
+            row[f"lead in H, {label}"] = verdict.margins.get(replicate, math.nan)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def trace_figure(benchmark: Benchmark, records: Mapping[str, Record], other: Benchmark | None = None,
+                 other_records: Mapping[str, Record] | None = None) -> plt.Figure | None:
+    """The share of Noise images among STAMP's memory items over the stream in setting (a), one line
+    per network of :func:`traced_design` (pooled over the corruptions at each batch; the x axis the
+    share of a corruption's stream seen), the ``other`` benchmark's networks dashed; None without traces."""
+    from stamplib.evidence import factors
+
+    found = []
+    for bench, found_records, style in ((benchmark, records, "-"), (other, other_records, "--")):
+        design = traced_design(bench) if bench is not None else None
+        if design is None or found_records is None:
+            continue
+        for replicate, curve in factors.network_curves(design, found_records).items():
+            found.append((bench, replicate, curve, style))
+    if not found:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 4.0))
+    for bench, replicate, curve, style in found:
+        x = (np.arange(len(curve)) + 1) / len(curve)
+        ax.plot(x, 100 * curve, style, lw=1.6, label=f"{bench.title}, network {replicate.network}")
+    ax.set(xlabel="share of the corruption's stream seen", ylabel="Noise images in STAMP's memory (%)",
+           title="STAMP's memory over the stream, setting (a): the mean over the 15 corruptions", xlim=(0, 1))
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=7, ncols=2, frameon=False)
+    fig.tight_layout()
+    return fig
+

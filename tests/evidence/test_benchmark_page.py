@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from stamplib.evaluation.record import Record
@@ -90,9 +91,26 @@ def test_the_figure_draws_the_seeds_range_as_error_bars(tmp_path: Path) -> None:
     assert bars[:, 2].tolist() == [0.0, 0.0]  # Tent's three seeds agree
     fig = tables.headline_figure(benchmarks.BUILTIN, ours, ours, "another")
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert "built-in benchmark (mean over seeds, min–max)" in labels and "another" in labels and "paper" in labels
+    assert "built-in benchmark (mean over seeds, min–max)" in labels and "another (network 0)" in labels
+    assert "paper" in labels
     written = tables.write_figure(benchmarks.BUILTIN, ours, tmp_path / "figures")
     assert [p.name for p in written] == ["builtin_benchmark.png", "builtin_benchmark.svg"]
+
+
+def test_panel_a_shows_the_mean_over_networks_with_a_dot_per_network() -> None:
+    from stamplib.methods import PAPER_ORDER
+
+    design = benchmarks.BUILTIN.design("networks")
+    by_method = {m: {k: 60.0 + k + (10.0 if m == "stamp" else 0.0) for k in range(5)} for m in PAPER_ORDER}
+    ours = {letter: pd.DataFrame() for letter in tables.SETTINGS}
+    ours["a"] = pd.DataFrame({"method": list(PAPER_ORDER), "H ours": [62.0] * 10, "H paper": [70.0] * 10})
+    fig = tables.headline_figure(benchmarks.BUILTIN, ours, per_network=(design, by_method))
+    panel = fig.axes[0]
+    heights = [bar.get_height() for bar in panel.patches]
+    assert heights == [72.0 if m == "stamp" else 62.0 for m in PAPER_ORDER]  # the mean over networks, not "H ours"
+    dots = [line for line in panel.lines if line.get_marker() == "o"]
+    assert len(dots) == 10 and all(len(line.get_ydata()) == 5 for line in dots)
+    assert "the mean over 5 source networks" in fig._suptitle.get_text()
 
 
 def test_the_networks_table_gives_each_networks_diagnostic_and_its_order_of_the_ten(tmp_path: Path) -> None:
