@@ -153,8 +153,10 @@ def factor_text(arms: Mapping[str, Mapping[Replicate, float]], shares: Mapping[R
         parts.append(f"with {label} it leads by {mean:+.1f} on {held} of {n} {unit} (itself: {plain_held})")
         short = f"{_short_label(best)}: {mean:+.1f}, {held} of {n} {unit[:3]}."
     else:
-        others = ", ".join(f"{_short_label(k)} {float(np.mean(list(v.values()))):+.1f}" for k, v in found.items())
-        parts.append(f"no arm restores its lead ({others}; itself on {plain_held} of {n})")
+        itself = float(np.mean(list(plain.values()))) if plain else float("nan")
+        others = ", ".join(f"{_short_label(k)} {float(np.mean(list(v.values()))):+.1f} ({restores(v)} of {n})"
+                           for k, v in found.items())
+        parts.append(f"no arm restores its lead: itself {itself:+.1f} ({plain_held} of {n}), {others}")
         short = "no arm restores the lead"
     return "; ".join(parts), short[:40]
 

@@ -72,8 +72,8 @@ def test_where_no_arm_restores_the_lead_it_says_what_was_ruled_out() -> None:
     plain = dict(zip(reps, [-8.0, -6.0, 2.0]))
     arms = {"oracle_filter": dict(zip(reps, [-8.0, -6.0, 2.0])), "half_step": dict(zip(reps, [-9.0, -1.0, 1.0]))}
     full, short = F.factor_text(arms, dict(zip(reps, [_shares(0.0)] * 3)), plain)
-    assert full == ("STAMP adapts on under 10 % Noise on every one of 3 networks; no arm restores its lead "
-                    "(oracle filter -4.0, half step -3.0; itself on 1 of 3)")
+    assert full == ("STAMP adapts on under 10 % Noise on every one of 3 networks; no arm restores its lead: itself "
+                    "-4.0 (1 of 3), oracle filter -4.0 (1 of 3), half step -3.0 (1 of 3)")
     assert short == "no arm restores the lead"
 
 
