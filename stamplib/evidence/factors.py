@@ -50,6 +50,8 @@ class Shares:
     recall: float
     accuracy: float
     batches: int
+    #: Whether precision, recall and accuracy come from the same cell's record on another CPU kind.
+    borrowed: bool = False
 
 
 def _total(traces: Iterable[Trace], name: str) -> float:
@@ -81,12 +83,22 @@ def record_shares(record: Record | None) -> Shares | None:
     return trace_shares(list(record.trace.values()))
 
 
-def network_shares(design: Design, records: Mapping[str, Record], arm: Arm = STAMP_A) -> dict[Replicate, Shares]:
-    """Per replicate of ``design``: the :class:`Shares` of ``arm``'s record where it has a trace."""
+def network_shares(design: Design, records: Mapping[str, Record], arm: Arm = STAMP_A,
+                   fallback: Mapping[str, Sequence[Record]] | None = None) -> dict[Replicate, Shares]:
+    """Per replicate of ``design``: the :class:`Shares` of ``arm``'s record where it has a trace.
+    ``fallback``: records of the same cells computed elsewhere (another CPU kind, by key), whose
+    trace gives the filter's precision and recall and the accuracy where the record's own trace
+    predates those columns (:func:`borrowed` says which replicates)."""
     out = {}
     for replicate in design.replicates:
         spec = benchmarks.spec(arm, design, replicate)
         found = record_shares(records.get(spec.key()) if spec is not None else None)
+        if found is not None and np.isnan(found.recall) and fallback and spec is not None:
+            richer = next((s for r in fallback.get(spec.key(), ()) if not np.isnan((s := record_shares(r)).recall)),
+                          None) if fallback.get(spec.key()) else None
+            if richer is not None:
+                found = dataclasses.replace(found, precision=richer.precision, recall=richer.recall,
+                                            accuracy=richer.accuracy, borrowed=True)
         if found is not None:
             out[replicate] = found
     return out
@@ -135,11 +147,11 @@ def factor_text(arms: Mapping[str, Mapping[Replicate, float]], shares: Mapping[R
         if not shares:
             return "", ""
         if noisy:
-            return (f"STAMP adapts on {100 * share:.0f} % Noise on {len(noisy)} of {len(shares)} {unit}",
-                    f"adapts on {100 * share:.0f} % Noise ({len(noisy)} of {len(shares)} {unit[:3]}.)")
+            return (f"STAMP adapts on {_percent(share)} Noise on {len(noisy)} of {len(shares)} {unit}",
+                    f"adapts on {_percent(share)} Noise ({len(noisy)} of {len(shares)} {unit[:3]}.)")
         top = max(s.adapted for s in shares.values())
-        return (f"STAMP adapts on at most {100 * top:.0f} % Noise on every one of {len(shares)} {unit}",
-                f"adapts on ≤ {100 * top:.0f} % Noise")
+        return (f"STAMP adapts on at most {_percent(top)} Noise on every one of {len(shares)} {unit}",
+                f"adapts on ≤ {_percent(top)} Noise")
     n = len(plain) or max(len(m) for m in found.values())
     best = max(found, key=lambda name: (restores(found[name]), float(np.mean(list(found[name].values())))))
     mean = float(np.mean(list(found[best].values())))
@@ -147,21 +159,30 @@ def factor_text(arms: Mapping[str, Mapping[Replicate, float]], shares: Mapping[R
     label = diagnostics.DIAGNOSTICS[best].label.split(" (")[0]
     parts = []
     if shares:
-        parts.append(f"STAMP adapts on {100 * share:.0f} % Noise on {len(noisy)} of {len(shares)} {unit}" if noisy
-                     else f"STAMP adapts on under {100 * NOISE_SHARE:.0f} % Noise on every one of {len(shares)} {unit}")
+        parts.append(f"STAMP adapts on {_percent(share)} Noise on {len(noisy)} of {len(shares)} {unit}" if noisy
+                     else f"STAMP adapts on under {_percent(NOISE_SHARE)} Noise on every one of {len(shares)} {unit}")
     if held > plain_held:
         parts.append(f"with {label} it leads by {mean:+.1f} on {held} of {n} {unit} (itself: {plain_held})")
         short = f"{_short_label(best)}: {mean:+.1f}, {held} of {n} {unit[:3]}."
     else:
         itself = float(np.mean(list(plain.values()))) if plain else float("nan")
-        others = ", ".join(f"{_short_label(k)} {float(np.mean(list(v.values()))):+.1f} ({restores(v)} of {n})"
-                           for k, v in found.items())
-        parts.append(f"no arm restores its lead: itself {itself:+.1f} ({plain_held} of {n}), {others}")
-        short = "no arm restores the lead"
+        closest = max(found, key=lambda name: float(np.mean(list(found[name].values()))))
+        others = ", ".join(f"{_short_label(k)} {float(np.mean(list(v.values()))):+.1f}" for k, v in found.items()
+                           if k != closest)
+        parts.append(f"no arm restores its lead: {diagnostics.DIAGNOSTICS[closest].label.split(' (')[0]} comes "
+                     f"closest ({float(np.mean(list(found[closest].values()))):+.1f}, holds on "
+                     f"{restores(found[closest])} of {n}) against {itself:+.1f} itself ({plain_held} of {n}); "
+                     f"{others}")
+        short = f"none restores it; {_short_label(closest)} closest"
     return "; ".join(parts), short[:40]
 
 
 _SHORT = {"oracle_filter": "oracle filter", "no_memory": "no memory", "half_step": "half step"}
+
+
+def _percent(share: float) -> str:
+    """``31 %``; one decimal under 10 % (``0.3 %``), where a whole number would read as none."""
+    return f"{100 * share:.0f} %" if 100 * share >= 10 else f"{100 * share:.1f} %"
 
 
 def _short_label(name: str) -> str:
@@ -187,12 +208,18 @@ def share_curve(traces: Sequence[Trace], part: str = "memory_outliers", whole: s
 
 
 def network_curves(design: Design, records: Mapping[str, Record], arm: Arm = STAMP_A, part: str = "memory_outliers",
-                   whole: str = "memory_size") -> dict[Replicate, np.ndarray]:
-    """Per replicate of ``design``: :func:`share_curve` of ``arm``'s record (where it has a trace)."""
+                   whole: str = "memory_size", fallback: Mapping[str, Sequence[Record]] | None = None,
+                   ) -> dict[Replicate, np.ndarray]:
+    """Per replicate of ``design``: :func:`share_curve` of ``arm``'s record where its trace has the
+    columns, else of the same cell's record in ``fallback`` (another CPU kind's, by key)."""
     out = {}
     for replicate in design.replicates:
         spec = benchmarks.spec(arm, design, replicate)
-        record = records.get(spec.key()) if spec is not None else None
-        if record is not None and record.trace:
-            out[replicate] = share_curve(list(record.trace.values()), part, whole)
+        if spec is None:
+            continue
+        candidates = [records.get(spec.key()), *((fallback or {}).get(spec.key(), ()))]
+        for record in candidates:
+            if record is not None and record.trace and any(getattr(t, whole) for t in record.trace.values()):
+                out[replicate] = share_curve(list(record.trace.values()), part, whole)
+                break
     return out

@@ -394,15 +394,21 @@ def designs_text(benchmark: Benchmark) -> str:
                      for k, d in enumerate(benchmark.designs, 1))
 
 
+def cpu_text(record: Record) -> str:
+    """The CPU kind a record names with its AVX-512/AMX extensions (``AMD EPYC (no AVX-512)``)."""
+    cpu = record.provenance.cpu if record.provenance is not None else None
+    kind = judge.cpu_kind(record)
+    if cpu and cpu.get("model") and kind != "GPU (CUDA)":
+        extensions = [e for e in cpu.get("extensions", ()) if e.startswith(("avx512", "amx"))]
+        kind += f" ({', '.join(extensions) if extensions else 'no AVX-512'})"
+    return kind
+
+
 def cpu_kinds(store: ResultsStore) -> str:
     """Which CPU kinds (and GPUs) computed ``store``'s records, with how many each."""
     tally: dict[str, int] = {}
     for record in store.records():
-        cpu = record.provenance.cpu if record.provenance is not None else None
-        kind = judge.cpu_kind(record)
-        if cpu and cpu.get("model") and kind != "GPU (CUDA)":
-            extensions = [e for e in cpu.get("extensions", ()) if e.startswith(("avx512", "amx"))]
-            kind += f" ({', '.join(extensions) if extensions else 'no AVX-512'})"
+        kind = cpu_text(record)
         tally[kind] = tally.get(kind, 0) + 1
     order = sorted(tally, key=lambda k: (k in ("CPU not recorded", "GPU (CUDA)"), k))
     text = ", ".join(f"{tally[k]} on {k}" if k != "CPU not recorded" else f"{tally[k]} that do not name their CPU"
@@ -443,7 +449,7 @@ def arms_section(sets: Sequence[Judged]) -> list[str]:
         records = j.store.records_by_key()
         itself = judge.judge(ledger.BY_KEY["a_best_h"], design, records, j.benchmark)
         rows.insert(0, ["nothing changed (STAMP itself)", short_cell(itself), _per_network(itself)])
-        arm_cpus = sorted({judge.cpu_kind(records[s.key()]) for v in j.arms for a in v.claim.arms if a.diagnostic
+        arm_cpus = sorted({cpu_text(records[s.key()]) for v in j.arms for a in v.claim.arms if a.diagnostic
                            for r in v.margins if (s := benchmarks.spec(a, design, r)) is not None
                            and s.key() in records})
         swapped = {key: found[0] for key, found in judge.other_cpu_records(j.store).items()
@@ -451,7 +457,7 @@ def arms_section(sets: Sequence[Judged]) -> list[str]:
                               if (s := benchmarks.spec(factors.STAMP_A, design, r)) is not None}}
         if swapped:
             again = judge.judge(ledger.BY_KEY["a_best_h"], design, {**records, **swapped}, j.benchmark)
-            kinds = ", ".join(sorted({judge.cpu_kind(r) for r in swapped.values()}))
+            kinds = ", ".join(sorted({cpu_text(r) for r in swapped.values()}))
             rows.insert(1, [f"nothing changed, STAMP's records from {kinds} (`{judge.OTHER_CPUS}/`)", short_cell(again),
                             _per_network(again)])
         lines += [f"**{j.benchmark.title}** ({design.title}, {design.corruptions_text()}): STAMP's lead in H over the "
@@ -667,20 +673,24 @@ def trace_section(j: Judged) -> list[str]:
 
     if not j.arms:
         return []
-    table = tables.trace_table(j.benchmark, j.store.records_by_key(), j.arms)
+    table = tables.trace_table(j.benchmark, j.store.records_by_key(), j.arms, judge.other_cpu_records(j.store))
     if table.empty:
         return []
+    borrowed = table.pop("borrowed")
     shown = table.copy()
     for column in shown.columns[1:]:
         signed = column.startswith("lead")
-        shown[column] = ["—" if np.isnan(v) else (f"{v:+.1f}" if signed else f"{v:.1f}") for v in table[column]]
+        mark = column in ("filter precision on Noise", "filter recall on Noise", "STAMP ACC")
+        shown[column] = ["—" if np.isnan(v) else (f"{v:+.1f}" if signed else f"{v:.1f}") + ("†" if mark and b else "")
+                         for v, b in zip(table[column], borrowed)]
     return ["### Why STAMP loses setting (a) here: its outlier handling, measured", "",
             "Per network, from STAMP's per-batch traces in setting (a) pooled over its 15 corruptions: the share of "
             "Noise images among the samples its updates were computed on and among its memory's items, its "
             "filter's precision and recall as a Noise detector (of what it kept out, the share that was Noise; of "
             "the Noise, the share it kept out), its accuracy beside BN Stats', and STAMP's lead in H over the other "
             "nine methods with one thing changed (diagnostics, [`docs/claims.md`](claims.md#stamps-counterfactual-"
-            "arms-diagnostics)). — where a trace predates the column.", "",
+            "arms-diagnostics)). — where a trace predates the column; † from the same cell's record on another CPU "
+            f"kind (`{judge.OTHER_CPUS}/`), where the committed record's trace predates the column.", "",
             to_markdown(shown), "",
             f"![The share of Noise in STAMP's memory over the stream](../figures/{j.benchmark.figure}{TRACE_SUFFIX}.png)",
             ""]
@@ -715,7 +725,8 @@ def render_all(root: Path) -> list[Path]:
         if j.arms:
             trace = tables.trace_figure(j.benchmark, j.store.records_by_key(),
                                         other.benchmark if other is not None else None,
-                                        other.store.records_by_key() if other is not None else None)
+                                        other.store.records_by_key() if other is not None else None,
+                                        judge.other_cpu_records(j.store))
             if trace is not None:
                 written += save_figure(trace, f"{j.benchmark.figure}{TRACE_SUFFIX}", root / "figures")
     written.append(_write(root, Page(README, verdict_summary(sets), VERDICTS)))

@@ -383,20 +383,23 @@ def traced_design(benchmark: Benchmark) -> Design | None:
     return next((d for d in benchmark.designs if d.varies_networks), None)
 
 
-def trace_table(benchmark: Benchmark, records: Mapping[str, Record], arms: Sequence[Any] = ()) -> pd.DataFrame:
+def trace_table(benchmark: Benchmark, records: Mapping[str, Record], arms: Sequence[Any] = (),
+                fallback: Mapping[str, Sequence[Record]] | None = None) -> pd.DataFrame:
     """Per network of :func:`traced_design`: STAMP's shares in setting (a) pooled over its stream
     (:func:`stamplib.evidence.factors.trace_shares`), BN Stats' accuracy from its trace, and each
-    counterfactual arm's lead in H (``arms``: their verdicts)."""
+    counterfactual arm's lead in H (``arms``: their verdicts). ``fallback``: the same cells'
+    records from another CPU kind, for the columns a committed trace predates (``borrowed``)."""
     from stamplib.evidence import factors
 
     design = traced_design(benchmark)
     if design is None:
         return pd.DataFrame()
-    stamp = factors.network_shares(design, records)
-    bn = factors.network_shares(design, records, factors.BN_STATS_A)
+    stamp = factors.network_shares(design, records, fallback=fallback)
+    bn = factors.network_shares(design, records, factors.BN_STATS_A, fallback=fallback)
     rows = []
     for replicate, shares in stamp.items():
-        row = {"network": replicate.network, "Noise among what STAMP adapts on": 100 * shares.adapted,
+        row = {"network": replicate.network, "borrowed": shares.borrowed,
+               "Noise among what STAMP adapts on": 100 * shares.adapted,
                "Noise in its memory": 100 * shares.memory, "filter precision on Noise": 100 * shares.precision,
                "filter recall on Noise": 100 * shares.recall, "STAMP ACC": 100 * shares.accuracy,
                "BN Stats ACC": 100 * bn[replicate].accuracy if replicate in bn else math.nan}
@@ -408,29 +411,44 @@ def trace_table(benchmark: Benchmark, records: Mapping[str, Record], arms: Seque
 
 
 def trace_figure(benchmark: Benchmark, records: Mapping[str, Record], other: Benchmark | None = None,
-                 other_records: Mapping[str, Record] | None = None) -> plt.Figure | None:
-    """The share of Noise images among STAMP's memory items over the stream in setting (a), one line
-    per network of :func:`traced_design` (pooled over the corruptions at each batch; the x axis the
-    share of a corruption's stream seen), the ``other`` benchmark's networks dashed; None without traces."""
+                 other_records: Mapping[str, Record] | None = None,
+                 fallback: Mapping[str, Sequence[Record]] | None = None) -> plt.Figure | None:
+    """STAMP in setting (a) over the stream, one line per network of :func:`traced_design` (pooled
+    over the corruptions at each batch; the x axis the share of a corruption's stream seen), the
+    ``other`` benchmark's networks dashed: left, the share of Noise images among its memory's
+    items; right, its accuracy on the known classes minus BN Stats' (where the traces have it;
+    ``fallback``: the same cells' records from another CPU kind). None without traces."""
     from stamplib.evidence import factors
 
-    found = []
+    memory, accuracy = [], []
     for bench, found_records, style in ((benchmark, records, "-"), (other, other_records, "--")):
         design = traced_design(bench) if bench is not None else None
         if design is None or found_records is None:
             continue
+        extra = fallback if bench is benchmark else None
         for replicate, curve in factors.network_curves(design, found_records).items():
-            found.append((bench, replicate, curve, style))
-    if not found:
+            memory.append((bench, replicate, curve, style))
+        stamp = factors.network_curves(design, found_records, part="n_correct", whole="n_known", fallback=extra)
+        bn = factors.network_curves(design, found_records, factors.BN_STATS_A, "n_correct", "n_known", extra)
+        for replicate in stamp.keys() & bn.keys():
+            if len(stamp[replicate]) == len(bn[replicate]):
+                accuracy.append((bench, replicate, stamp[replicate] - bn[replicate], style))
+    if not memory:
         return None
-    fig, ax = plt.subplots(figsize=(7.5, 4.0))
-    for bench, replicate, curve, style in found:
-        x = (np.arange(len(curve)) + 1) / len(curve)
-        ax.plot(x, 100 * curve, style, lw=1.6, label=f"{bench.title}, network {replicate.network}")
-    ax.set(xlabel="share of the corruption's stream seen", ylabel="Noise images in STAMP's memory (%)",
-           title="STAMP's memory over the stream, setting (a): the mean over the 15 corruptions", xlim=(0, 1))
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize=7, ncols=2, frameon=False)
+    fig, axes = plt.subplots(1, 2 if accuracy else 1, figsize=(13.0 if accuracy else 7.5, 4.2), squeeze=False)
+    panels = [(axes[0, 0], memory, "Noise images in STAMP's memory (%)", "its memory")]
+    if accuracy:
+        panels.append((axes[0, 1], accuracy, "STAMP's accuracy − BN Stats' (points)", "its accuracy beside BN Stats'"))
+    for ax, lines, label, what in panels:
+        for bench, replicate, curve, style in sorted(lines, key=lambda item: (item[3], item[1])):
+            x = (np.arange(len(curve)) + 1) / len(curve)
+            ax.plot(x, 100 * curve, style, lw=1.6, label=f"{bench.title}, network {replicate.network}")
+        ax.set(xlabel="share of the corruption's stream seen", ylabel=label, xlim=(0, 1),
+               title=f"STAMP, setting (a): {what}, the mean over the 15 corruptions")
+        ax.title.set_fontsize(9)
+        ax.legend(fontsize=7, ncols=2, frameon=False)
+    axes[0, 0].set_ylim(bottom=0)
+    if accuracy:
+        axes[0, 1].axhline(0.0, color="0.4", lw=0.8)
     fig.tight_layout()
     return fig
-
