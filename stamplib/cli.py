@@ -813,7 +813,9 @@ def _write_diagnostics(design: benchmarks.Design, chosen: Sequence[benchmarks.Re
 
     for dataset, network in benchmarks.networks_of(design, chosen):
         diagnostic = networks.diagnose(dataset, network, context.data_root)
-        print(f"wrote {networks.write(context.results, diagnostic, command_line)}")
+        written = networks.put(context.results, diagnostic, command_line)
+        where = networks.path(context.results, diagnostic.checkpoint)
+        print(f"wrote {where}" if written else f"unchanged {where} (its numbers are the same; not rewritten)")
 
 
 #: Every command's parser builder, in the order ``--help`` lists them.
