@@ -28,19 +28,47 @@ if TYPE_CHECKING:  # the evidence package imports torch; the command line import
 
 
 def _context(args: argparse.Namespace, results: str | Path | None = None,
-             default_data_root: Path | None = None, writes: bool = False) -> paths.RunContext:
+             default_data_root: Path | None = None, writes: bool = False, evidence: bool = False) -> paths.RunContext:
     """The run context of a command's shared flags (:mod:`stamplib.flags`: ``--data-root``,
     ``--results``, ``--device``; a command without one of them gets the default, or the
     command's own), naming the command for its records; a dry run's is not checked (it computes
     nothing). ``writes``: the command stores records, so its results folder is tried now, before
-    anything is computed."""
+    anything is computed, and a committed store is written only as :func:`_into_committed` allows
+    (``evidence``: computing into ``results``, the command's own committed store, is its purpose)."""
     dry_run = getattr(args, "dry_run", False)
     context = paths.RunContext.build(getattr(args, "data_root", None), getattr(args, "results", None) or results,
                                      device=getattr(args, "device", "cpu"), command=args.command_line,
                                      default_data_root=default_data_root, check=not dry_run)
     if writes and not dry_run:
         flags.writable(context.results)
+        own = evidence and results is not None and context.results.resolve() == Path(results).resolve()
+        _into_committed(args, context.results, own)
     return context
+
+
+def _into_committed(args: argparse.Namespace, results: Path, own: bool) -> None:
+    """A command writes into a committed evidence store (``results/builtin_benchmark``,
+    ``results/reference``: a manifest, or files git has committed) only when its command line says
+    so: the command's own store (``claims compute``, ``reference compute``: ``own``) or
+    ``--into-committed``; then one line says so. Any other is refused, before anything is computed."""
+    from stamplib.evaluation.store import ResultsStore
+
+    store = ResultsStore(results)
+    if not store.sealed:
+        return
+    if not own and not getattr(args, "into_committed", False):
+        raise ValueError(f"{results} is committed evidence (its records are listed in its MANIFEST.sha256 and "
+                         "committed to git): this command would write into it; give another --results folder, or "
+                         "say so with --into-committed")
+    print(f"note: writing into the committed evidence store {results}: each record computed gets its entry in its "
+          "MANIFEST.sha256 (git status shows what changed)", file=sys.stderr)
+
+
+def _into_committed_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--into-committed", action="store_true",
+                        help="write into a committed evidence store (results/builtin_benchmark, results/reference) "
+                             "given as --results: each record gets its manifest entry; without it such a store is "
+                             "refused")
 
 
 def _worker_count(allow_auto: bool = False) -> Any:
@@ -187,6 +215,7 @@ def _run_parser(sub: Any) -> None:
     flags.add_pairs(p, "--set", "hyperparameter override, typed as its config field says (e.g. lr=0.001, sam=false)")
     _stream_flags(p)
     p.add_argument("--force", action="store_true", help="recompute even if stored")
+    _into_committed_flag(p)
     p.add_argument("--json", action="store_true", help="also print the whole record")
     p.add_argument("--deterministic", action="store_true",
                    help="deterministic GPU kernels (bitwise-reproducible on CUDA, slower; CPU runs already are)")
@@ -437,6 +466,7 @@ def _grid_parser(sub: Any) -> None:
     p.add_argument("--dry-run", action="store_true", help="print cell counts and status, submit nothing")
     p.add_argument("--wait", action="store_true", help="submitit: wait for the jobs with a progress bar")
     p.add_argument("--retry-failed", action="store_true", help="submit only the cells whose last job failed")
+    _into_committed_flag(p)
     p.set_defaults(func=cmd_grid)
 
 
@@ -537,6 +567,7 @@ def _tune_parser(sub: Any) -> None:
     p.add_argument("--seed", type=flags.read_seed, default=0)
     flags.add(p, profile=True, data_root=True, device=True, results=True)
     p.add_argument("--out", default=None, help="folder of the table and heatmap files (default: figures/tune)")
+    _into_committed_flag(p)
     _executor_flags(p, executor_default=None,
                     executor_help="compute the cells as `python -m stamplib grid` does (default: one after "
                                   "another here)",
@@ -594,6 +625,7 @@ def _reference_parser(sub: Any) -> None:
     flags.add(p, device="compute/recompute: cpu, cuda or cuda:N (each record names the device it ran on)",
               data_root="default: shared/data beside the checkout", results="reference store (default: results/reference)")
     p.add_argument("--scratch", default="results/recompute", help="recompute: where the new records go")
+    _into_committed_flag(p)
     p.add_argument("--jobs", type=_worker_count(), default=1, help="compute/recompute: worker processes; render: notebooks at once")
     p.add_argument("--methods", default="", help="recompute: only these methods' committed cells (comma-separated; "
                                                  "'deterministic' = those without test-time randomness)")
@@ -627,6 +659,8 @@ def cmd_reference(args: argparse.Namespace) -> int:
         return 0
     # compute writes into the reference store, recompute into --scratch: tried before any cell
     flags.writable(*((context.results, "--results") if args.action == "compute" else (Path(args.scratch), "--scratch")))
+    if args.action == "compute":
+        _into_committed(args, context.results, context.results.resolve() == reference.reference_dir().resolve())
     group = args.cells if not args.extras or args.cells != "core" else "all"
     todo = reference.cells_of(group)
     if args.action == "compute":
@@ -712,6 +746,7 @@ def _claims_parser(sub: Any) -> None:
     p.add_argument("--seeds", default="", help="judge --benchmark full: the seeds that decide (default 0-2)")
     p.add_argument("--jobs", type=_worker_count(), default=1, help="compute: local worker processes (one core each)")
     p.add_argument("--write", default=None, metavar="PAGE", help="judge: also write the verdicts as a page")
+    _into_committed_flag(p)
     flags.add(p, results="judge: the store to judge (required); status/compute/diagnose: default the benchmark's committed "
                          "store", device="compute: cpu, cuda or cuda:N",
               data_root="compute: where the data sets are (default: shared/data beside the checkout)")
@@ -787,7 +822,8 @@ def _claims_compute(args: argparse.Namespace) -> int:
         raise ValueError(f"claims {args.action}: name the design with --design ({', '.join(d.name for d in benchmark.designs)})")
     design = benchmark.design(args.design)
     chosen = benchmarks.chosen_replicates(design, args.replicates) if args.replicates else design.replicates
-    context = _context(args, (paths.repo_root() or Path.cwd()) / benchmark.store, paths.shared_data(), writes=True)
+    context = _context(args, (paths.repo_root() or Path.cwd()) / benchmark.store, paths.shared_data(), writes=True,
+                       evidence=True)
     if args.action == "diagnose":
         if not design.varies_networks:
             raise ValueError(f"claims diagnose: {benchmark.name}/{design.name} holds one network; name a design of "
