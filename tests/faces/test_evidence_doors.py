@@ -17,6 +17,8 @@ from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
 
 REPO = Path(__file__).resolve().parents[2]
+#: The figures git tracks, which claims render alone draws (the README's and docs/claims.md's).
+TRACKED_FIGURES = ("claims", "builtin_benchmark", "reference_run")
 
 
 def _sealed_store(root: Path) -> Path:
@@ -90,3 +92,61 @@ def test_claims_compute_says_it_writes_into_its_committed_store(tmp_path: Path, 
     monkeypatch.setattr(grid, "run_grid", lambda cells, context, options, **kw: grid.GridReport())
     assert cli.main(["claims", "compute", "--benchmark", "builtin", "--design", "streams", "--replicates", "0"]) == 0
     assert "note: writing into the committed evidence store " in capsys.readouterr().err
+
+
+def _checkout_with_figures(root: Path, monkeypatch) -> dict[str, bytes]:
+    """A scratch checkout whose figures/ holds the committed figures; the tracked ones' bytes."""
+    from stamplib import paths
+
+    (root / "figures").mkdir(parents=True)
+    tracked = {}
+    for name in TRACKED_FIGURES:
+        tracked[name] = (REPO / "figures" / f"{name}.png").read_bytes()
+        (root / "figures" / f"{name}.png").write_bytes(tracked[name])
+    monkeypatch.setattr(paths, "_CHECKOUT", root)
+    monkeypatch.delenv("STAMPLIB_FIGURES")
+    monkeypatch.chdir(root)
+    return tracked
+
+
+def test_benchmark_render_of_an_empty_store_leaves_the_readmes_figure_alone(tmp_path: Path, monkeypatch,
+                                                                            capsys) -> None:
+    tracked = _checkout_with_figures(tmp_path, monkeypatch)
+    (tmp_path / "results").mkdir()
+    assert cli.main(["benchmark", "render", "--results", str(tmp_path / "results")]) == 0
+    out, err = capsys.readouterr()
+    assert f"wrote {tmp_path / 'build' / 'figures' / 'builtin_benchmark.png'}" in out
+    assert "holds no quick-profile record" in err and err.count("\n") == 1
+    assert {n: (tmp_path / "figures" / f"{n}.png").read_bytes() for n in tracked} == tracked
+    assert (tmp_path / "build" / "figures" / "builtin_benchmark.png").is_file()
+
+
+def test_reference_render_leaves_the_readmes_figure_alone(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The reference run's own figure lacked the built-in benchmark's dots, and overwrote the README's."""
+    import shutil
+
+    from stamplib import notebook_runner
+
+    tracked = _checkout_with_figures(tmp_path, monkeypatch)
+    source, copy = REPO / "results" / "reference", tmp_path / "results" / "reference"
+    copy.mkdir(parents=True)
+    names = manifest.record_names(source)[:2]
+    for name in names:
+        shutil.copyfile(source / name, copy / name)
+        shutil.copyfile(source / name.replace(".json", ".outputs.npz"), copy / name.replace(".json", ".outputs.npz"))
+    manifest.write(copy, {name: manifest.file_digest(copy / name) for name in names})
+    monkeypatch.setattr(notebook_runner, "run_notebooks", lambda **kwargs: 0)
+    assert cli.main(["reference", "render"]) == 0
+    assert (tmp_path / "build" / "figures" / "reference_run.png").is_file()
+    assert {n: (tmp_path / "figures" / f"{n}.png").read_bytes() for n in tracked} == tracked
+
+
+def test_the_tracked_figures_are_the_ones_claims_render_draws() -> None:
+    import subprocess
+
+    from stamplib.evidence import pages
+
+    assert set(pages.tracked_figures()) == set(TRACKED_FIGURES)
+    listed = subprocess.run(["git", "ls-files", "figures"], cwd=REPO, capture_output=True, text=True).stdout.split()
+    if listed:  # in a git checkout: every tracked figure is one of them
+        assert {Path(p).stem for p in listed if p.endswith(".png")} == set(TRACKED_FIGURES)
