@@ -840,9 +840,14 @@ def _claims_compute(args: argparse.Namespace) -> int:
         if not design.varies_networks:
             raise ValueError(f"claims diagnose: {benchmark.name}/{design.name} holds one network; name a design of "
                              "several networks (networks)")
+        _refuse_absent_networks(benchmarks.networks_of(design, chosen), context.results)
         _write_diagnostics(design, chosen, context, args.command_line)
         return 0
     cells = benchmarks.evidence_cells(design, ResultsStore(context.results), context.device, chosen)
+    # every network the missing cells or the diagnostics need is here, before any work
+    _refuse_absent_networks([(s.dataset, s.network) for s in cells]
+                            + (benchmarks.networks_of(design, chosen) if design.varies_networks else []),
+                            context.results)
     try:
         report = grid.run_grid(cells, context, grid.ExecutorOptions(jobs=_jobs(args.jobs)), keep_order=True)
     except KeyboardInterrupt as stop:
@@ -852,6 +857,26 @@ def _claims_compute(args: argparse.Namespace) -> int:
     if design.varies_networks:
         _write_diagnostics(design, chosen, context, args.command_line)
     return 0 if report.ok else 1
+
+
+def _refuse_absent_networks(needed: Sequence[tuple[str, int]], results: Path) -> None:
+    """One line, before any work, for the first source network of ``needed`` (data set, network)
+    whose weights are not on this machine: its name, the SHA-256 the store's diagnostic or records
+    name for it, and the command that trains it."""
+    from stamplib import data
+    from stamplib.evidence import networks
+    from stamplib.models import checkpoints
+
+    for dataset, network in dict.fromkeys(needed):
+        name = checkpoints.network_name(data.dataset(dataset).checkpoint, network)
+        if checkpoints.checkpoint_path(name).is_file():
+            continue
+        sha = networks.recorded_sha256(results, name)
+        train = checkpoints.train_command(name)
+        raise FileNotFoundError(
+            f"source network {network} of {dataset}, {name} (SHA-256 {sha or 'not named by this store yet'}), is not "
+            f"on this machine: {f'train it with `{train}`, or ' if train else ''}copy it in with `python -m stamplib "
+            "checkpoints import FOLDER`; nothing was computed")
 
 
 def _write_diagnostics(design: benchmarks.Design, chosen: Sequence[benchmarks.Replicate], context: paths.RunContext,

@@ -156,3 +156,23 @@ def read_all(store: Path) -> list[NetworkDiagnostic]:
     files = sorted(p for p in folder.glob("*.json") if not p.name.startswith(".")) if folder.is_dir() else []
     ResultsStore(store).check_guarded([f"{FOLDER}/{file.name}" for file in files])
     return sorted((read_one(file) for file in files), key=lambda d: (d.dataset, d.network))
+
+
+def recorded_sha256(store: Path, checkpoint: str) -> str | None:
+    """The SHA-256 that ``store``'s diagnostic of ``checkpoint``, or else one of its records made by
+    it, names for that network (None: nothing in the store names it), for a message about a
+    network that is absent."""
+    file = path(store, checkpoint)
+    if file.is_file():
+        try:
+            return read_one(file).sha256
+        except ValueError:
+            pass
+    for record in sorted(Path(store).glob("*.json")):
+        try:
+            made = json.loads(record.read_text()).get("provenance", {}).get("checkpoint") or {}
+        except (ValueError, OSError, AttributeError):
+            continue
+        if made.get("name") == checkpoint and made.get("sha256"):
+            return str(made["sha256"])
+    return None

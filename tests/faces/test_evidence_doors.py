@@ -150,3 +150,42 @@ def test_the_tracked_figures_are_the_ones_claims_render_draws() -> None:
     listed = subprocess.run(["git", "ls-files", "figures"], cwd=REPO, capture_output=True, text=True).stdout.split()
     if listed:  # in a git checkout: every tracked figure is one of them
         assert {Path(p).stem for p in listed if p.endswith(".png")} == set(TRACKED_FIGURES)
+
+
+@pytest.mark.parametrize("action", ["diagnose", "compute"])
+def test_an_absent_source_network_is_refused_before_any_work(tmp_path: Path, monkeypatch, capsys, home,
+                                                              action: str) -> None:
+    """Network 1 of the reference run is not on this machine: one line naming it, its SHA-256 and the
+    command that trains it, before a cell or a diagnostic is computed (not 136 s of work, two rewritten
+    diagnostics and advice about Google Drive and ImageNet)."""
+    import shutil
+
+    from stamplib.evidence import networks
+    from stamplib.experiments import grid
+
+    monkeypatch.setenv("STAMPLIB_CHECKPOINT_PATH", "")  # no shared/models: only the empty home is searched
+    store = tmp_path / "store"
+    (store / "networks").mkdir(parents=True)
+    shutil.copyfile(REPO / "results/reference/networks/ResNet18_10_jpeg_seed1.json",
+                    store / "networks" / "ResNet18_10_jpeg_seed1.json")
+    sha = json_field(store / "networks" / "ResNet18_10_jpeg_seed1.json", "sha256")
+
+    def work(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("work was done before the absent network was refused")
+
+    monkeypatch.setattr(networks, "diagnose", work)
+    monkeypatch.setattr(grid, "run_grid", work)
+    before = _files(store)
+    assert cli.main(["claims", action, "--benchmark", "reference", "--design", "networks", "--replicates", "1",
+                     "--results", str(store), "--data-root", str(tmp_path)]) == 2
+    err = _one_error(capsys)
+    assert "ResNet18_10_jpeg_seed1" in err and sha in err
+    assert "python -m stamplib train-source --dataset cifar10_jpeg --seed 1" in err
+    assert "Google Drive" not in err and "ImageNet" not in err and len(err) < 400, err
+    assert _files(store) == before
+
+
+def json_field(path: Path, name: str) -> Any:
+    import json
+
+    return json.loads(path.read_text())[name]
