@@ -528,12 +528,15 @@ class ResultsStore:
             self._check_manifest([])  # a committed store without its manifest: refused before anything is written
         try:
             with _writing(path), manifest.locked(self.root) if sealed else contextlib.nullcontext():
-                if outputs is not None:
-                    payload = outputs_bytes(outputs)
-                    target = outputs_path(path)
-                    record = dataclasses.replace(record, outputs=target.name,
+                payload = outputs_bytes(outputs) if outputs is not None else None
+                if payload is not None:
+                    record = dataclasses.replace(record, outputs=outputs_path(path).name,
                                                  outputs_sha256=hashlib.sha256(payload).hexdigest())
-                    written.append((_temporary(target, payload), target))
+                if sealed and (kept := self._same_result(path, record)) is not None:
+                    self.clear_partials(record.spec)
+                    return kept  # committed evidence computed again to the same numbers: its files stay as committed
+                if payload is not None:
+                    written.append((_temporary(outputs_path(path), payload), outputs_path(path)))
                 text = json.dumps(record.to_json(), indent=1, sort_keys=True).encode()
                 written.append((_temporary(path, text), path))
                 if sealed:
@@ -552,6 +555,23 @@ class ResultsStore:
                 tmp.unlink(missing_ok=True)
         self.clear_partials(record.spec)
         return record
+
+    #: What a record holds besides its result: when and where, and by which command, it was computed.
+    PROVENANCE_FIELDS = ("provenance", "seconds", "versions", "device")
+
+    def _same_result(self, path: Path, record: Record) -> Record | None:
+        """The record stored at ``path`` if it holds what ``record`` holds but for its provenance
+        (:data:`PROVENANCE_FIELDS`): the same rows, mean, config and outputs digest; else None."""
+        if not path.is_file():
+            return None
+        stored = _read(path)
+        if isinstance(stored, str):
+            return None
+
+        def result(r: Record) -> dict[str, Any]:
+            return {k: v for k, v in r.to_json().items() if k not in self.PROVENANCE_FIELDS}
+
+        return stored if result(stored) == result(record) else None
 
     def put_file(self, name: str, payload: bytes) -> bool:
         """Write the guarded file ``name`` (as the manifest names it: ``networks/<checkpoint>.json``)

@@ -419,3 +419,19 @@ def test_an_edited_record_of_a_committed_store_is_still_named(tmp_path):
     store.put(_record(5))  # the manifest now differs from the commit, legitimately
     name = _rewrite(store, _record(1), lambda d: d["mean"].update(h=12.3))
     _refused(store, store.records, f"{name} was edited: the mean h is 12.3", f"git checkout -- {store.root / name}")
+
+
+def test_a_committed_record_computed_again_to_the_same_numbers_is_not_rewritten(tmp_path):
+    """Only its provenance (command, time, machine) would change: the committed file stays (issue 83)."""
+    import dataclasses
+
+    record = _record()
+    store = _sealed(tmp_path, record)
+    path = store.path(record.spec)
+    before, listing = path.read_bytes(), manifest.path_of(tmp_path).read_bytes()
+    again = dataclasses.replace(record, seconds=12.5, device="cpu (another machine)")
+    assert store.put(again).seconds == record.seconds
+    assert (path.read_bytes(), manifest.path_of(tmp_path).read_bytes()) == (before, listing)
+    changed = store.put(_record(acc=81.0))  # new numbers are written, with their entry
+    assert json.loads(path.read_text())["mean"]["acc"] == changed.mean.acc
+    assert manifest.read(tmp_path)[path.name] == manifest.file_digest(path)
