@@ -972,6 +972,32 @@ def _closed_pipe() -> int:
     return 141
 
 
+#: The errors of a write into a place this user cannot write: permission, a read-only file system,
+#: a path through a file, a missing parent that cannot be made.
+_UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.ENOENT)
+
+
+def _unusable_folder(err: OSError) -> str | None:
+    """One line for an OSError raised by writing where this user cannot (:data:`_UNWRITABLE`),
+    naming the file and the setting that chose its folder; None for any other error (its
+    traceback is kept: a bug, not the environment)."""
+    if err.errno not in _UNWRITABLE or not err.filename:
+        return None
+    target = Path(os.fsdecode(err.filename)).absolute()
+    places = [(paths.home(), "STAMPLIB_HOME (stamplib's caches and checkpoints)"),
+              (paths.results_dir(), "the results folder (--results, or STAMPLIB_RESULTS)"),
+              (paths.figures_dir(), "the figures folder (STAMPLIB_FIGURES)")]
+    chosen = next(((folder, what) for folder, what in places
+                   if target == folder.absolute() or folder.absolute() in target.parents), None)
+    if chosen is None:
+        return None
+    folder, what = chosen
+    if err.errno == errno.ENOENT and folder.exists():
+        return None  # a file missing inside a folder that is there: not a folder this user cannot write
+    return (f"cannot write {target} ({err.strerror}): {what} is {folder}, which this user cannot write; point it "
+            "to a folder you can write")
+
+
 def main(argv: list[str] | None = None) -> int:
     # SIGINT, SIGTERM and SIGHUP end every command the same way: what it started ends with it,
     # one line says what was kept, and the exit code is 128 + the signal (stamplib.processes).
@@ -990,6 +1016,9 @@ def main(argv: list[str] | None = None) -> int:
             # Bad input (names, values, missing or damaged files, a missing extra): one line naming
             # the fix, no traceback. Any other RuntimeError is a bug or a PyTorch failure: keep its
             # traceback.
+            if type(err) is FileNotFoundError and (line := _unusable_folder(err)):  # a folder that cannot be made
+                print(f"error: {line}", file=sys.stderr)
+                return 2
             if isinstance(err, RuntimeError):
                 from stamplib.data.downloads import (
                     DownloadError,  # imports torch: only where needed
@@ -1000,8 +1029,11 @@ def main(argv: list[str] | None = None) -> int:
             print("error: " + " ".join(str(err).split()), file=sys.stderr)
             return 2
         except OSError as err:
-            # A full disk (or quota), wherever the write was: one line, at any moment. Any other
-            # OSError keeps its traceback.
+            # A full disk (or quota), or a folder this user cannot write (read-only, not a folder),
+            # wherever the write was: one line, at any moment. Any other OSError keeps its traceback.
+            if (line := _unusable_folder(err)) is not None:
+                print(f"error: {line}", file=sys.stderr)
+                return 2
             if err.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
             from stamplib.evaluation.store import disk_full
