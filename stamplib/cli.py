@@ -266,9 +266,18 @@ def _doctor_parser(sub: Any) -> None:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    """What is found where; exit 1 when a file is damaged (a data set, package data or a checkpoint
+    whose SHA-256 is not its recorded one), so that a script can tell."""
     from stamplib.evaluation.provenance import doctor_lines
 
-    print("\n".join(doctor_lines(_context(args))))
+    lines = doctor_lines(_context(args))
+    print("\n".join(lines))
+    damaged = [line.split()[0] for line in lines if line.startswith("  ") and len(line.split()) > 1
+               and line.split()[1] in ("DAMAGED", "REFUSED")]
+    if damaged:
+        print(f"doctor: {len(damaged)} damaged file(s) ({', '.join(damaged)}): each line above says how to restore "
+              "it", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -453,11 +462,16 @@ def _executor_flags(parser: argparse.ArgumentParser, *, executor_default: str | 
                         help=executor_help)
     parser.add_argument("--jobs", type=_worker_count(allow_auto=True), default=1, help=jobs_help)
     parser.add_argument("--partition", default=None, help="SLURM partition (--executor submitit)")
-    parser.add_argument("--gpus-per-job", type=int, default=1, help="GPUs per job (with --device cuda)")
-    parser.add_argument("--cpus-per-task", type=int, default=4, help="CPUs per job (its torch threads)")
-    parser.add_argument("--time-min", type=int, default=240, help="job time limit in minutes (requeued past it)")
-    parser.add_argument("--mem-gb", type=float, default=None, help="memory per job")
-    parser.add_argument("--array-parallelism", type=int, default=32, help="SLURM jobs of the array running at once")
+    parser.add_argument("--gpus-per-job", type=flags.read_positive("--gpus-per-job"), default=1,
+                        help="GPUs per job (with --device cuda)")
+    parser.add_argument("--cpus-per-task", type=flags.read_positive("--cpus-per-task"), default=4,
+                        help="CPUs per job (its torch threads)")
+    parser.add_argument("--time-min", type=flags.read_positive("--time-min"), default=240,
+                        help="job time limit in minutes (requeued past it)")
+    parser.add_argument("--mem-gb", type=flags.read_positive("--mem-gb", float, 0.001), default=None,
+                        help="memory per job")
+    parser.add_argument("--array-parallelism", type=flags.read_positive("--array-parallelism"), default=32,
+                        help="SLURM jobs of the array running at once")
 
 
 def _grid_parser(sub: Any) -> None:
@@ -472,7 +486,8 @@ def _grid_parser(sub: Any) -> None:
                     jobs_help="local: worker processes (with --device cuda, worker i uses cuda:(i mod GPUs)); "
                               "submitit-local: parallel jobs; 0: one per GPU with --device cuda, else one per "
                               "CPU core")
-    p.add_argument("--cells-per-job", type=int, default=0, help="cells per job (0: sized from the profile)")
+    p.add_argument("--cells-per-job", type=flags.read_positive("--cells-per-job", least=0), default=0,
+                   help="cells per job (0: sized from the profile)")
     p.add_argument("--dry-run", action="store_true", help="print cell counts and status, submit nothing")
     p.add_argument("--wait", action="store_true", help="submitit: wait for the jobs with a progress bar")
     p.add_argument("--retry-failed", action="store_true", help="submit only the cells whose last job failed")
@@ -752,10 +767,11 @@ def _claims_parser(sub: Any) -> None:
     p.add_argument("--design", default="",
                    help="compute/diagnose: the design whose cells to compute (builtin: networks, streams, stream; reference: "
                         "networks, fifteen, three; `claims status` lists them)")
-    p.add_argument("--replicates", default="",
+    p.add_argument("--replicates", default="", type=flags.read_number_list("--replicates"),
                    help="compute/diagnose: which of the design's replicates: network numbers on a design of several networks, "
                         "stream seeds on a design of one network (e.g. 1-4; default: all of them)")
-    p.add_argument("--seeds", default="", help="judge --benchmark full: the seeds that decide (default 0-2)")
+    p.add_argument("--seeds", default="", type=flags.read_number_list("--seeds"),
+                   help="judge --benchmark full: the seeds that decide (default 0-2)")
     p.add_argument("--jobs", type=_worker_count(), default=1, help="compute: local worker processes (one core each)")
     p.add_argument("--write", default=None, metavar="PAGE", help="judge: also write the verdicts as a page")
     _into_committed_flag(p)

@@ -142,12 +142,32 @@ def _free(path: Path) -> str:
     return f"{shutil.disk_usage(folder).free / 2**20:.1f} MiB"
 
 
+_UMASK: list[int] = []
+
+
+def _file_mode() -> int:
+    """The mode a file created here gets under the process's umask (0o644 under the usual 022),
+    read once: :func:`tempfile.mkstemp` makes its files 0600 whatever the umask, and a record,
+    once renamed into place, is a file like any other that the user's group may read."""
+    if not _UMASK:
+        try:  # Linux says it without changing it
+            line = next(x for x in Path("/proc/self/status").read_text().splitlines() if x.startswith("Umask:"))
+            _UMASK.append(int(line.split()[1], 8))
+        except (OSError, StopIteration, ValueError, IndexError):
+            current = os.umask(0o022)
+            os.umask(current)
+            _UMASK.append(current)
+    return 0o666 & ~_UMASK[0]
+
+
 def _temporary(path: Path, payload: bytes) -> Path:
-    """``payload`` written whole and synced to a hidden temporary sibling of ``path``."""
+    """``payload`` written whole and synced to a hidden temporary sibling of ``path``, with the
+    mode the umask gives a new file (:func:`_file_mode`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".tmp-{path.name}-")
     tmp = Path(name)
     try:
+        os.fchmod(fd, _file_mode())
         with os.fdopen(fd, "wb") as fh:
             fh.write(payload)
             fh.flush()

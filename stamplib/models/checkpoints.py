@@ -398,8 +398,10 @@ def status_lines(verify: bool = False) -> list[str]:
         elif row["verified"]:
             accuracy = row["clean_test_accuracy"]
             state = "found    " + (f" clean acc {100 * accuracy:.2f}%" if accuracy is not None else "")
+        elif row["sha256"] is None and _package_intact(row["checkpoint"]):
+            state = "found     no sidecar yet: its SHA-256 is recorded on first use"
         else:
-            state = "REFUSED   its SHA-256 differs from its sidecar's or the package's (or it has none yet)"
+            state = "REFUSED   its SHA-256 differs from its sidecar's or the package's"
         lines.append(f"  {row['checkpoint']:26s} {state}  {row['path'] if row['present'] else ''}")
     return lines
 

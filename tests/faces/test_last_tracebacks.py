@@ -72,3 +72,23 @@ def test_an_error_elsewhere_keeps_its_traceback(tmp_path: Path, monkeypatch) -> 
     with pytest.raises(PermissionError):
         cli.main(["run", "--method", "source", "--dataset", "digits", "--profile", "smoke", "--results",
                   str(tmp_path / "results")])
+
+
+@pytest.mark.parametrize("argv", [
+    ["claims", "compute", "--benchmark", "builtin", "--design", "networks", "--replicates", "0-9999999999"],
+    ["claims", "diagnose", "--benchmark", "builtin", "--design", "networks", "--replicates", "0,1-99999999999"],
+    ["claims", "judge", "--seeds", "0-9999999999", "--results", "results/reference"],
+])
+def test_a_range_too_long_to_hold_is_one_line(argv: list[str], capsys) -> None:
+    """Not a MemoryError: the range is refused before a list of it is made."""
+    assert cli.main(argv) == 2
+    err = _one_error(capsys)
+    assert "names more than 10,000 numbers" in err
+
+
+@pytest.mark.parametrize("flag, value", [("--time-min", "-1"), ("--time-min", "0"), ("--mem-gb", "nan"),
+                                         ("--mem-gb", "-2"), ("--mem-gb", "inf"), ("--cpus-per-task", "0"),
+                                         ("--array-parallelism", "-3"), ("--cells-per-job", "-1")])
+def test_grid_refuses_a_time_limit_or_memory_that_is_no_amount(flag: str, value: str, capsys) -> None:
+    assert cli.main(["grid", "--notebook", "02", "--executor", "submitit", flag, value, "--dry-run"]) == 2
+    assert f"{flag} must be a" in _one_error(capsys)
