@@ -183,14 +183,35 @@ def _random_probs(generator: torch.Generator, with_zeros: bool) -> torch.Tensor:
     return probs
 
 
+def _entropy_shape_problem(got: torch.Tensor, expected: torch.Tensor, probs: torch.Tensor) -> str | None:
+    """What an answer of another shape than one entropy per row returned, said only as far as the
+    check computed it (a sum over the batch, the first row alone), else its shape (issue 83: an
+    answer that returned row 0 only was told it reduced over the batch)."""
+    if got.shape == expected.shape:
+        return None
+    terms = -torch.special.xlogy(probs, probs)
+    hint = f"return one entropy per row, shape {tuple(expected.shape)}: sum −p·log p over the classes (dim=1) only"
+    if got.shape == terms.shape[1:] and close(got, terms.sum(dim=0)):
+        return f"it sums −p·log p over the batch (dim=0), one value per class, shape {tuple(got.shape)}; {hint}"
+    if got.numel() == 1 and close(got.reshape(()), expected[0]):
+        return f"it returns the entropy of the first row only (shape {tuple(got.shape)}); {hint}"
+    if got.shape == terms.shape[1:] and close(got, terms[0]):
+        return (f"it returns the first row's terms −p·log p, not summed (shape {tuple(got.shape)}); {hint}, for "
+                "every row")
+    if got.numel() == 1 and close(got.reshape(()), expected.sum()):
+        return f"it returns one number, the entropies summed over the batch; {hint}"
+    if got.numel() == 1 and close(got.reshape(()), expected.mean()):
+        return f"it returns one number, the mean entropy over the batch; {hint}"
+    return f"it returns shape {tuple(got.shape)} for probs of shape {tuple(probs.shape)}; {hint}"
+
+
 @exercise(LESSON, "The entropy of a softmax", softmax_entropy, "`stamplib.blocks.entropy.exact_prob_entropy`")
 def _check_softmax_entropy(answer: Any, generator: torch.Generator) -> list[str]:
     trials = []
     for probs in [*_fixed_probs(), *(_random_probs(generator, with_zeros=case >= 3) for case in range(6))]:
         expected = exact_prob_entropy(probs)
         got = returned_tensor(answer(probs.clone()), "a tensor of shape [B], one entropy per row")
-        if problem := shape_problem(got, expected, "one entropy per sample: sum −p·log p over the classes "
-                                                  "(dim=1), not over the batch"):
+        if problem := _entropy_shape_problem(got, expected, probs):
             return [problem]
         nan_rows = got.isnan() & ~expected.isnan()
         if nan_rows.any() and any(wrong(t) for t, _ in trials):

@@ -44,8 +44,9 @@ unreadable file becomes a row with its reason, never a crash and never a pass.
 
 Student code runs with the grader's rights: grade in a throwaway account or container. The grader
 defends against the plain ways to fake a pass (an edited check cell, a replaced ``check`` or
-exercise entry, the reference solution imported from stamplib), not against code written to
-attack it.
+exercise entry, the reference solution imported from stamplib or called from inside the student's
+function: :func:`stamplib.teaching.exercises.check` refuses an answer that runs a solution's code),
+not against code written to attack it.
 """
 
 from __future__ import annotations
