@@ -200,16 +200,21 @@ def plot_path(table: pd.DataFrame) -> plt.Figure:
     return fig
 
 
+def _shown(value: float) -> float:
+    """``value`` as the table prints it (one decimal): a change is the difference of the numbers the
+    reader sees, so that 44.4 → 44.5 reads +0.1, never +0.0 (issue 83)."""
+    return float(f"{value:.1f}")
+
+
 def path_text(table: pd.DataFrame) -> str:
     """Each step's change of H, in words, and where the path ends against Tent."""
     steps = table[table["step"].isin([s.name for s in STEPS])].dropna(subset=["H"]) if "H" in table else table
     if len(steps) < 2:
         return "The path's records are missing: compute the cells first."
-    moves = [f"{b['step']} {b['H'] - a['H']:+.1f}" for (_, a), (_, b) in zip(steps.iloc[:-1].iterrows(),
-                                                                          steps.iloc[1:].iterrows())]
+    pairs = list(zip(steps.iloc[:-1].iterrows(), steps.iloc[1:].iterrows()))
+    moves = [f"{b['step']} {_shown(b['H']) - _shown(a['H']):+.1f}" for (_, a), (_, b) in pairs]
     first, last = steps.iloc[0], steps.iloc[-1]
-    biggest = max(((b["H"] - a["H"], b["step"]) for (_, a), (_, b) in zip(steps.iloc[:-1].iterrows(),
-                                                                        steps.iloc[1:].iterrows())))
+    biggest = max(((_shown(b["H"]) - _shown(a["H"]), b["step"]) for (_, a), (_, b) in pairs))
     return (f"Mean H from {first['step']} ({first['H']:.1f}) to {last['step']} ({last['H']:.1f}), step by step: "
             f"{'; '.join(moves)}. " + (f"The largest single gain: {biggest[1]} ({biggest[0]:+.1f})." if biggest[0] > 0
                                        else "No step raises the mean H here."))
@@ -225,8 +230,10 @@ def step_text(table: pd.DataFrame, step: str) -> str:
     before, after = steps.loc[at[0] - 1], steps.loc[at[0]]
 
     def moved(metric: str) -> str:
-        change = after[metric] - before[metric]
+        change = _shown(after[metric]) - _shown(before[metric])
         verb = "rises" if change > 0 else "falls" if change < 0 else "stays"
+        if not change:
+            return f"{metric} stays at {after[metric]:.1f}"
         return f"{metric} {verb} from {before[metric]:.1f} to {after[metric]:.1f} ({change:+.1f})"
 
     verdict = ("a better OOD score, as the idea promises" if after["AUROC"] > before["AUROC"] else
