@@ -471,7 +471,7 @@ def long_stream(plan: Plan, records: Mapping[str, Record], results: str | Path) 
 def plot_long_stream(frame: pd.DataFrame, streams: tuple[str, ...] = (LONG_STREAM,)) -> plt.Figure:
     """ACC and the most predicted class's share along the long stream, one line per method
     (dashed: without outliers)."""
-    fig, axes = plt.subplots(1, 2, figsize=(12, 3.6), sharex=True)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharex=True)  # room for fifteen rotated names and the labels
     colours = method_colours(frame["Method"]) if not frame.empty else {}
     for (method, stream), rows in frame[frame["stream"].isin(streams)].groupby(["Method", "stream"], sort=False):
         style = {"linestyle": "--"} if stream == LONG_STREAM_CLOSED else {}
@@ -484,7 +484,8 @@ def plot_long_stream(frame: pd.DataFrame, streams: tuple[str, ...] = (LONG_STREA
         ax.set_xticks(range(1, len(corruptions) + 1), [c.replace("_", " ") for c in corruptions], rotation=60,
                       ha="right", fontsize=9)
     axes[0].set(ylabel="ACC (%)", title="known-class accuracy along the stream")
-    axes[1].set(ylabel="% of known-class predictions", title="the most predicted class's share")
+    # a short label: a long one, centred on the axis, ran up into the suptitle
+    axes[1].set(ylabel="share of predictions (%)", title="the most predicted class's share")
     axes[1].axhline(10.0, color="grey", linewidth=0.8)
     axes[1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     fig.suptitle("One stream through all corruptions in turn, adapted without a reset")

@@ -343,7 +343,8 @@ def plot_scores(plan: Plan, records: Mapping[str, Record], results: str | Path,
         fpr, tpr, _ = roc_curve(first.label < 0, first.ood_score)
         row[-1].plot(100 * fpr, 100 * tpr, color=colours[method_label(method)])
         row[-1].plot([0, 100], [0, 100], color="grey", linewidth=0.8, linestyle="--")
-        row[-1].set(title=f"ROC, {corruptions[0].replace('_', ' ')}",
+        # each row's ROC is its method's: the title says whose (three panels titled alike named none)
+        row[-1].set(title=f"{method_label(method)}: ROC, {corruptions[0].replace('_', ' ')}",
                     xlabel="FPR: known classes flagged (%)", ylabel="TPR: outliers flagged (%)")
         row[-1].title.set_fontsize(10)
     for ax in axes[-1][:-1]:
@@ -560,7 +561,9 @@ def plot_filters(frame: pd.DataFrame) -> plt.Figure:
         # says so (a note inside the axis would cover points)
         empty = [m for m, mine in rows.groupby("Method", sort=False) if not mine["passed"].any()]
         title = corruption.replace("_", " ") + (f"\n(no sample passed: {', '.join(empty)})" if empty else "")
-        ax.set(title=title, xlabel="recall: known-class samples kept (%)", xlim=(-3, 103))
+        ax.set(title=title, xlim=(-3, 103))
+    # one x-label under all the panels: the same long label under each ran into its neighbour's
+    fig.supxlabel("recall: known-class samples kept (%)", fontsize=10)
     axes[0][0].set_ylabel("precision (%): known-class\nshare of what passed")
     if corruptions:
         handles = [plt.Line2D([], [], marker="o", linestyle="", markersize=8, color=colours[m], markeredgecolor="black",
