@@ -739,6 +739,9 @@ def cmd_course(args: argparse.Namespace) -> int:
         print(f"wrote {len(written)} files to {args.out}: " + ", ".join(p.name for p in written))
         return 0
     out = Path(args.out) if args.out else Path(args.submissions) / "grades.csv"
+    earlier = [p for p in lab.earlier_grades(Path(args.submissions)) if p.resolve() != out.resolve()]
+    if earlier:  # said, not graded: a grades file is no hand-in
+        print(f"not graded: {', '.join(map(str, earlier))}, the grades of an earlier grading", file=sys.stderr)
     started = time.perf_counter()
     rows = lab.grade(Path(args.submissions), out, args.timeout, jobs=_jobs(args.jobs),
                      executed=Path(args.executed) if args.executed else None)
