@@ -597,7 +597,8 @@ class ResultsStore:
         """Write the guarded file ``name`` (as the manifest names it: ``networks/<checkpoint>.json``)
         whole, through a temporary name; in a sealed store its manifest entry is written in the same
         step, under the manifest's lock, as :meth:`put` does for a record. Returns False, writing
-        nothing, where the file already holds ``payload`` (and, sealed, is listed under it)."""
+        nothing, where the file already holds ``payload`` (and, sealed, is listed under it); a file that
+        holds it but is not listed under it keeps its bytes and gets its entry."""
         assert manifest.is_guarded_name(name) and "/" in name, f"{name!r} is no guarded file beside the records"
         path = self.root / name
         sealed = self.sealed
@@ -610,7 +611,8 @@ class ResultsStore:
                 same = path.is_file() and path.read_bytes() == payload
                 if same and (not sealed or entries.get(name) == manifest.digest(payload)):
                     return False
-                written.append((_temporary(path, payload), path))
+                if not same:  # a file already holding it keeps its bytes; only its entry is written
+                    written.append((_temporary(path, payload), path))
                 if sealed:
                     listing = manifest.path_of(self.root)
                     text = manifest.render(manifest.with_entry(entries, name, manifest.digest(payload)))

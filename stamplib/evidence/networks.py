@@ -117,14 +117,17 @@ def put(store: Path, diagnostic: NetworkDiagnostic, command: str) -> bool:
     from stamplib.evaluation.store import ResultsStore
 
     target = path(store, diagnostic.checkpoint)
+    name = f"{FOLDER}/{target.name}"
     if target.is_file():
         try:
             if read_one(target) == diagnostic:
+                # the same numbers: the file stays; put_file only lists it where the manifest does not
+                ResultsStore(store).put_file(name, target.read_bytes())
                 return False
         except ValueError:  # a damaged or foreign file there: replaced by the diagnostic just computed
             pass
     payload = (json.dumps({**asdict(diagnostic), "command": command}, indent=1) + "\n").encode()
-    return ResultsStore(store).put_file(f"{FOLDER}/{target.name}", payload)
+    return ResultsStore(store).put_file(name, payload)
 
 
 def read_one(file: Path) -> NetworkDiagnostic:

@@ -435,3 +435,22 @@ def test_a_committed_record_computed_again_to_the_same_numbers_is_not_rewritten(
     changed = store.put(_record(acc=81.0))  # new numbers are written, with their entry
     assert json.loads(path.read_text())["mean"]["acc"] == changed.mean.acc
     assert manifest.read(tmp_path)[path.name] == manifest.file_digest(path)
+
+
+def test_a_diagnostic_with_the_same_numbers_but_no_entry_gets_its_entry_and_keeps_its_bytes(tmp_path):
+    """After a merge, a diagnostic rewritten elsewhere may differ from its manifest entry: computing
+    it again to the same numbers lists the file as it is (claims diagnose is the way to re-vouch for it)."""
+    import dataclasses
+
+    from stamplib.evidence import networks
+
+    store = _sealed(tmp_path, _record())
+    path = tmp_path / "networks" / "ResNetTiny_10_jpeg.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({**dataclasses.asdict(_diagnostic()), "command": "elsewhere"}, indent=1))
+    before = path.read_bytes()
+    _refused(store, store.records, "networks/ResNetTiny_10_jpeg.json is not in the store's")
+    assert not networks.put(tmp_path, _diagnostic(), "python -m stamplib claims diagnose")
+    assert path.read_bytes() == before
+    assert manifest.read(tmp_path)["networks/ResNetTiny_10_jpeg.json"] == manifest.file_digest(path)
+    store.records()  # the store passes again
