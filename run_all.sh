@@ -10,8 +10,10 @@
 # notebooks then only read the results store. Grid options, passed through: --partition P,
 # --gpus-per-job N, --cpus-per-task N, --time-min M, --mem-gb G, --array-parallelism N,
 # --cells-per-job N (see python -m stamplib grid --help).
-# A quick run on the built-in benchmark then draws figures/builtin_benchmark.png (the README's
-# first figure). Then the reference run on real images is rendered from its committed records
+# A quick run on the built-in benchmark then draws its figure into build/figures/builtin_benchmark.png
+# (the README's first figure, figures/builtin_benchmark.png, like every tracked figure and page, is
+# drawn from the committed records by python -m stamplib claims render alone, so a run leaves git
+# status clean). Then the reference run on real images is rendered from its committed records
 # (results/reference: figures/*_real.*, no data or checkpoint needed). --recompute instead
 # recomputes those records (needs shared/data and both JPEG source models) and reports every
 # record that differs from the committed one and the largest difference; --recompute METHODS
@@ -113,8 +115,8 @@ fi
 [[ ${#only[@]} -gt 0 ]] && args+=(--only "${only[@]}")
 step python -m stamplib notebooks "${args[@]}" --jobs "$render_jobs"
 if [[ "$profile" == quick && ${#only[@]} -eq 0 && -z "$data_root" ]]; then
-    # The README's first figure: the quick run on the built-in CIFAR-10 photographs beside the
-    # paper and the ResNet-18 reference run (docs/builtin_benchmark.md).
+    # The README's first figure, of this run: the quick run on the built-in CIFAR-10 photographs
+    # beside the paper and the ResNet-18 reference run (docs/builtin_benchmark.md), in build/figures.
     step python -m stamplib benchmark render
 fi
 if [[ "$reference" == render && ${#only[@]} -eq 0 && -z "$data_root" ]]; then

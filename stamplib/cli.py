@@ -28,19 +28,47 @@ if TYPE_CHECKING:  # the evidence package imports torch; the command line import
 
 
 def _context(args: argparse.Namespace, results: str | Path | None = None,
-             default_data_root: Path | None = None, writes: bool = False) -> paths.RunContext:
+             default_data_root: Path | None = None, writes: bool = False, evidence: bool = False) -> paths.RunContext:
     """The run context of a command's shared flags (:mod:`stamplib.flags`: ``--data-root``,
     ``--results``, ``--device``; a command without one of them gets the default, or the
     command's own), naming the command for its records; a dry run's is not checked (it computes
     nothing). ``writes``: the command stores records, so its results folder is tried now, before
-    anything is computed."""
+    anything is computed, and a committed store is written only as :func:`_into_committed` allows
+    (``evidence``: computing into ``results``, the command's own committed store, is its purpose)."""
     dry_run = getattr(args, "dry_run", False)
     context = paths.RunContext.build(getattr(args, "data_root", None), getattr(args, "results", None) or results,
                                      device=getattr(args, "device", "cpu"), command=args.command_line,
                                      default_data_root=default_data_root, check=not dry_run)
     if writes and not dry_run:
         flags.writable(context.results)
+        own = evidence and results is not None and context.results.resolve() == Path(results).resolve()
+        _into_committed(args, context.results, own)
     return context
+
+
+def _into_committed(args: argparse.Namespace, results: Path, own: bool) -> None:
+    """A command writes into a committed evidence store (``results/builtin_benchmark``,
+    ``results/reference``: a manifest, or files git has committed) only when its command line says
+    so: the command's own store (``claims compute``, ``reference compute``: ``own``) or
+    ``--into-committed``; then one line says so. Any other is refused, before anything is computed."""
+    from stamplib.evaluation.store import ResultsStore
+
+    store = ResultsStore(results)
+    if not store.sealed:
+        return
+    if not own and not getattr(args, "into_committed", False):
+        raise ValueError(f"{results} is committed evidence (its records are listed in its MANIFEST.sha256 and "
+                         "committed to git): this command would write into it; give another --results folder, or "
+                         "say so with --into-committed")
+    print(f"note: writing into the committed evidence store {results}: each record computed gets its entry in its "
+          "MANIFEST.sha256 (git status shows what changed)", file=sys.stderr)
+
+
+def _into_committed_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--into-committed", action="store_true",
+                        help="write into a committed evidence store (results/builtin_benchmark, results/reference) "
+                             "given as --results: each record gets its manifest entry; without it such a store is "
+                             "refused")
 
 
 def _worker_count(allow_auto: bool = False) -> Any:
@@ -187,6 +215,7 @@ def _run_parser(sub: Any) -> None:
     flags.add_pairs(p, "--set", "hyperparameter override, typed as its config field says (e.g. lr=0.001, sam=false)")
     _stream_flags(p)
     p.add_argument("--force", action="store_true", help="recompute even if stored")
+    _into_committed_flag(p)
     p.add_argument("--json", action="store_true", help="also print the whole record")
     p.add_argument("--deterministic", action="store_true",
                    help="deterministic GPU kernels (bitwise-reproducible on CUDA, slower; CPU runs already are)")
@@ -237,9 +266,18 @@ def _doctor_parser(sub: Any) -> None:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    """What is found where; exit 1 when a file is damaged (a data set, package data or a checkpoint
+    whose SHA-256 is not its recorded one), so that a script can tell."""
     from stamplib.evaluation.provenance import doctor_lines
 
-    print("\n".join(doctor_lines(_context(args))))
+    lines = doctor_lines(_context(args))
+    print("\n".join(lines))
+    damaged = [line.split()[0] for line in lines if line.startswith("  ") and len(line.split()) > 1
+               and line.split()[1] in ("DAMAGED", "REFUSED")]
+    if damaged:
+        print(f"doctor: {len(damaged)} damaged file(s) ({', '.join(damaged)}): each line above says how to restore "
+              "it", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -393,15 +431,25 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
         for path in builtin_cifar10.build(photographs, checkpoint_dir, out=out):
             print(f"{path.stat().st_size:>10,} B  {path}")
         return 0
-    from stamplib.evidence import benchmarks, tables
+    from stamplib.evidence import benchmarks, pages, tables
     from stamplib.experiments import reference
 
     stores = ResultsStore(context.results), ResultsStore(reference.reference_dir())
     for store in stores:  # committed evidence that differs from its manifest: refused before drawing
         store.verify()
-    ours, theirs = (tables.setting_tables(b, s.records_by_key()) for b, s in zip(benchmarks.BENCHMARKS, stores))
-    for path in tables.write_figure(benchmarks.BUILTIN, ours, context.figures, theirs, benchmarks.REFERENCE.title):
+    records = [store.records_by_key() for store in stores]
+    ours, theirs = (tables.setting_tables(b, r) for b, r in zip(benchmarks.BENCHMARKS, records))
+    # the README's figure of this name is claims render's, from the committed records: this one,
+    # from whatever store was given, goes to build/figures there
+    folder = pages.figure_folder(context.figures, benchmarks.BUILTIN.figure)
+    for path in tables.write_figure(benchmarks.BUILTIN, ours, folder, theirs, benchmarks.REFERENCE.title):
         print(f"wrote {path}")
+    if folder != context.figures:
+        print(f"({context.figures / benchmarks.BUILTIN.figure}.png, the README's, is drawn from the committed records "
+              "by python -m stamplib claims render)")
+    if not any(r.spec.profile == "quick" and r.spec.dataset.startswith("cifar10_builtin") for r in records[0].values()):
+        print(f"note: {context.results} holds no quick-profile record of the built-in benchmark yet, so the figure's "
+              "panels are empty: ./run_all.sh computes them", file=sys.stderr)
     return 0
 
 
@@ -414,11 +462,16 @@ def _executor_flags(parser: argparse.ArgumentParser, *, executor_default: str | 
                         help=executor_help)
     parser.add_argument("--jobs", type=_worker_count(allow_auto=True), default=1, help=jobs_help)
     parser.add_argument("--partition", default=None, help="SLURM partition (--executor submitit)")
-    parser.add_argument("--gpus-per-job", type=int, default=1, help="GPUs per job (with --device cuda)")
-    parser.add_argument("--cpus-per-task", type=int, default=4, help="CPUs per job (its torch threads)")
-    parser.add_argument("--time-min", type=int, default=240, help="job time limit in minutes (requeued past it)")
-    parser.add_argument("--mem-gb", type=float, default=None, help="memory per job")
-    parser.add_argument("--array-parallelism", type=int, default=32, help="SLURM jobs of the array running at once")
+    parser.add_argument("--gpus-per-job", type=flags.read_positive("--gpus-per-job"), default=1,
+                        help="GPUs per job (with --device cuda)")
+    parser.add_argument("--cpus-per-task", type=flags.read_positive("--cpus-per-task"), default=4,
+                        help="CPUs per job (its torch threads)")
+    parser.add_argument("--time-min", type=flags.read_positive("--time-min"), default=240,
+                        help="job time limit in minutes (requeued past it)")
+    parser.add_argument("--mem-gb", type=flags.read_positive("--mem-gb", float, 0.001), default=None,
+                        help="memory per job")
+    parser.add_argument("--array-parallelism", type=flags.read_positive("--array-parallelism"), default=32,
+                        help="SLURM jobs of the array running at once")
 
 
 def _grid_parser(sub: Any) -> None:
@@ -433,10 +486,12 @@ def _grid_parser(sub: Any) -> None:
                     jobs_help="local: worker processes (with --device cuda, worker i uses cuda:(i mod GPUs)); "
                               "submitit-local: parallel jobs; 0: one per GPU with --device cuda, else one per "
                               "CPU core")
-    p.add_argument("--cells-per-job", type=int, default=0, help="cells per job (0: sized from the profile)")
+    p.add_argument("--cells-per-job", type=flags.read_positive("--cells-per-job", least=0), default=0,
+                   help="cells per job (0: sized from the profile)")
     p.add_argument("--dry-run", action="store_true", help="print cell counts and status, submit nothing")
     p.add_argument("--wait", action="store_true", help="submitit: wait for the jobs with a progress bar")
     p.add_argument("--retry-failed", action="store_true", help="submit only the cells whose last job failed")
+    _into_committed_flag(p)
     p.set_defaults(func=cmd_grid)
 
 
@@ -537,6 +592,7 @@ def _tune_parser(sub: Any) -> None:
     p.add_argument("--seed", type=flags.read_seed, default=0)
     flags.add(p, profile=True, data_root=True, device=True, results=True)
     p.add_argument("--out", default=None, help="folder of the table and heatmap files (default: figures/tune)")
+    _into_committed_flag(p)
     _executor_flags(p, executor_default=None,
                     executor_help="compute the cells as `python -m stamplib grid` does (default: one after "
                                   "another here)",
@@ -594,6 +650,7 @@ def _reference_parser(sub: Any) -> None:
     flags.add(p, device="compute/recompute: cpu, cuda or cuda:N (each record names the device it ran on)",
               data_root="default: shared/data beside the checkout", results="reference store (default: results/reference)")
     p.add_argument("--scratch", default="results/recompute", help="recompute: where the new records go")
+    _into_committed_flag(p)
     p.add_argument("--jobs", type=_worker_count(), default=1, help="compute/recompute: worker processes; render: notebooks at once")
     p.add_argument("--methods", default="", help="recompute: only these methods' committed cells (comma-separated; "
                                                  "'deterministic' = those without test-time randomness)")
@@ -611,13 +668,15 @@ def cmd_reference(args: argparse.Namespace) -> int:
     store = ResultsStore(context.results)
     cells = reference.specs()
     if args.action == "render":
-        from stamplib.evidence import benchmarks, tables
+        from stamplib.evidence import benchmarks, pages, tables
         from stamplib.notebook_runner import run_notebooks
 
         store.verify()  # committed evidence that differs from its manifest: refused before anything is written
-        # the page's headline figure, from the same records
+        # the page's headline figure, from the same records; the README's of this name is claims render's
+        # (both benchmarks, from the committed records), so this one goes to build/figures there
+        folder = pages.figure_folder(context.figures, benchmarks.REFERENCE.figure)
         tables.write_figure(benchmarks.REFERENCE, tables.setting_tables(benchmarks.REFERENCE, store.records_by_key()),
-                            context.figures)
+                            folder)
         print(reference.render_line(store, cells))
         with context.exported():  # the kernels read this store only
             return run_notebooks(profile=reference.PROFILE, only=reference.NOTEBOOKS, data_root=str(context.data_root),
@@ -627,6 +686,8 @@ def cmd_reference(args: argparse.Namespace) -> int:
         return 0
     # compute writes into the reference store, recompute into --scratch: tried before any cell
     flags.writable(*((context.results, "--results") if args.action == "compute" else (Path(args.scratch), "--scratch")))
+    if args.action == "compute":
+        _into_committed(args, context.results, context.results.resolve() == reference.reference_dir().resolve())
     group = args.cells if not args.extras or args.cells != "core" else "all"
     todo = reference.cells_of(group)
     if args.action == "compute":
@@ -678,6 +739,9 @@ def cmd_course(args: argparse.Namespace) -> int:
         print(f"wrote {len(written)} files to {args.out}: " + ", ".join(p.name for p in written))
         return 0
     out = Path(args.out) if args.out else Path(args.submissions) / "grades.csv"
+    earlier = [p for p in lab.earlier_grades(Path(args.submissions)) if p.resolve() != out.resolve()]
+    if earlier:  # said, not graded: a grades file is no hand-in
+        print(f"not graded: {', '.join(map(str, earlier))}, the grades of an earlier grading", file=sys.stderr)
     started = time.perf_counter()
     rows = lab.grade(Path(args.submissions), out, args.timeout, jobs=_jobs(args.jobs),
                      executed=Path(args.executed) if args.executed else None)
@@ -706,12 +770,14 @@ def _claims_parser(sub: Any) -> None:
     p.add_argument("--design", default="",
                    help="compute/diagnose: the design whose cells to compute (builtin: networks, streams, stream; reference: "
                         "networks, fifteen, three; `claims status` lists them)")
-    p.add_argument("--replicates", default="",
+    p.add_argument("--replicates", default="", type=flags.read_number_list("--replicates"),
                    help="compute/diagnose: which of the design's replicates: network numbers on a design of several networks, "
                         "stream seeds on a design of one network (e.g. 1-4; default: all of them)")
-    p.add_argument("--seeds", default="", help="judge --benchmark full: the seeds that decide (default 0-2)")
+    p.add_argument("--seeds", default="", type=flags.read_number_list("--seeds"),
+                   help="judge --benchmark full: the seeds that decide (default 0-2)")
     p.add_argument("--jobs", type=_worker_count(), default=1, help="compute: local worker processes (one core each)")
     p.add_argument("--write", default=None, metavar="PAGE", help="judge: also write the verdicts as a page")
+    _into_committed_flag(p)
     flags.add(p, results="judge: the store to judge (required); status/compute/diagnose: default the benchmark's committed "
                          "store", device="compute: cpu, cuda or cuda:N",
               data_root="compute: where the data sets are (default: shared/data beside the checkout)")
@@ -787,14 +853,20 @@ def _claims_compute(args: argparse.Namespace) -> int:
         raise ValueError(f"claims {args.action}: name the design with --design ({', '.join(d.name for d in benchmark.designs)})")
     design = benchmark.design(args.design)
     chosen = benchmarks.chosen_replicates(design, args.replicates) if args.replicates else design.replicates
-    context = _context(args, (paths.repo_root() or Path.cwd()) / benchmark.store, paths.shared_data(), writes=True)
+    context = _context(args, (paths.repo_root() or Path.cwd()) / benchmark.store, paths.shared_data(), writes=True,
+                       evidence=True)
     if args.action == "diagnose":
         if not design.varies_networks:
             raise ValueError(f"claims diagnose: {benchmark.name}/{design.name} holds one network; name a design of "
                              "several networks (networks)")
+        _refuse_absent_networks(benchmarks.networks_of(design, chosen), context.results)
         _write_diagnostics(design, chosen, context, args.command_line)
         return 0
     cells = benchmarks.evidence_cells(design, ResultsStore(context.results), context.device, chosen)
+    # every network the missing cells or the diagnostics need is here, before any work
+    _refuse_absent_networks([(s.dataset, s.network) for s in cells]
+                            + (benchmarks.networks_of(design, chosen) if design.varies_networks else []),
+                            context.results)
     try:
         report = grid.run_grid(cells, context, grid.ExecutorOptions(jobs=_jobs(args.jobs)), keep_order=True)
     except KeyboardInterrupt as stop:
@@ -806,6 +878,26 @@ def _claims_compute(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _refuse_absent_networks(needed: Sequence[tuple[str, int]], results: Path) -> None:
+    """One line, before any work, for the first source network of ``needed`` (data set, network)
+    whose weights are not on this machine: its name, the SHA-256 the store's diagnostic or records
+    name for it, and the command that trains it."""
+    from stamplib import data
+    from stamplib.evidence import networks
+    from stamplib.models import checkpoints
+
+    for dataset, network in dict.fromkeys(needed):
+        name = checkpoints.network_name(data.dataset(dataset).checkpoint, network)
+        if checkpoints.checkpoint_path(name).is_file():
+            continue
+        sha = networks.recorded_sha256(results, name)
+        train = checkpoints.train_command(name)
+        raise FileNotFoundError(
+            f"source network {network} of {dataset}, {name} (SHA-256 {sha or 'not named by this store yet'}), is not "
+            f"on this machine: {f'train it with `{train}`, or ' if train else ''}copy it in with `python -m stamplib "
+            "checkpoints import FOLDER`; nothing was computed")
+
+
 def _write_diagnostics(design: benchmarks.Design, chosen: Sequence[benchmarks.Replicate], context: paths.RunContext,
                        command_line: str) -> None:
     """The Noise diagnostic of every network of ``chosen`` (``stamplib.evidence.networks``), into the store."""
@@ -813,7 +905,9 @@ def _write_diagnostics(design: benchmarks.Design, chosen: Sequence[benchmarks.Re
 
     for dataset, network in benchmarks.networks_of(design, chosen):
         diagnostic = networks.diagnose(dataset, network, context.data_root)
-        print(f"wrote {networks.write(context.results, diagnostic, command_line)}")
+        written = networks.put(context.results, diagnostic, command_line)
+        where = networks.path(context.results, diagnostic.checkpoint)
+        print(f"wrote {where}" if written else f"unchanged {where} (its numbers are the same; not rewritten)")
 
 
 #: Every command's parser builder, in the order ``--help`` lists them.
@@ -897,6 +991,32 @@ def _closed_pipe() -> int:
     return 141
 
 
+#: The errors of a write into a place this user cannot write: permission, a read-only file system,
+#: a path through a file, a missing parent that cannot be made.
+_UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.ENOENT)
+
+
+def _unusable_folder(err: OSError) -> str | None:
+    """One line for an OSError raised by writing where this user cannot (:data:`_UNWRITABLE`),
+    naming the file and the setting that chose its folder; None for any other error (its
+    traceback is kept: a bug, not the environment)."""
+    if err.errno not in _UNWRITABLE or not err.filename:
+        return None
+    target = Path(os.fsdecode(err.filename)).absolute()
+    places = [(paths.home(), "STAMPLIB_HOME (stamplib's caches and checkpoints)"),
+              (paths.results_dir(), "the results folder (--results, or STAMPLIB_RESULTS)"),
+              (paths.figures_dir(), "the figures folder (STAMPLIB_FIGURES)")]
+    chosen = next(((folder, what) for folder, what in places
+                   if target == folder.absolute() or folder.absolute() in target.parents), None)
+    if chosen is None:
+        return None
+    folder, what = chosen
+    if err.errno == errno.ENOENT and folder.exists():
+        return None  # a file missing inside a folder that is there: not a folder this user cannot write
+    return (f"cannot write {target} ({err.strerror}): {what} is {folder}, which this user cannot write; point it "
+            "to a folder you can write")
+
+
 def main(argv: list[str] | None = None) -> int:
     # SIGINT, SIGTERM and SIGHUP end every command the same way: what it started ends with it,
     # one line says what was kept, and the exit code is 128 + the signal (stamplib.processes).
@@ -915,6 +1035,9 @@ def main(argv: list[str] | None = None) -> int:
             # Bad input (names, values, missing or damaged files, a missing extra): one line naming
             # the fix, no traceback. Any other RuntimeError is a bug or a PyTorch failure: keep its
             # traceback.
+            if type(err) is FileNotFoundError and (line := _unusable_folder(err)):  # a folder that cannot be made
+                print(f"error: {line}", file=sys.stderr)
+                return 2
             if isinstance(err, RuntimeError):
                 from stamplib.data.downloads import (
                     DownloadError,  # imports torch: only where needed
@@ -925,8 +1048,11 @@ def main(argv: list[str] | None = None) -> int:
             print("error: " + " ".join(str(err).split()), file=sys.stderr)
             return 2
         except OSError as err:
-            # A full disk (or quota), wherever the write was: one line, at any moment. Any other
-            # OSError keeps its traceback.
+            # A full disk (or quota), or a folder this user cannot write (read-only, not a folder),
+            # wherever the write was: one line, at any moment. Any other OSError keeps its traceback.
+            if (line := _unusable_folder(err)) is not None:
+                print(f"error: {line}", file=sys.stderr)
+                return 2
             if err.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
             from stamplib.evaluation.store import disk_full

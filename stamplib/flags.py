@@ -73,6 +73,51 @@ def read_seed(text: str) -> int:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+def read_positive(flag: str, kind: type = int, least: float = 1) -> Any:
+    """A reading of a count or an amount (``--time-min``, ``--mem-gb``, ``--cpus-per-task``): a
+    finite ``kind`` of at least ``least``; anything else (``-1``, ``nan``, ``inf``) is refused here,
+    not handed to SLURM."""
+
+    def read(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not math.isfinite(value) or value < least:
+            raise argparse.ArgumentTypeError(f"{flag} must be a {'whole ' if kind is int else ''}number of at least "
+                                             f"{least:g}, got {text!r}")
+        return value
+
+    return read
+
+
+#: The most numbers a list of replicates or seeds may name (``0-4,7``): far more than any design
+#: holds, and few enough that the list is made at once.
+MOST_NUMBERS = 10_000
+
+
+def read_number_list(flag: str) -> Any:
+    """``--replicates``' and ``--seeds``' reading: the text as given (the benchmark parses it),
+    refused here when its ranges name more than :data:`MOST_NUMBERS` numbers, before a list of
+    them is made (``0-9999999999`` would fill the memory first)."""
+
+    def read(text: str) -> str:
+        count = 0
+        for part in (p.strip() for p in text.split(",") if p.strip()):
+            low, _, high = part.partition("-")
+            try:
+                first, last = int(low), int(high or low)
+            except ValueError:
+                continue  # not a number: the benchmark's parser says what it expects
+            count += max(0, last - first + 1)
+            if count > MOST_NUMBERS:
+                raise argparse.ArgumentTypeError(f"{flag} {text!r} names more than {MOST_NUMBERS:,} numbers: give "
+                                                 "the few a design holds, e.g. 0-4")
+        return text
+
+    return read
+
+
 def is_finite(value: Any) -> bool:
     """False for a number, or text that spells one, that is not finite (``inf``, ``nan``,
     ``1e400``, an integer too large for a float), in a tuple or list too; True for anything

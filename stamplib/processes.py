@@ -110,6 +110,25 @@ def leave_to_parent() -> None:
         signal.signal(signum, signal.SIG_IGN)
 
 
+@contextlib.contextmanager
+def starting_children() -> Iterator[None]:
+    """Start child processes inside the block with SIGINT and SIGHUP blocked. A process inherits
+    its signal mask across fork and exec, so a Ctrl-C (or a closed terminal) that reaches the whole
+    group while a new worker is still importing, before its initializer leaves those signals to this
+    process (:func:`leave_to_parent`), is held there instead of interrupting the import with a
+    traceback; this process takes a signal that arrived meanwhile as the block ends. Only for
+    children that leave the two signals to their parent anyway (grid workers): a notebook kernel
+    must keep SIGINT, its interrupt."""
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGHUP})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 def _alive(pid: int) -> bool:
     """Whether ``pid`` still runs (a zombie, ended but not yet reaped, does not)."""
     try:

@@ -25,10 +25,20 @@ def check_network(network: object, dataset: str) -> int:
         return 0
     from stamplib.models import checkpoints
 
-    entry = checkpoints.REGISTRY.get(data.dataset(dataset).checkpoint)
+    checkpoint = data.dataset(dataset).checkpoint
+    entry = checkpoints.REGISTRY.get(checkpoint)
     if entry is None or entry.recipe is None:
         raise ValueError(f"dataset {dataset!r} has one source network (network=0): its checkpoint is not trained by a "
                          "recipe of ours, so no other seed of it exists")
+    from stamplib.data import builtin_cifar10
+
+    if data.dataset(dataset).builtin and checkpoint in builtin_cifar10.BASE_CHECKPOINTS \
+            and int(network) not in builtin_cifar10.NETWORKS:
+        # package data: only the networks that ship exist (another would be trained on the JPEG photographs
+        # and shipped by benchmark build, docs/builtin_benchmark.md)
+        shipped = builtin_cifar10.NETWORKS
+        raise ValueError(f"dataset {dataset!r} ships source networks {shipped[0]}–{shipped[-1]}; network={network} is "
+                         "none of them")
     return int(network)
 
 
@@ -77,6 +87,10 @@ class RunSpec:
             raise ValueError("corruptions is empty: name at least one (or 'none' for clean data)")
         object.__setattr__(self, "corruptions", tuple(self.corruptions))
         data.check_names(self.dataset, self.outliers, self.corruptions)
+        twice = sorted({c for c in self.corruptions if self.corruptions.count(c) > 1})
+        if twice:  # a record keeps one row per corruption: a second run of one would be computed and lost
+            raise ValueError(f"corruption(s) {', '.join(map(repr, twice))} named twice: a cell runs each corruption "
+                             "once; name each once")
         object.__setattr__(self, "severity", validation.check_severity(self.severity))
         validation.check_outlier_ratio(self.outlier_ratio)
         object.__setattr__(self, "seed", validation.check_seed(self.seed))

@@ -69,7 +69,7 @@ import threading
 import time
 import warnings
 import zipfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -142,12 +142,32 @@ def _free(path: Path) -> str:
     return f"{shutil.disk_usage(folder).free / 2**20:.1f} MiB"
 
 
+_UMASK: list[int] = []
+
+
+def _file_mode() -> int:
+    """The mode a file created here gets under the process's umask (0o644 under the usual 022),
+    read once: :func:`tempfile.mkstemp` makes its files 0600 whatever the umask, and a record,
+    once renamed into place, is a file like any other that the user's group may read."""
+    if not _UMASK:
+        try:  # Linux says it without changing it
+            line = next(x for x in Path("/proc/self/status").read_text().splitlines() if x.startswith("Umask:"))
+            _UMASK.append(int(line.split()[1], 8))
+        except (OSError, StopIteration, ValueError, IndexError):
+            current = os.umask(0o022)
+            os.umask(current)
+            _UMASK.append(current)
+    return 0o666 & ~_UMASK[0]
+
+
 def _temporary(path: Path, payload: bytes) -> Path:
-    """``payload`` written whole and synced to a hidden temporary sibling of ``path``."""
+    """``payload`` written whole and synced to a hidden temporary sibling of ``path``, with the
+    mode the umask gives a new file (:func:`_file_mode`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".tmp-{path.name}-")
     tmp = Path(name)
     try:
+        os.fchmod(fd, _file_mode())
         with os.fdopen(fd, "wb") as fh:
             fh.write(payload)
             fh.flush()
@@ -313,7 +333,7 @@ def expected_bytes(spec: RunSpec) -> int:
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
         return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+    except (OSError, ValueError):  # ValueError: not JSON, or not text (UnicodeDecodeError)
         return None  # absent, or being replaced: treat as no marker
 
 
@@ -365,8 +385,10 @@ class ResultsStore:
 
     @property
     def sealed(self) -> bool:
-        """Whether this store is committed evidence: it has a manifest (module docstring)."""
-        return manifest.is_sealed(self.root)
+        """Whether this store is committed evidence: it has a manifest, or git's last commit holds
+        its files (then a missing manifest is refused, never taken for a store of one's own;
+        module docstring)."""
+        return manifest.is_sealed(self.root) or bool(manifest.committed_names(self.root))
 
     def verify(self) -> None:
         """Refuse (:class:`~stamplib.evaluation.manifest.EvidenceError`) a sealed store that
@@ -375,21 +397,61 @@ class ResultsStore:
         if self.sealed:
             self.records()
 
+    def check_guarded(self, names: Iterable[str] | None = None) -> None:
+        """Refuse the first guarded file (of ``names``, as the manifest names them, or of the whole
+        store with every listed one: :func:`~stamplib.evaluation.manifest.guarded_names`) that
+        differs from the manifest; nothing for a store of one's own."""
+        if self.sealed:
+            self._check_manifest(names)
+
     def _check_manifest(self, names: Iterable[str] | None = None) -> None:
-        """Refuse the first record file (of ``names``, or of the whole store with every listed
-        one) that differs from the manifest."""
-        entries = manifest.read(self.root)
+        """Refuse the first guarded file (of ``names``, or of the whole store with every listed
+        one) that differs from the manifest; a manifest that is missing, or damaged, is refused
+        first, by its own name."""
+        listing = manifest.path_of(self.root)
+        if not listing.is_file():
+            raise self._manifest_refusal("is missing")
+        entries = manifest.read(self.root)  # a manifest that does not parse is named by its reader
         if names is None:
-            names, expected = manifest.record_names(self.root), entries
+            names, expected = manifest.guarded_names(self.root), entries
         else:
             names = list(names)
             expected = {name: entries[name] for name in names if name in entries}
         present = {name: manifest.file_digest(self.root / name) for name in names}
         found = manifest.differences(expected, present)
         if found:
-            raise self._refusal(found[0], len(found) - 1)
+            raise self._refusal(found)
 
-    def _refusal(self, difference: manifest.Difference, more: int) -> manifest.EvidenceError:
+    def _manifest_refusal(self, state: str, detail: str = "") -> manifest.EvidenceError:
+        """The one line that names the manifest as what is wrong (``state``: is missing, is
+        damaged, differs from the committed one): the records are never blamed for it."""
+        listing = _shown(manifest.path_of(self.root))
+        committed = manifest.NAME in manifest.committed_names(self.root)
+        fix = (f"restore it (git checkout -- {listing})" if committed
+               else f"seal the store (python tools/seal_evidence.py {_shown(self.root)})")
+        where = "; its files are committed to git, so it is committed evidence" if state == "is missing" else ""
+        return manifest.EvidenceError(f"committed evidence refused: the manifest {listing} {state}{detail}{where}: "
+                                      f"{fix}; the records themselves are not what is wrong")
+
+    def _blames_manifest(self, difference: manifest.Difference) -> bool:
+        """Whether git shows that ``difference`` comes from the manifest, not the file it names:
+        the manifest differs from its committed copy while the file is as committed (for an
+        absent one: it was never committed)."""
+        changed = manifest.changed_names(self.root)
+        if manifest.NAME not in changed:
+            return False
+        committed = manifest.committed_names(self.root)
+        if difference.kind == "absent":
+            return difference.name not in committed
+        return difference.name in committed and difference.name not in changed
+
+    def _refusal(self, found: Sequence[manifest.Difference]) -> manifest.EvidenceError:
+        difference, more = found[0], len(found) - 1
+        if self._blames_manifest(difference):
+            how = {"absent": "lists a file that was never committed", "unlisted": "no longer lists",
+                   "changed": "gives another SHA-256 for"}[difference.kind]
+            count = f" (and {more} more entr{'ies' if more > 1 else 'y'})" if more else ""
+            return self._manifest_refusal("differs from the committed one", f": it {how} {difference.name}{count}")
         path, listing = self.root / difference.name, f"the store's {manifest.NAME}"
         file = _shown(path)
         if difference.kind == "absent":
@@ -398,8 +460,12 @@ class ResultsStore:
             what = (f"is not in {listing}: no command of this store wrote it; remove it, or, if this project "
                     f"computed it, seal it (python tools/seal_evidence.py {_shown(self.root)})")
         else:
-            problem = file_problem(self.root, path)
-            damaged = problem is not None and problem.startswith(("unreadable", "incomplete"))
+            if "/" in difference.name:  # a network diagnostic: no record, so only whether it is whole JSON
+                damaged = _read_json(path) is None
+                problem = "it is not whole JSON" if damaged else None
+            else:
+                problem = file_problem(self.root, path)
+                damaged = problem is not None and problem.startswith(("unreadable", "incomplete"))
             state = (f"is damaged or truncated: {problem}" if damaged
                      else f"was edited: {problem}" if problem is not None
                      else "was edited: its numbers are not the ones computed")
@@ -478,14 +544,19 @@ class ResultsStore:
         written: list[tuple[Path, Path]] = []  # (temporary, final), in the order they are renamed
         renamed: list[Path] = []
         sealed = self.sealed
+        if sealed:
+            self._check_manifest([])  # a committed store without its manifest: refused before anything is written
         try:
             with _writing(path), manifest.locked(self.root) if sealed else contextlib.nullcontext():
-                if outputs is not None:
-                    payload = outputs_bytes(outputs)
-                    target = outputs_path(path)
-                    record = dataclasses.replace(record, outputs=target.name,
+                payload = outputs_bytes(outputs) if outputs is not None else None
+                if payload is not None:
+                    record = dataclasses.replace(record, outputs=outputs_path(path).name,
                                                  outputs_sha256=hashlib.sha256(payload).hexdigest())
-                    written.append((_temporary(target, payload), target))
+                if sealed and (kept := self._same_result(path, record)) is not None:
+                    self.clear_partials(record.spec)
+                    return kept  # committed evidence computed again to the same numbers: its files stay as committed
+                if payload is not None:
+                    written.append((_temporary(outputs_path(path), payload), outputs_path(path)))
                 text = json.dumps(record.to_json(), indent=1, sort_keys=True).encode()
                 written.append((_temporary(path, text), path))
                 if sealed:
@@ -504,6 +575,54 @@ class ResultsStore:
                 tmp.unlink(missing_ok=True)
         self.clear_partials(record.spec)
         return record
+
+    #: What a record holds besides its result: when and where, and by which command, it was computed.
+    PROVENANCE_FIELDS = ("provenance", "seconds", "versions", "device")
+
+    def _same_result(self, path: Path, record: Record) -> Record | None:
+        """The record stored at ``path`` if it holds what ``record`` holds but for its provenance
+        (:data:`PROVENANCE_FIELDS`): the same rows, mean, config and outputs digest; else None."""
+        if not path.is_file():
+            return None
+        stored = _read(path)
+        if isinstance(stored, str):
+            return None
+
+        def result(r: Record) -> dict[str, Any]:
+            return {k: v for k, v in r.to_json().items() if k not in self.PROVENANCE_FIELDS}
+
+        return stored if result(stored) == result(record) else None
+
+    def put_file(self, name: str, payload: bytes) -> bool:
+        """Write the guarded file ``name`` (as the manifest names it: ``networks/<checkpoint>.json``)
+        whole, through a temporary name; in a sealed store its manifest entry is written in the same
+        step, under the manifest's lock, as :meth:`put` does for a record. Returns False, writing
+        nothing, where the file already holds ``payload`` (and, sealed, is listed under it); a file that
+        holds it but is not listed under it keeps its bytes and gets its entry."""
+        assert manifest.is_guarded_name(name) and "/" in name, f"{name!r} is no guarded file beside the records"
+        path = self.root / name
+        sealed = self.sealed
+        if sealed:
+            self._check_manifest([])
+        written: list[tuple[Path, Path]] = []
+        try:
+            with _writing(path), manifest.locked(self.root) if sealed else contextlib.nullcontext():
+                entries = manifest.read(self.root) if sealed else {}
+                same = path.is_file() and path.read_bytes() == payload
+                if same and (not sealed or entries.get(name) == manifest.digest(payload)):
+                    return False
+                if not same:  # a file already holding it keeps its bytes; only its entry is written
+                    written.append((_temporary(path, payload), path))
+                if sealed:
+                    listing = manifest.path_of(self.root)
+                    text = manifest.render(manifest.with_entry(entries, name, manifest.digest(payload)))
+                    written.append((_temporary(listing, text.encode()), listing))
+                for tmp, final in written:
+                    os.replace(tmp, final)
+        finally:
+            for tmp, _ in written:
+                tmp.unlink(missing_ok=True)
+        return True
 
     def rescored(self, records: Iterable[Record], metrics: Iterable[str] | None = None) -> list[Record]:
         """``records`` (of this store) with ``metrics`` computed from their stored outputs;

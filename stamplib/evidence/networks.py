@@ -9,7 +9,10 @@ network in eval mode, max-softmax as the score: its AUROC of photographs against
 largest share of Noise images given one class, and the share given it at max-softmax above 0.9
 (the first photographs with the classes interleaved, so that every class takes part).
 A diagnostic is a small JSON record under the benchmark's store (``networks/<checkpoint>.json``),
-written by ``claims compute`` beside the cells and read by the page.
+written by ``claims compute`` beside the cells and read by the page. In a committed store it is
+guarded as the records are (its SHA-256 in the store's manifest, checked on read); a diagnostic
+whose numbers would not change is not written again (:func:`put`: the command that wrote it is
+provenance, not a reason to rewrite a tracked file).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass
+from dataclasses import fields as fields_of
 from pathlib import Path
 from typing import Any
 
@@ -100,21 +104,78 @@ def path(store: Path, checkpoint: str) -> Path:
 
 
 def write(store: Path, diagnostic: NetworkDiagnostic, command: str) -> Path:
-    """The diagnostic as ``<store>/networks/<checkpoint>.json`` (atomically), naming ``command``."""
-    from stamplib import paths
+    """The diagnostic as ``<store>/networks/<checkpoint>.json`` (:func:`put`), naming ``command``."""
+    put(store, diagnostic, command)
+    return path(store, diagnostic.checkpoint)
+
+
+def put(store: Path, diagnostic: NetworkDiagnostic, command: str) -> bool:
+    """Store ``diagnostic`` as ``<store>/networks/<checkpoint>.json``, naming ``command``, whole
+    (and, in a committed store, with its manifest entry: :meth:`ResultsStore.put_file`). Returns
+    False, writing nothing, where the file already holds these numbers: only its command would
+    change."""
+    from stamplib.evaluation.store import ResultsStore
 
     target = path(store, diagnostic.checkpoint)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    paths.atomic_write_bytes(target, (json.dumps({**asdict(diagnostic), "command": command}, indent=1) + "\n").encode())
-    return target
+    name = f"{FOLDER}/{target.name}"
+    if target.is_file():
+        try:
+            if read_one(target) == diagnostic:
+                # the same numbers: the file stays; put_file only lists it where the manifest does not
+                ResultsStore(store).put_file(name, target.read_bytes())
+                return False
+        except ValueError:  # a damaged or foreign file there: replaced by the diagnostic just computed
+            pass
+    payload = (json.dumps({**asdict(diagnostic), "command": command}, indent=1) + "\n").encode()
+    return ResultsStore(store).put_file(name, payload)
+
+
+def read_one(file: Path) -> NetworkDiagnostic:
+    """The diagnostic stored in ``file``; a file that is not one (truncated, not JSON, another
+    kind of JSON) is one ValueError naming it and what to do."""
+    from stamplib.evaluation.store import _shown
+
+    fix = f"restore it (git checkout -- {_shown(file)}) or compute it again (python -m stamplib claims diagnose)"
+    try:
+        fields = json.loads(file.read_text())
+    except (ValueError, OSError) as exc:  # ValueError: not JSON, or not text
+        raise ValueError(f"{_shown(file)} is no network diagnostic: it is not whole JSON "
+                         f"({type(exc).__name__}: {exc}); {fix}") from None
+    names = {f.name for f in fields_of(NetworkDiagnostic)}
+    if not isinstance(fields, dict) or set(fields) - {"command"} != names:
+        keys = sorted(fields) if isinstance(fields, dict) else type(fields).__name__
+        raise ValueError(f"{_shown(file)} is no network diagnostic: it holds {keys}, not the fields "
+                         f"{sorted(names)}; remove it, or {fix}")
+    fields.pop("command", None)
+    return NetworkDiagnostic(**fields)
 
 
 def read_all(store: Path) -> list[NetworkDiagnostic]:
-    """Every diagnostic of ``store``, by data set then network."""
+    """Every diagnostic of ``store``, by data set then network; in a committed store each file is
+    checked against the manifest first (one line naming a file that differs or is unlisted)."""
+    from stamplib.evaluation.store import ResultsStore
+
     folder = Path(store) / FOLDER
-    found = []
-    for file in sorted(folder.glob("*.json")) if folder.is_dir() else ():
-        fields = json.loads(file.read_text())
-        fields.pop("command", None)
-        found.append(NetworkDiagnostic(**fields))
-    return sorted(found, key=lambda d: (d.dataset, d.network))
+    files = sorted(p for p in folder.glob("*.json") if not p.name.startswith(".")) if folder.is_dir() else []
+    ResultsStore(store).check_guarded([f"{FOLDER}/{file.name}" for file in files])
+    return sorted((read_one(file) for file in files), key=lambda d: (d.dataset, d.network))
+
+
+def recorded_sha256(store: Path, checkpoint: str) -> str | None:
+    """The SHA-256 that ``store``'s diagnostic of ``checkpoint``, or else one of its records made by
+    it, names for that network (None: nothing in the store names it), for a message about a
+    network that is absent."""
+    file = path(store, checkpoint)
+    if file.is_file():
+        try:
+            return read_one(file).sha256
+        except ValueError:
+            pass
+    for record in sorted(Path(store).glob("*.json")):
+        try:
+            made = json.loads(record.read_text()).get("provenance", {}).get("checkpoint") or {}
+        except (ValueError, OSError, AttributeError):
+            continue
+        if made.get("name") == checkpoint and made.get("sha256"):
+            return str(made["sha256"])
+    return None

@@ -704,6 +704,23 @@ def _write(root: Path, page: Page) -> Path:
     return path
 
 
+def tracked_figures() -> tuple[str, ...]:
+    """The figures :func:`render_all` draws into the checkout's ``figures/`` and git tracks (the
+    claims figure and each benchmark's headline figure): no other command writes them."""
+    return (CLAIMS_FIGURE, *(b.figure for b in benchmarks.BENCHMARKS))
+
+
+def figure_folder(figures: Path, name: str) -> Path:
+    """Where a command other than ``claims render`` writes its figure ``name``: ``figures``, unless
+    that is the checkout's ``figures/`` and ``name`` one of :func:`tracked_figures`; then
+    ``build/figures`` of the checkout, so that a tracked figure comes from the committed records
+    only, whatever store the command drew from."""
+    root = paths.repo_root()
+    if root is None or name not in tracked_figures() or Path(figures).resolve() != (root / "figures").resolve():
+        return Path(figures)
+    return root / "build" / "figures"
+
+
 def render_all(root: Path) -> list[Path]:
     """Every generated page, figure and README block under the checkout ``root``, from the
     committed stores; the files written."""

@@ -509,10 +509,16 @@ def stop_with_parent(parent: int) -> None:
 
 def _pool_init(counter: Any, device: str, threads: int, parent: int | None = None) -> None:
     """Number the worker (``counter``: a shared integer), give it its device and threads, and
-    tie its life to the grid process ``parent`` (:func:`stop_with_parent`; None: not tied)."""
+    tie its life to the grid process ``parent`` (:func:`stop_with_parent`; None: not tied). Its
+    progress bars take a plain lock: tqdm's default one is a semaphore of the grid's resource
+    tracker, which a worker the grid ends leaves behind, and the tracker then warns of "leaked
+    semaphore objects" after the grid's one line."""
     if parent is not None:
         stop_with_parent(parent)
     import torch
+    from tqdm import tqdm as bar
+
+    bar.set_lock(threading.RLock())
 
     global _WORKER_DEVICE
     with counter.get_lock():
@@ -549,7 +555,8 @@ def _submit_pool(groups: list[list[RunSpec]], store: ResultsStore, context: RunC
     handles = []
     for i, group in enumerate(groups):
         log = _local_log(store, group)
-        future = pool.submit(_pool_run_group, _spec_dicts(group), context, threads, str(log))
+        with processes.starting_children():  # a submit may start a worker: it imports with SIGINT held
+            future = pool.submit(_pool_run_group, _spec_dicts(group), context, threads, str(log))
 
         def error(f: Any = future) -> str | None:
             exc = f.exception()

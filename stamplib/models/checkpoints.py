@@ -138,6 +138,29 @@ def read_sidecar(checkpoint: Path) -> dict[str, Any] | None:
     return json.loads(side.read_text()) if side.is_file() else None
 
 
+def network_of(name: str) -> int:
+    """The training seed a checkpoint name carries (``ResNet18_10_jpeg_seed2`` → 2; 0 without one)."""
+    base = base_name(name)
+    return int(name[len(base) + len(NETWORK_SUFFIX):]) if base != name else 0
+
+
+def train_command(name: str) -> str | None:
+    """The command line that trains checkpoint ``name`` (its network's seed included), or None
+    where no recipe of ours does (the digits model is built on first use; the authors' networks)."""
+    from stamplib import data
+
+    base, network = base_name(name), network_of(name)
+    entry = REGISTRY.get(base)
+    if entry is None or entry.recipe is None:
+        return None
+    seed = f" --seed {network}" if network else ""
+    if entry.recipe.endswith("_compact"):  # the built-in benchmark's networks train on the JPEG photographs
+        dataset = "cifar10_jpeg_8_2" if entry.num_classes == 8 else "cifar10_jpeg"
+        return f"python -m stamplib train-source --dataset {dataset} --recipe compact{seed} --data-root DIR"
+    found = [n for n, d in data.DATASETS.items() if d.checkpoint == base and not d.builtin]
+    return f"python -m stamplib train-source --dataset {found[0]}{seed} --data-root DIR" if found else None
+
+
 def how_to_get(name: str) -> str:
     """The ways to obtain checkpoint ``name``, for error messages."""
     path = checkpoint_path(name)
@@ -147,6 +170,11 @@ def how_to_get(name: str) -> str:
             f"it is built automatically on first use: call stamplib.models.source_model('digits') "
             f"(or run notebooks/01_source_models.ipynb); it is written to {path}"
         )
+    command = train_command(name)
+    if network_of(name) or (command is not None and "jpeg" in name):
+        # a network of our own recipes (another seed, or the JPEG CIFAR-10's): no one else publishes it
+        return (f"It is trained by this project's recipe: `{command}` writes {path} and its sidecar; or copy a "
+                "trained one in with `python -m stamplib checkpoints import FOLDER`.")
     recipe = entry.recipe if entry is not None else "<recipe>"
     return (
         "Three ways to get one: "
@@ -370,8 +398,10 @@ def status_lines(verify: bool = False) -> list[str]:
         elif row["verified"]:
             accuracy = row["clean_test_accuracy"]
             state = "found    " + (f" clean acc {100 * accuracy:.2f}%" if accuracy is not None else "")
+        elif row["sha256"] is None and _package_intact(row["checkpoint"]):
+            state = "found     no sidecar yet: its SHA-256 is recorded on first use"
         else:
-            state = "REFUSED   its SHA-256 differs from its sidecar's or the package's (or it has none yet)"
+            state = "REFUSED   its SHA-256 differs from its sidecar's or the package's"
         lines.append(f"  {row['checkpoint']:26s} {state}  {row['path'] if row['present'] else ''}")
     return lines
 

@@ -170,6 +170,12 @@ def train_source_for(
     The images are read from ``data_root``.
     """
     entry = data.dataset(dataset)
+    registered = checkpoints.REGISTRY.get(entry.checkpoint)
+    if registered is not None and registered.recipe is None:  # the digits model: no recipe of ours names it
+        raise ValueError(
+            f"{dataset}'s source network {entry.checkpoint} is not trained by train-source: it is built on first use "
+            f"(stamplib.models.source_model({dataset!r}), or notebooks/01_source_models.ipynb); train-source trains "
+            f"{', '.join(trainable_datasets())}")
     if entry.builtin and entry.checkpoint in checkpoints.REGISTRY:
         base = "cifar10_jpeg_8_2" if entry.known == 8 else "cifar10_jpeg"
         raise ValueError(

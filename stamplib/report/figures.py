@@ -26,13 +26,20 @@ def set_theme() -> None:
 
 
 def save_figure(fig: plt.Figure, name: str, directory: str | Path, close: bool = True) -> list[Path]:
-    """Write ``<directory>/<name>.png`` and ``.svg`` (a notebook's ``context.figures``)."""
+    """Write ``<directory>/<name>.png`` and ``.svg`` (a notebook's ``context.figures``), each whole
+    through a temporary name, and only where its bytes change: a file that would not change is left
+    as it is (a tracked figure is not rewritten by a command that draws the same numbers)."""
+    import io
+
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     png, svg = out / f"{name}.png", out / f"{name}.svg"
     with plt.rc_context({"svg.hashsalt": name}):
-        fig.savefig(png, metadata={"Software": None}, bbox_inches="tight")
-        fig.savefig(svg, metadata={"Date": None}, bbox_inches="tight")
+        for path, metadata in ((png, {"Software": None}), (svg, {"Date": None})):
+            buffer = io.BytesIO()
+            fig.savefig(buffer, format=path.suffix[1:], metadata=metadata, bbox_inches="tight")
+            if not path.is_file() or path.read_bytes() != buffer.getvalue():
+                paths.atomic_write_bytes(path, buffer.getvalue())
     if close:
         plt.close(fig)
     return [png, svg]

@@ -6,7 +6,8 @@ them in one generated block, between :data:`BEGIN` and :data:`END`:
 
 * ``docs/running.md``: every timed ``./run_all.sh`` (``results/run_all_timing/``);
 * ``docs/gpu_runbook.md``: images/s per method on the GPUs measured (``results/gpu_throughput/``);
-* ``docs/teaching.md``: each lesson's run time (``results/course_timing/``, ``"kind": "lesson"``);
+* ``docs/teaching.md``: each lesson's run time (``results/course_timing/``, ``"kind": "lesson"``), and
+  the run-time paragraph of each lesson's first cell (``notebooks/14``–``17``: :func:`lesson_run_time`);
 * ``docs/course_lab.md``: the grader's time (``results/course_timing/``, ``"kind": "grading"``);
 * ``docs/beyond_the_paper.md``: notebook 13's H-scores (``results/stress_streams/``).
 
@@ -159,6 +160,55 @@ def lesson_table(measurements: Sequence[tuple[str, Record]]) -> str:
     return "\n".join(lines)
 
 
+#: How a lesson's run-time paragraph (in its first cell) begins, which :func:`lesson_run_time` writes.
+RUN_TIME = "**Run time"
+#: The lessons whose first cell gives their run time.
+LESSONS = ("14_course_adapting_at_test_time", "15_course_outliers_in_the_stream", "16_course_stamp_piece_by_piece",
+           "17_course_when_it_breaks")
+PRECOMPUTE = "python -m stamplib grid --notebook 00 14 15 16 17 --profile quick --jobs 2"
+
+
+def lesson_run_time(notebook: str, measurements: Sequence[tuple[str, Record]]) -> str:
+    """The run-time paragraph of lesson ``notebook``'s first cell, from the lesson measurements: from
+    an empty store, the quickest and the slowest time measured on 2 cores (with their machines and
+    dates), the rendering alone on a full store, and the step that spares a lab the wait."""
+    cold, rendering = [], []
+    newest = sorted(measurements, key=lambda m: m[1]["date"], reverse=True)
+    # the lesson's cells as its newest measurement counts them: a time of another set of cells is not its time
+    cells = next((r["cells"] for _, m in newest for r in m["rows"] if r["notebook"] == notebook and "cells" in r), None)
+    for _, m in newest:
+        row = next((r for r in m["rows"] if r["notebook"] == notebook), None)
+        if row is None or row.get("cells", cells) != cells:
+            continue
+        (cold if m["label"].startswith("cold") else rendering).append((row["whole_seconds"], m))
+    if not cold or not rendering:
+        raise ValueError(f"results/course_timing holds no cold run or no rendering of {notebook}: time it (docs/teaching.md)")
+    (fast, quick), (slow, busy) = min(cold, key=lambda c: c[0]), max(cold, key=lambda c: c[0])
+    render = max(seconds for seconds, _ in rendering)
+
+    def where(m: Record) -> str:
+        return f"{m['label'].removeprefix('cold, ')}, {m['date'].split(' ')[0]}"
+
+    return (f"{RUN_TIME}** on 2 cores, quick profile (`results/course_timing/`, `docs/teaching.md`): from an empty "
+            f"results store {fast:,} s on a {where(quick)}, and up to {slow:,} s on a {where(busy)}; on a store "
+            f"that holds its cells, only the rendering ({render:,} s). **Before a lab, pre-compute the course** once, "
+            f"so that each lesson only renders: `{PRECOMPUTE}`.")
+
+
+def with_run_time(text: str, paragraph: str, name: str) -> str:
+    """A lesson notebook's JSON ``text`` with the run-time paragraph of its first cell replaced by
+    ``paragraph`` (nbformat's layout kept: one-space indent, sorted keys, a final newline)."""
+    nb = json.loads(text)
+    first = "".join(nb["cells"][0]["source"])
+    start = first.find(RUN_TIME)
+    if start < 0:
+        raise ValueError(f"{name}: its first cell has no paragraph starting {RUN_TIME!r}")
+    stop = first.find("\n\n", start)
+    stop = len(first) if stop < 0 else stop
+    nb["cells"][0]["source"] = (first[:start] + paragraph + first[stop:]).splitlines(keepends=True)
+    return json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
 def grading_table(measurements: Sequence[tuple[str, Record]]) -> str:
     """Every timed ``course grade``: submissions, workers, wall seconds, newest first."""
     lines = ["| measured | graded | workers | wall time | machine | record |", "| --- | --- | ---: | ---: | --- | --- |"]
@@ -208,13 +258,18 @@ def with_block(text: str, block: str) -> str:
 
 
 def rendered(root: Path) -> dict[Path, str]:
-    """Every page with a generated block, as the records render it now."""
+    """Every page with a generated block, and every lesson notebook with its run-time paragraph, as
+    the records render them now."""
     pages = {}
     for page, render in BLOCKS.items():
         try:
             pages[root / "docs" / page] = with_block((root / "docs" / page).read_text(), render(root))
         except ValueError as err:
             raise ValueError(f"docs/{page}: {err}") from None
+    lessons = _kind(root / "results" / "course_timing", "lesson")
+    for name in LESSONS:
+        notebook = root / "notebooks" / f"{name}.ipynb"
+        pages[notebook] = with_run_time(notebook.read_text(), lesson_run_time(name, lessons), f"notebooks/{name}")
     return pages
 
 

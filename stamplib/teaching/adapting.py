@@ -183,14 +183,35 @@ def _random_probs(generator: torch.Generator, with_zeros: bool) -> torch.Tensor:
     return probs
 
 
+def _entropy_shape_problem(got: torch.Tensor, expected: torch.Tensor, probs: torch.Tensor) -> str | None:
+    """What an answer of another shape than one entropy per row returned, said only as far as the
+    check computed it (a sum over the batch, the first row alone), else its shape (issue 83: an
+    answer that returned row 0 only was told it reduced over the batch)."""
+    if got.shape == expected.shape:
+        return None
+    terms = -torch.special.xlogy(probs, probs)
+    hint = f"return one entropy per row, shape {tuple(expected.shape)}: sum −p·log p over the classes (dim=1) only"
+    if got.shape == terms.shape[1:] and close(got, terms.sum(dim=0)):
+        return f"it sums −p·log p over the batch (dim=0), one value per class, shape {tuple(got.shape)}; {hint}"
+    if got.numel() == 1 and close(got.reshape(()), expected[0]):
+        return f"it returns the entropy of the first row only (shape {tuple(got.shape)}); {hint}"
+    if got.shape == terms.shape[1:] and close(got, terms[0]):
+        return (f"it returns the first row's terms −p·log p, not summed (shape {tuple(got.shape)}); {hint}, for "
+                "every row")
+    if got.numel() == 1 and close(got.reshape(()), expected.sum()):
+        return f"it returns one number, the entropies summed over the batch; {hint}"
+    if got.numel() == 1 and close(got.reshape(()), expected.mean()):
+        return f"it returns one number, the mean entropy over the batch; {hint}"
+    return f"it returns shape {tuple(got.shape)} for probs of shape {tuple(probs.shape)}; {hint}"
+
+
 @exercise(LESSON, "The entropy of a softmax", softmax_entropy, "`stamplib.blocks.entropy.exact_prob_entropy`")
 def _check_softmax_entropy(answer: Any, generator: torch.Generator) -> list[str]:
     trials = []
     for probs in [*_fixed_probs(), *(_random_probs(generator, with_zeros=case >= 3) for case in range(6))]:
         expected = exact_prob_entropy(probs)
         got = returned_tensor(answer(probs.clone()), "a tensor of shape [B], one entropy per row")
-        if problem := shape_problem(got, expected, "one entropy per sample: sum −p·log p over the classes "
-                                                  "(dim=1), not over the batch"):
+        if problem := _entropy_shape_problem(got, expected, probs):
             return [problem]
         nan_rows = got.isnan() & ~expected.isnan()
         if nan_rows.any() and any(wrong(t) for t, _ in trials):
@@ -450,7 +471,7 @@ def long_stream(plan: Plan, records: Mapping[str, Record], results: str | Path) 
 def plot_long_stream(frame: pd.DataFrame, streams: tuple[str, ...] = (LONG_STREAM,)) -> plt.Figure:
     """ACC and the most predicted class's share along the long stream, one line per method
     (dashed: without outliers)."""
-    fig, axes = plt.subplots(1, 2, figsize=(12, 3.6), sharex=True)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharex=True)  # room for fifteen rotated names and the labels
     colours = method_colours(frame["Method"]) if not frame.empty else {}
     for (method, stream), rows in frame[frame["stream"].isin(streams)].groupby(["Method", "stream"], sort=False):
         style = {"linestyle": "--"} if stream == LONG_STREAM_CLOSED else {}
@@ -463,7 +484,8 @@ def plot_long_stream(frame: pd.DataFrame, streams: tuple[str, ...] = (LONG_STREA
         ax.set_xticks(range(1, len(corruptions) + 1), [c.replace("_", " ") for c in corruptions], rotation=60,
                       ha="right", fontsize=9)
     axes[0].set(ylabel="ACC (%)", title="known-class accuracy along the stream")
-    axes[1].set(ylabel="% of known-class predictions", title="the most predicted class's share")
+    # a short label: a long one, centred on the axis, ran up into the suptitle
+    axes[1].set(ylabel="share of predictions (%)", title="the most predicted class's share")
     axes[1].axhline(10.0, color="grey", linewidth=0.8)
     axes[1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     fig.suptitle("One stream through all corruptions in turn, adapted without a reset")

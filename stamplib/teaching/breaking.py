@@ -340,13 +340,25 @@ def _fixed_filter_cases() -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor
     and two peaked (a low largest probability at a low entropy), and confident rows whose labels
     disagree: the clean view's with the reference's, or the averaged prediction's with both. The
     first batch is padded to 50 rows, so that a threshold with ln B (the batch size) for ln C
-    falls apart from the other mistakes'."""
+    falls apart from the other mistakes'.
+
+    And the rows that hold STAMP's ε (issue 83: the lesson asks for −Σ p·log(p + 1e-5), the authors'
+    code): one just under the threshold by that score (kept) whose exact entropy, or with ε = 1e-8,
+    is just over it; one just over it (rejected) that ε = 1e-4 puts under (with every probability far
+    above ε, another ε shifts the entropy by about C·Δε, 1e-4 to 1e-3 here, where float32 rounds it
+    by 1e-7); and a confident row with exact zeros (kept), where an ε added outside the log,
+    p·(log p + ε), gives 0·log 0 = nan."""
     cases = []
-    for num_classes, alpha, ratios, batch in ((10, 0.25, (0.4, 0.5, 0.99, 1.01, 1.1, 1.3, 1.6, 2.5, 3.5), 50),
-                                              (100, 0.9, (0.18, 0.3, 0.6, 0.99, 1.01, 1.05, 1.1), 0)):
+    for num_classes, alpha, ratios, batch, eps_margins in (
+            (10, 0.25, (0.4, 0.5, 0.99, 1.01, 1.1, 1.3, 1.6, 2.5, 3.5), 50, (-5e-5, 4.5e-4)),
+            (100, 0.9, (0.18, 0.3, 0.6, 0.99, 1.01, 1.05, 1.1), 0, (-5e-4, 4.5e-3))):
         threshold = alpha * math.log(num_classes)
         rows = [_row_at_entropy(num_classes, r * threshold) for r in ratios]
         rows += [_row_at_entropy(num_classes, r * threshold, peaks=2) for r in ratios if r * threshold > math.log(2.2)]
+        rows += [_row_at_entropy(num_classes, threshold + margin) for margin in eps_margins]
+        with_zeros = torch.zeros(num_classes, dtype=torch.float64)
+        with_zeros[:2] = torch.tensor([0.97, 0.03], dtype=torch.float64)
+        rows.append(with_zeros)
         labels = [0] * len(rows)
         clean, reference = list(labels), list(labels)
         confident = _row_at_entropy(num_classes, 0.3 * threshold)
@@ -360,6 +372,11 @@ def _fixed_filter_cases() -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor
         reference += [0] * padding
         cases.append((torch.stack(rows).float(), torch.tensor(clean), torch.tensor(reference), alpha))
     return cases
+
+
+#: What an answer with another ε than STAMP's (or the exact entropy) is told.
+OTHER_EPS = ("its entropy takes another ε than STAMP's: the authors' code scores −Σ p·log(p + 1e-5), and the "
+             "exercise asks for that ε; another one (or none) moves a sample near the threshold across it")
 
 
 def _filter_mistakes(probs: torch.Tensor, clean: torch.Tensor, reference: torch.Tensor,
@@ -389,6 +406,12 @@ def _filter_mistakes(probs: torch.Tensor, clean: torch.Tensor, reference: torch.
         ("reliable means *low* entropy (below α·ln C)", (entropy > threshold) & consistent),
         ("compare the clean view's label, not the averaged prediction's, with the reference (the authors' code, "
          "stamp.md §9 row 2)", (entropy < threshold) & (probs.argmax(1) == reference)),
+        ("it adds the ε outside the log, p·(log p + ε): where a probability is 0 that is 0·log 0 = nan, and the "
+         "sample is dropped; STAMP adds it inside, −Σ p·log(p + 1e-5)",
+         (-(probs.double() * (torch.log(probs.double()) + SCORE_EPS)).sum(1) < threshold) & consistent),
+        *((OTHER_EPS, (other < threshold) & consistent) for other in (
+            -torch.special.xlogy(probs.double(), probs.double()).sum(1),
+            *(prob_entropy(probs.double(), eps) for eps in (1e-10, 1e-8, 1e-7, 1e-6, 1e-4, 1e-3)))),
     ]
 
 

@@ -28,16 +28,21 @@ A check holds the answer to the lesson's words: what the exercise says to return
 Python float, a 0-d tensor, a bool mask, a list in class order) is required as such
 (:func:`returned_tensor`, :func:`returned_number`, :class:`WrongReturn`), and an answer that
 changes an input it was given, in place, is refused (:class:`ChangedItsInput`; every call is
-guarded by :func:`_guarded`), whatever it returns.
+guarded by :func:`_guarded`), whatever it returns. An answer that runs a reference solution's code,
+however it reaches it (imported at the top or inside the function, through :data:`EXERCISES`), is
+refused (:class:`CalledASolution`): no reference solution is reachable while a student's answer is
+checked.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import math
 import numbers
 import secrets
+import sys
 import textwrap
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -143,7 +148,7 @@ def check(name: str, answer: Answer | None = None, solutions: bool = False, seed
     started = True
     try:
         with one_thread():
-            problems = ex.find_problems(_guarded(candidate, _parameters(ex.solution)), generator)
+            problems = ex.find_problems(_guarded(candidate, _parameters(ex.solution), watch=not solutions), generator)
     except NotImplementedError:
         problems, started = ["not written yet"], False
     except StudentRaised as raised:  # the student's own function raised: say how
@@ -151,8 +156,8 @@ def check(name: str, answer: Answer | None = None, solutions: bool = False, seed
         problems = [f"it raised {type(err).__name__}: {err}"]
     except WrongReturn as returned:  # not what the exercise says to return: a type, a shape, an order
         problems = [str(returned)]
-    except ChangedItsInput as changed:
-        problems = [str(changed)]
+    except (ChangedItsInput, CalledASolution) as refused:
+        problems = [str(refused)]
     except Exception as err:  # the answer's result broke the check's reading of it: say that, not "raised"
         problems = [f"the check could not read what it returned ({type(err).__name__}: {err}); the exercise "
                     "says what to return"]
@@ -179,6 +184,35 @@ class ChangedItsInput(Exception):
     """The answer changed one of the inputs it was given (in place): a caller still uses them."""
 
 
+class CalledASolution(Exception):
+    """The answer ran a reference solution's code (:data:`EXERCISES`), however it reached it: an
+    import at the top of the notebook, one inside the function, the exercise's entry."""
+
+
+@contextmanager
+def _solutions_watched() -> Iterator[list[str]]:
+    """Inside the block, the names of the reference solutions whose code runs are collected in the
+    list it gives (a profile function sees every Python call; the solutions' code objects are the
+    ones it looks for, so a copy of the function, an alias or an import inside the student's function
+    is seen alike, and an exception the student catches hides nothing). The profile function that
+    was set before (a profiler's) keeps being called."""
+    codes = {ex.solution.__code__: name for name, ex in EXERCISES.items()}
+    seen: list[str] = []
+    before = sys.getprofile()
+
+    def watch(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code in codes:
+            seen.append(codes[frame.f_code])
+        if before is not None:
+            before(frame, event, arg)
+
+    sys.setprofile(watch)
+    try:
+        yield seen
+    finally:
+        sys.setprofile(before)
+
+
 def _parameters(solution: Answer) -> tuple[str, ...]:
     """The names of an exercise's arguments, as the lesson's function names them."""
     return tuple(inspect.signature(solution).parameters)
@@ -200,22 +234,29 @@ def _unchanged(before: Any, after: Any) -> bool:
     return before == after if isinstance(before, list | dict | set) else True
 
 
-def _guarded(answer: Answer, names: Sequence[str] = ()) -> Answer:
+def _guarded(answer: Answer, names: Sequence[str] = (), watch: bool = False) -> Answer:
     """``answer``, whose exceptions (but an unwritten stub's NotImplementedError) arrive as
     :class:`StudentRaised`, so a message says "it raised" only when the student's code did; and
     which raises :class:`ChangedItsInput` when the answer changed a tensor or list it was given
     (``names``: the arguments' names, for the message). Every exercise's inputs are the caller's:
-    an answer that patches them in place returns a right value and breaks the code that called it."""
+    an answer that patches them in place returns a right value and breaks the code that called it.
+    With ``watch`` (a student's answer, not the solution itself) it raises :class:`CalledASolution`
+    when the answer ran a reference solution's code (:func:`_solutions_watched`)."""
 
     def call(*args: Any, **kwargs: Any) -> Any:
         given = [*zip(names, args), *kwargs.items()]
         before = [_snapshot(value) for _, value in given]
         try:
-            result = answer(*args, **kwargs)
+            with _solutions_watched() if watch else contextlib.nullcontext([]) as called:
+                result = answer(*args, **kwargs)
         except NotImplementedError:
             raise
         except Exception as err:
+            if watch and called:
+                raise CalledASolution(_called_message(called)) from None
             raise StudentRaised(err) from err
+        if called:
+            raise CalledASolution(_called_message(called))
         for (name, value), kept in zip(given, before):
             if not _unchanged(kept, value):
                 how = ("with operations that return new tensors (`torch.where`, `x + y` rather than `x += y`, "
@@ -227,6 +268,13 @@ def _guarded(answer: Answer, names: Sequence[str] = ()) -> Answer:
 
     call.__name__ = getattr(answer, "__name__", "answer")
     return call
+
+
+def _called_message(called: Sequence[str]) -> str:
+    ex = EXERCISES[called[0]]
+    where = f"{ex.solution.__module__}.{ex.solution.__name__}"
+    return (f"it calls the reference solution (`{where}`) rather than computing the result itself: the exercise is "
+            "to write the function's body, so leave stamplib's solutions out of it")
 
 
 # --------------------------------------------------------------------------- helpers for checks

@@ -44,8 +44,9 @@ unreadable file becomes a row with its reason, never a crash and never a pass.
 
 Student code runs with the grader's rights: grade in a throwaway account or container. The grader
 defends against the plain ways to fake a pass (an edited check cell, a replaced ``check`` or
-exercise entry, the reference solution imported from stamplib), not against code written to
-attack it.
+exercise entry, the reference solution imported from stamplib or called from inside the student's
+function: :func:`stamplib.teaching.exercises.check` refuses an answer that runs a solution's code),
+not against code written to attack it.
 """
 
 from __future__ import annotations
@@ -680,7 +681,17 @@ def look_at(path: Path, root: Path, lessons: dict[str, Lesson]) -> HandIn:
         return HandIn(path, file, lesson, _empty_rows(file, lesson, f"the notebook has "
                                                                      f"{_count(len(nb.cells), 'cell')}, none with "
                                                                      "anything in it"))
-    return HandIn(path, file, lesson)
+    return HandIn(path, file, lesson, note=_misnamed(path, lesson, lessons))
+
+
+def _misnamed(path: Path, lesson: Lesson, lessons: dict[str, Lesson]) -> str:
+    """A note for a notebook whose file name names another lesson than the one it is graded as (lesson
+    17 saved as 14's file): said on each of its rows, so that the student and the instructor see it."""
+    named = _lesson_by_name(path, lessons)
+    if named is None or named.name == lesson.name:
+        return ""
+    return (f"its file name says lesson {named.name[:2]}, but the notebook is lesson {lesson.name[:2]} "
+            f"({lesson.name}): graded as lesson {lesson.name[:2]}")
 
 
 def _count(n: int, thing: str) -> str:
@@ -739,8 +750,8 @@ def flag_duplicates(hand_ins: Sequence[HandIn]) -> list[HandIn]:
                 h.file, h.lesson.name, "", None, f"duplicate of {chosen.file} (the same lesson, handed in twice in one "
                 f"folder): not graded; {chosen.file}, the last modified, is graded in its place", "duplicate"),))
         names = ", ".join(h.file for h in others)
-        replaced[chosen.path] = dataclasses.replace(chosen, note=f"graded in place of its duplicate {names}: this "
-                                                                 "copy is the last modified")
+        chosen_note = f"graded in place of its duplicate {names}: this copy is the last modified"
+        replaced[chosen.path] = dataclasses.replace(chosen, note="; ".join(n for n in (chosen.note, chosen_note) if n))
     return [replaced.get(h.path, h) for h in hand_ins]
 
 
@@ -808,11 +819,30 @@ def _grade_safely(hand_in: HandIn, time_limit: float, executed: Path | None) -> 
 
 def handed_in(folder: Path, out: Path | None = None) -> list[Path]:
     """Every file under ``folder`` (any depth), notebooks or not, without Jupyter's checkpoints
-    (``.ipynb_checkpoints``: its autosaved copies) and the grades file ``out`` itself."""
+    (``.ipynb_checkpoints``: its autosaved copies), the grades file ``out`` itself and the grades
+    files of earlier gradings (:func:`earlier_grades`)."""
     folder = Path(folder)
     own = Path(out).resolve() if out is not None else None
+    earlier = set(earlier_grades(folder))
     return sorted(p for p in folder.rglob("*") if p.is_file() and ".ipynb_checkpoints" not in
-                  p.relative_to(folder).parts and p.resolve() != own)
+                  p.relative_to(folder).parts and p.resolve() != own and p not in earlier)
+
+
+def earlier_grades(folder: Path) -> list[Path]:
+    """The grades files an earlier grading wrote under ``folder`` (a CSV whose header is
+    :data:`GRADES_COLUMNS`): not a student's hand-in, even when this grading writes its own elsewhere
+    (``--out``)."""
+    header = ",".join(GRADES_COLUMNS)
+    found = []
+    for path in sorted(Path(folder).rglob("*.csv")):
+        try:
+            with open(path, encoding="utf-8", newline="") as fh:
+                first = fh.readline().strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if first == header:
+            found.append(path)
+    return found
 
 
 def grade(folder: Path, out: Path, time_limit: float, jobs: int = 1, executed: Path | None = None,

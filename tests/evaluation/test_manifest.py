@@ -215,28 +215,242 @@ def _seal_tool():  # noqa: ANN202 - the module
     return load_script("tools/seal_evidence.py")
 
 
-def test_the_seal_tool_lists_consistent_unlisted_records_only(tmp_path, capsys):
-    tool = _seal_tool()
-    store = ResultsStore(tmp_path)
-    good, bad = _record(0), _record(1)
-    store.put(good)
-    store.put(bad)
-    _rewrite(store, bad, lambda d: d["mean"].update(acc=1.0))
-    assert tool.main([str(tmp_path)]) == 1
-    assert f"{store.path(bad.spec).name}: not sealed: the mean acc is 1" in capsys.readouterr().out
-    assert manifest.read(tmp_path) == {store.path(good.spec).name: manifest.file_digest(store.path(good.spec))}
+def _builtin_copy(tmp_path: Path, count: int = 2) -> tuple[Path, list[str]]:
+    """A store at ``…/results/builtin_benchmark`` (so the tool takes it for the built-in benchmark's)
+    holding ``count`` committed records and the diagnostic of network 0, none of them listed yet."""
+    import shutil
 
-    _rewrite(store, good, _forge)  # a listed record edited: reported, its entry never rewritten
-    listed = manifest.read(tmp_path)
-    assert tool.main([str(tmp_path)]) == 1
+    source, root = REPO / "results" / "builtin_benchmark", tmp_path / "results" / "builtin_benchmark"
+    (root / "networks").mkdir(parents=True)
+    shutil.copyfile(source / "OUTPUTS_NOT_KEPT.txt", root / "OUTPUTS_NOT_KEPT.txt")
+    names = manifest.record_names(source)[:count]
+    for name in names:
+        shutil.copyfile(source / name, root / name)
+    shutil.copyfile(source / "networks" / "ResNetTiny_10_jpeg.json", root / "networks" / "ResNetTiny_10_jpeg.json")
+    return root, names
+
+
+def test_the_seal_tool_lists_only_the_benchmarks_consistent_cells_and_networks(tmp_path, capsys):
+    tool = _seal_tool()
+    root, good = _builtin_copy(tmp_path)
+    smoke = _record(0)  # whole and consistent, but a smoke-profile cell of no design: copied in, never sealed
+    (root / ResultsStore(root).path(smoke.spec).name).write_text(json.dumps(smoke.to_json(), indent=1, sort_keys=True))
+    edited = json.loads((root / good[1]).read_text())
+    edited["mean"]["acc"] = 1.0
+    (root / good[1]).write_text(json.dumps(edited, indent=1, sort_keys=True))
+    (root / "networks" / "ResNetTiny_10_jpeg_seed9.json").write_text(
+        (root / "networks" / "ResNetTiny_10_jpeg.json").read_text().replace('"network": 0', '"network": 9'))
+
+    assert tool.main([str(root)]) == 1
+    out = capsys.readouterr().out
+    assert f"{ResultsStore(root).path(smoke.spec).name}: not sealed: it is not a cell of the benchmark's designs " \
+           "(profile smoke" in out
+    assert f"{good[1]}: not sealed: the mean acc is 1" in out
+    assert "networks/ResNetTiny_10_jpeg_seed9.json: not sealed: network 9 of cifar10_builtin is none of" in out
+    assert manifest.read(root) == {name: manifest.file_digest(root / name)
+                                   for name in (good[0], "networks/ResNetTiny_10_jpeg.json")}
+
+    restored = json.loads((REPO / "results" / "builtin_benchmark" / good[0]).read_text())
+    restored["mean"]["h"] += 1  # a listed record edited: reported, its entry never rewritten
+    (root / good[0]).write_text(json.dumps(restored, indent=1, sort_keys=True))
+    listed = manifest.read(root)
+    assert tool.main([str(root)]) == 1
     assert "differs from its listed digest" in capsys.readouterr().out
-    assert manifest.read(tmp_path) == listed
-    assert tool.main(["--check", str(tmp_path)]) == 1
+    assert manifest.read(root) == listed
+    assert tool.main(["--check", str(root)]) == 1
+
+
+def test_the_seal_tool_refuses_a_store_of_no_benchmark(tmp_path, capsys):
+    ResultsStore(tmp_path).put(_record())
+    assert _seal_tool().main([str(tmp_path)]) == 2
+    assert "is no committed benchmark's store" in capsys.readouterr().err
+    assert not manifest.is_sealed(tmp_path)
+
+
+def test_the_seal_tool_recomputes_a_reference_records_rows_from_its_outputs(tmp_path, capsys):
+    """The reference store keeps per-sample outputs: a forged row that its mean follows is caught
+    by recomputing the row from them."""
+    import shutil
+
+    source, root = REPO / "results" / "reference", tmp_path / "results" / "reference"
+    root.mkdir(parents=True)
+    name = manifest.record_names(source)[0]
+    stored = json.loads((source / name).read_text())
+    shutil.copyfile(source / stored["outputs"], root / stored["outputs"])
+    for row in stored["per_corruption"].values():
+        row["acc"] = 99.0
+    stored["mean"]["acc"] = 99.0
+    (root / name).write_text(json.dumps(stored, indent=1, sort_keys=True))
+    assert _seal_tool().main([str(root)]) == 1
+    assert f"{name}: not sealed: its " in capsys.readouterr().out and not manifest.is_sealed(root)
 
 
 @pytest.mark.parametrize("folder", ["results/reference", "results/builtin_benchmark"])
-def test_each_committed_store_is_sealed_and_lists_exactly_its_records(folder):
+def test_each_committed_store_is_sealed_and_lists_exactly_its_records_and_diagnostics(folder):
     root = REPO / folder
     assert manifest.is_sealed(root), f"{folder} has no {manifest.NAME}: python tools/seal_evidence.py {folder}"
-    present = {name: manifest.file_digest(root / name) for name in manifest.record_names(root)}
+    present = {name: manifest.file_digest(root / name) for name in manifest.guarded_names(root)}
     assert manifest.differences(manifest.read(root), present) == []
+    assert any(name.startswith("networks/") for name in present), "the network diagnostics are guarded too"
+
+
+# -- the network diagnostics are guarded with the records (issue 83) ---------------------------------
+
+
+def _diagnostic(network: int = 0, auroc: float = 73.41):  # noqa: ANN202 - a NetworkDiagnostic
+    from stamplib.evidence.networks import NetworkDiagnostic
+
+    return NetworkDiagnostic("cifar10_builtin", network, "ResNetTiny_10_jpeg" + (f"_seed{network}" if network else ""),
+                             "c" * 64, 0.85, 2000, 2000, auroc, "truck", 0.9, 0.4, 0.8, 0.9)
+
+
+def test_a_diagnostic_in_a_sealed_store_gets_its_entry_and_an_edit_is_refused(tmp_path):
+    from stamplib.evidence import networks
+
+    store = _sealed(tmp_path, _record())
+    assert networks.put(tmp_path, _diagnostic(), "python -m stamplib claims diagnose")
+    assert manifest.read(tmp_path)["networks/ResNetTiny_10_jpeg.json"] == manifest.file_digest(
+        tmp_path / "networks" / "ResNetTiny_10_jpeg.json")
+    assert networks.read_all(tmp_path) == [_diagnostic()]
+    store.records()  # the store with its diagnostic passes
+
+    path = tmp_path / "networks" / "ResNetTiny_10_jpeg.json"
+    stored = json.loads(path.read_text())
+    stored["auroc_clean_vs_noise"] = 99.99
+    path.write_text(json.dumps(stored, indent=1))
+    for call in (store.records, lambda: networks.read_all(tmp_path)):
+        _refused(store, call, "networks/ResNetTiny_10_jpeg.json was edited", "differs from its SHA-256",
+                 "git checkout -- ")
+
+
+def test_a_foreign_or_truncated_diagnostic_is_one_line_naming_the_file(tmp_path):
+    from stamplib.evidence import networks
+
+    folder = tmp_path / "networks"
+    folder.mkdir()
+    (folder / "foreign.json").write_text(json.dumps({"hello": 1}))
+    with pytest.raises(ValueError, match=r"networks/foreign.json is no network diagnostic: it holds \['hello'\]"):
+        networks.read_all(tmp_path)
+    (folder / "foreign.json").unlink()
+    networks.put(tmp_path, _diagnostic(), "x")
+    whole = (folder / "ResNetTiny_10_jpeg.json").read_bytes()
+    (folder / "ResNetTiny_10_jpeg.json").write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(ValueError, match=r"networks/ResNetTiny_10_jpeg.json is no network diagnostic: it is not "
+                                         r"whole JSON") as caught:
+        networks.read_all(tmp_path)
+    assert "\n" not in str(caught.value)
+
+    store = _sealed(tmp_path / "sealed", _record())  # in a committed store the manifest refuses it first
+    (tmp_path / "sealed" / "networks").mkdir()
+    (tmp_path / "sealed" / "networks" / "foreign.json").write_text("[]")
+    _refused(store, lambda: networks.read_all(tmp_path / "sealed"), "networks/foreign.json is not in the store's")
+
+
+def test_a_diagnostic_whose_numbers_are_the_same_is_not_rewritten(tmp_path):
+    from stamplib.evidence import networks
+
+    _sealed(tmp_path, _record())
+    assert networks.put(tmp_path, _diagnostic(), "python -m stamplib claims compute --jobs 1")
+    path = tmp_path / "networks" / "ResNetTiny_10_jpeg.json"
+    before, listing, stamp = path.read_bytes(), manifest.path_of(tmp_path).read_bytes(), path.stat().st_mtime_ns
+    assert not networks.put(tmp_path, _diagnostic(), "python -m stamplib claims diagnose --replicates 0")
+    assert (path.read_bytes(), manifest.path_of(tmp_path).read_bytes(), path.stat().st_mtime_ns) == (
+        before, listing, stamp), "only the command differed: nothing may be rewritten"
+    assert networks.put(tmp_path, _diagnostic(auroc=80.0), "a later command")  # new numbers are written
+    assert networks.read_all(tmp_path) == [_diagnostic(auroc=80.0)]
+
+
+# -- a store is known to be committed from git (issue 83) -----------------------------------------------
+
+
+def _git(root: Path, *args: str) -> None:
+    import subprocess
+
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root, check=True,
+                   capture_output=True)
+
+
+def _committed(tmp_path: Path, count: int = 3) -> ResultsStore:
+    """A sealed store of ``count`` records, committed to a git repository at ``tmp_path``."""
+    pytest.importorskip("subprocess")
+    import shutil
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    root = tmp_path / "results" / "store"
+    store = _sealed(root, *(_record(seed) for seed in range(count)))
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-qm", "evidence")
+    return store
+
+
+def test_a_committed_store_without_its_manifest_is_refused_naming_the_manifest(tmp_path):
+    store = _committed(tmp_path)
+    manifest.path_of(store.root).unlink()
+    assert store.sealed, "git's commit says the store is committed evidence"
+    first = _record(0)
+    edited = _rewrite(store, first, lambda d: d["mean"].update(h=12.3))
+    for call in (store.records, lambda: store.get(first.spec), lambda: store.put(_record(7))):
+        message = _refused(store, call, f"the manifest {store.root / manifest.NAME}", "is missing",
+                           f"git checkout -- {store.root / manifest.NAME}")
+        assert edited not in message, "the records are never blamed for a missing manifest"
+    assert not (store.root / ".grid" / "stale").exists()
+
+
+@pytest.mark.parametrize("damage, words", [
+    (lambda entries, name: {**entries, name: "0" * 64}, "gives another SHA-256 for"),
+    (lambda entries, name: {k: v for k, v in entries.items() if k != name}, "no longer lists"),
+    (lambda entries, name: {}, "no longer lists"),
+    (lambda entries, name: {**entries, "source__digits__noise__0000000000000000.json": "0" * 64},
+     "lists a file that was never committed"),
+])
+def test_a_damaged_manifest_is_named_and_the_records_are_not_blamed(tmp_path, damage, words):
+    store = _committed(tmp_path)
+    name = store.path(_record(1).spec).name
+    manifest.write(store.root, damage(manifest.read(store.root), name))
+    message = _refused(store, store.records, f"the manifest {store.root / manifest.NAME} differs from the committed "
+                                             "one", words, f"git checkout -- {store.root / manifest.NAME}")
+    assert "remove it" not in message and f"git checkout -- {store.root / name}" not in message
+
+
+def test_an_edited_record_of_a_committed_store_is_still_named(tmp_path):
+    store = _committed(tmp_path)
+    store.put(_record(5))  # the manifest now differs from the commit, legitimately
+    name = _rewrite(store, _record(1), lambda d: d["mean"].update(h=12.3))
+    _refused(store, store.records, f"{name} was edited: the mean h is 12.3", f"git checkout -- {store.root / name}")
+
+
+def test_a_committed_record_computed_again_to_the_same_numbers_is_not_rewritten(tmp_path):
+    """Only its provenance (command, time, machine) would change: the committed file stays (issue 83)."""
+    import dataclasses
+
+    record = _record()
+    store = _sealed(tmp_path, record)
+    path = store.path(record.spec)
+    before, listing = path.read_bytes(), manifest.path_of(tmp_path).read_bytes()
+    again = dataclasses.replace(record, seconds=12.5, device="cpu (another machine)")
+    assert store.put(again).seconds == record.seconds
+    assert (path.read_bytes(), manifest.path_of(tmp_path).read_bytes()) == (before, listing)
+    changed = store.put(_record(acc=81.0))  # new numbers are written, with their entry
+    assert json.loads(path.read_text())["mean"]["acc"] == changed.mean.acc
+    assert manifest.read(tmp_path)[path.name] == manifest.file_digest(path)
+
+
+def test_a_diagnostic_with_the_same_numbers_but_no_entry_gets_its_entry_and_keeps_its_bytes(tmp_path):
+    """After a merge, a diagnostic rewritten elsewhere may differ from its manifest entry: computing
+    it again to the same numbers lists the file as it is (claims diagnose is the way to re-vouch for it)."""
+    import dataclasses
+
+    from stamplib.evidence import networks
+
+    store = _sealed(tmp_path, _record())
+    path = tmp_path / "networks" / "ResNetTiny_10_jpeg.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({**dataclasses.asdict(_diagnostic()), "command": "elsewhere"}, indent=1))
+    before = path.read_bytes()
+    _refused(store, store.records, "networks/ResNetTiny_10_jpeg.json is not in the store's")
+    assert not networks.put(tmp_path, _diagnostic(), "python -m stamplib claims diagnose")
+    assert path.read_bytes() == before
+    assert manifest.read(tmp_path)["networks/ResNetTiny_10_jpeg.json"] == manifest.file_digest(path)
+    store.records()  # the store passes again

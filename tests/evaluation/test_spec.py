@@ -51,6 +51,11 @@ def test_the_realistic_protocol_keeps_every_older_key() -> None:
         (dict(outlier_ratio=-0.1), r"must be in \[0, 1\)"),
         (dict(outlier_ratio=float("nan")), r"must be in \[0, 1\)"),
         (dict(seed=-1), r"seed must be a non-negative integer"),
+        # issue 83: a corruption named twice was computed twice under a new cell key
+        (dict(corruptions=("gaussian_noise", "gaussian_noise")), r"'gaussian_noise' named twice: a cell runs each"),
+        # issue 83: the built-in benchmark ships networks 0-4; network 99 was accepted and failed at its load
+        (dict(dataset="cifar10_builtin", network=99), r"ships source networks 0–4; network=99 is none of them"),
+        (dict(dataset="cifar10_builtin_8_2", network=5), r"ships source networks 0–4; network=5 is none of them"),
     ],
 )
 def test_runspec_refuses_bad_names_and_values(kwargs: dict, match: str) -> None:
@@ -166,3 +171,16 @@ def test_an_execution_option_is_no_hyperparameter_of_the_spec() -> None:
     method = build_method(spec, "cpu", execution=methods.Execution(view_chunk=2, channels_last=True))
     assert method.config is spec.config and method.execution.view_chunk == 2
     assert build_method(spec, "cpu").execution == methods.Execution()  # what records run
+
+
+def test_a_network_of_our_own_recipes_is_taken_and_its_absence_names_its_training() -> None:
+    """Network k of the JPEG CIFAR-10 can be trained (train-source --seed k), so it is a valid spec;
+    its missing file names that command, not the authors' release, ImageNet or an unseeded recipe."""
+    from stamplib.models import checkpoints
+
+    assert RunSpec(method="source", dataset="cifar10_jpeg", network=99).network == 99
+    assert RunSpec(method="source", dataset="cifar10_builtin", network=4).network == 4
+    advice = checkpoints.how_to_get("ResNet18_10_jpeg_seed99")
+    assert "python -m stamplib train-source --dataset cifar10_jpeg --seed 99" in advice
+    assert "Google Drive" not in advice and "ImageNet" not in advice and "train_source(" not in advice
+    assert "--recipe compact --seed 3" in checkpoints.how_to_get("ResNetTiny_8_jpeg_seed3")

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -70,3 +71,18 @@ def test_status_done_missing_running(tmp_path):
     assert running == [specs[1], specs[3]]
     assert missing == [specs[2], specs[4], specs[5], specs[6]]
 
+
+
+def test_a_record_honours_the_umask(tmp_path: Path) -> None:
+    """Records were written 0600 by mkstemp whatever the umask (issue 83)."""
+    import stat
+
+    from stamplib.evaluation.record import Mean, Row
+
+    spec = RunSpec(method="source", dataset="digits", outliers="noise", profile="smoke")
+    rows = {"gaussian_noise": Row({"acc": 80.0, "auroc": 70.0, "h": 74.7}, n_id=16, n_outliers=4)}
+    path = ResultsStore(tmp_path).path(spec)
+    ResultsStore(tmp_path).put(Record(key=spec.key(), spec=spec, per_corruption=rows, mean=Mean.of(rows)))
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask

@@ -191,3 +191,24 @@ def test_the_rule_is_written_once() -> None:
     holding = [p for p in (REPO / "docs").glob("*.md") if rule in p.read_text()]
     assert holding == [REPO / pages.CLAIMS_PAGE]
     assert "claims.md#how-a-verdict-is-reached" in (REPO / "docs" / "builtin_benchmark.md").read_text()
+
+
+def test_claims_diagnose_leaves_a_diagnostic_with_the_same_numbers_untouched(tmp_path: Path, monkeypatch,
+                                                                               capsys) -> None:
+    """Only the command line differs between two runs: the tracked files are not rewritten (issue 83)."""
+    from stamplib.evidence import networks
+
+    def diagnose(dataset: str, network: int, data_root: object) -> networks.NetworkDiagnostic:
+        name = "ResNetTiny_10_jpeg" if dataset == "cifar10_builtin" else "ResNetTiny_8_jpeg"
+        return networks.NetworkDiagnostic(dataset, network, name, "c" * 64, 0.85, 2000, 2000, 73.4, "truck", 0.9,
+                                          0.4, 0.8, 0.9)
+
+    monkeypatch.setattr(networks, "diagnose", diagnose)
+    store = tmp_path / "store"
+    base = ["claims", "diagnose", "--benchmark", "builtin", "--design", "networks", "--results", str(store)]
+    assert cli.main([*base, "--replicates", "0"]) == 0
+    assert capsys.readouterr().out.count("wrote ") == 2
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in (store / "networks").iterdir()}
+    assert cli.main([*base, "--replicates", "0-0"]) == 0
+    assert capsys.readouterr().out.count("unchanged ") == 2
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in (store / "networks").iterdir()} == before

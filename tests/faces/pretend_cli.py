@@ -4,7 +4,7 @@ signals and full disks (tests/faces/test_signals.py, test_full_disk.py).
 Run as ``python pretend_cli.py COMMAND ...``: the real command line, grid, store and notebook
 runner, with one change. A cell (``grid``'s, ``run``'s) checks the free space as a real one does,
 touches ``$STAMPLIB_TEST_MARKS/<pid>-<key>`` if that is set, sleeps ``$STAMPLIB_TEST_CELL_S``
-seconds (default 0.2), or until the file ``$STAMPLIB_TEST_GO`` exists where that is set, and stores a record with an outputs file of ``$STAMPLIB_TEST_SAMPLES``
+seconds (default 0.2) behind a progress bar, as a real cell does (tqdm takes its lock), or until the file ``$STAMPLIB_TEST_GO`` exists where that is set, and stores a record with an outputs file of ``$STAMPLIB_TEST_SAMPLES``
 random scores (default 64: a few hundred bytes; 300,000 make about 1.2 MB); with
 ``$STAMPLIB_TEST_ENOSPC`` set, its write fails instead as a full disk does, with a raw ``OSError``
 (as a write outside the store would, a checkpoint's copy or a cache). Its module-level
@@ -14,6 +14,7 @@ workers' cells are the pretend ones too, and each test takes seconds instead of 
 from __future__ import annotations
 
 import errno
+import io
 import os
 import sys
 import time
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
 import stamplib
 from stamplib import cli
@@ -38,7 +40,9 @@ def pretend_run(spec: RunSpec, context: RunContext | None = None, **kwargs: Any)
     store.check_space(spec)
     if marks := os.environ.get("STAMPLIB_TEST_MARKS"):
         Path(marks, f"{os.getpid()}-{spec.key()}").touch()
-    time.sleep(float(os.environ.get("STAMPLIB_TEST_CELL_S", "0.2")))
+    with tqdm(total=1, file=io.StringIO()) as bar:  # as a real cell's progress bar: tqdm takes its lock here
+        time.sleep(float(os.environ.get("STAMPLIB_TEST_CELL_S", "0.2")))
+        bar.update()
     while (go := os.environ.get("STAMPLIB_TEST_GO")) and not Path(go).exists():
         time.sleep(0.05)
     if os.environ.get("STAMPLIB_TEST_ENOSPC"):

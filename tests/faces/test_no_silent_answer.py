@@ -247,6 +247,15 @@ def test_the_doctor_reports_damaged_package_data_as_damaged(damaged_package_data
     assert "REFUSED" in next(line for line in doctor if line.strip().startswith("ResNetTiny_10_jpeg "))
 
 
+def test_the_doctor_exits_non_zero_when_it_finds_damage(damaged_package_data: Path, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """It printed DAMAGED and exited 0 (issue 83): a script could not tell."""
+    assert cli.main(["doctor", "--data-root", str(tmp_path)]) == 1
+    out, err = capsys.readouterr()
+    assert "DAMAGED" in out and err.count("\n") == 1 and err.startswith("doctor: ")
+    assert "cifar10_subset.npz" in err and "ResNetTiny_10_jpeg" in err
+
+
 def test_the_doctor_reports_intact_package_data_as_ok() -> None:
     from stamplib.evaluation.provenance import package_data_lines
 

@@ -1,7 +1,9 @@
 """Every process ends with its parent: SIGINT, SIGTERM and SIGHUP of ``grid``, ``run``,
 ``notebooks`` and ``./run_all.sh`` end every process they started within seconds, with one line
 ("interrupted: N … done and kept; run the same command again to go on") and exit 128 + the
-signal, and a second run goes on from what was kept.
+signal, and a second run goes on from what was kept. The one line is all: no worker's traceback
+(a Ctrl-C while the workers still import) and no resource tracker's warning of leaked semaphores
+(the pretend cells hold a progress bar, whose lock was one).
 
 Each command runs in a process group of its own (``start_new_session``), so that the survivors
 are counted by group; the cells only pretend to compute (``pretend_cli.py``), so that a grid is
@@ -145,6 +147,23 @@ def test_a_signal_to_the_whole_group_ends_it_too(tmp_path: Path) -> None:
     _wait_for(lambda: not _group(proc.pid), WITHIN_S - (time.monotonic() - started), "the group to end")
     assert proc.returncode == 130 and _lines(err)[-1].startswith("interrupted: 0 of 14 cells"), err
     assert "Traceback" not in err and _running(results) == []
+
+
+def test_a_ctrl_c_while_the_workers_still_import_is_one_line(tmp_path: Path) -> None:
+    """The workers had not left SIGINT to the grid yet: each printed its import's traceback, 30-40
+    lines under the grid's one line (issue 83). They now start with it held."""
+    results = tmp_path / "results"
+    proc = _start([*GRID, "--jobs", "2"], tmp_path)
+    # the grid, its resource tracker and both workers exist: the workers are importing
+    _wait_for(lambda: len(_group(proc.pid)) >= 4 or proc.poll() is not None, 180, "the workers to start")
+    time.sleep(0.2)
+    started = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=WITHIN_S)
+    _wait_for(lambda: not _group(proc.pid), WITHIN_S - (time.monotonic() - started), "the group to end")
+    assert proc.returncode == 130, err
+    assert _lines(err) == ["interrupted: 0 of 14 cells done and kept; run the same command again to go on"], err
+    assert _running(results) == []
 
 
 # -- run ----------------------------------------------------------------------------------------------

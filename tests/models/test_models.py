@@ -396,3 +396,11 @@ def test_truncated_registered_checkpoint_is_not_recorded(home: Path) -> None:
     # Its hash must not be recorded: a later complete copy would then fail its checksum.
     assert not checkpoints.sidecar_path(path).exists()
 
+
+
+def test_train_source_of_the_digits_model_says_it_is_built_on_first_use(home, data_root):
+    """Not advice about the CIFAR-10 photographs (issue 83)."""
+    with pytest.raises(ValueError, match=r"digits's source network digits_resnet_cifar_tiny is not trained by "
+                                         r"train-source: it is built on first use") as caught:
+        models.train_source_for("digits", recipe="compact", data_root=data_root)
+    assert "CIFAR" not in str(caught.value) and "photographs" not in str(caught.value)

@@ -244,3 +244,28 @@ def test_tables_over_seeds_show_the_mean_with_min_max_and_ranks_as_intervals(tmp
     assert "τ_b = +0.33 / −0.33 / +0.33 (seeds 0–2; range −0.33 to +0.33) over 3 methods" in md
     csv = pd.read_csv(tmp_path / "t.csv")
     assert {"H seed 0", "H seed 1", "H seed 2", "H min", "H max"} <= set(csv.columns)
+
+
+def test_a_figure_drawn_again_to_the_same_bytes_is_not_rewritten(tmp_path):
+    """A command that draws the same numbers leaves the file as it is (issue 83: no rewrite without a
+    change); new numbers are written, whole."""
+    import os
+
+    import matplotlib.pyplot as plt
+
+    from stamplib.report import save_figure
+
+    def drawn(values: list[float]) -> plt.Figure:
+        fig, ax = plt.subplots(figsize=(3, 2))
+        ax.plot(values)
+        return fig
+
+    written = save_figure(drawn([1.0, 2.0]), "same", tmp_path)
+    stamps = [p.stat().st_mtime_ns for p in written]
+    for path in written:  # an earlier time, so that a rewrite would show
+        os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    assert save_figure(drawn([1.0, 2.0]), "same", tmp_path) == written
+    assert [p.stat().st_mtime_ns for p in written] == [1_000_000_000] * 2, stamps
+    save_figure(drawn([1.0, 3.0]), "same", tmp_path)
+    assert all(p.stat().st_mtime_ns != 1_000_000_000 for p in written)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]

@@ -292,3 +292,57 @@ def test_every_bracket_of_the_notebooks_prose_is_closed_once() -> None:
             if cell["cell_type"] == "markdown" and prose.count("(") != prose.count(")"):
                 unbalanced.append(f"{path.name}, cell {i}: {prose.count('(')} '(' and {prose.count(')')} ')'")
     assert not unbalanced
+
+
+def _markdown(notebook: str) -> str:
+    nb = json.loads((notebooks_dir() / f"{notebook}.ipynb").read_text())
+    return "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+
+
+def test_lesson_16s_self_weighting_text_follows_the_authors_code_and_the_gradient() -> None:
+    """Lesson 16 said the loss "can also lower the entropy of a sample by raising its weight" (issue
+    83); through w = softmax(−H), minimising it raises the entropy of the samples above 1 + H̄. The
+    text now says what the authors' code does (no detach) and the gradient that follows: both checked
+    here, against the spec of the authors' code and against autograd on STAMP's own loss."""
+    import torch
+
+    from stamplib.teaching.piece_by_piece import stamp_for_checks
+
+    spec = " ".join((REPO / "docs" / "spec" / "stamp.md").read_text().split())
+    assert "weights are not detached: the gradient also flows through them" in spec  # the authors' adapt(), §4.4.4
+    text = _markdown("16_course_stamp_piece_by_piece")
+    assert "by raising its weight" not in text
+    assert "∂L/∂H_j = (64/N) · w_j · (1 − H_j + H̄)" in text and "*raises* it for those above" in text
+    assert "not a detached copy" in text and "§4.4" in text
+
+    scale, entropy = 64, torch.tensor([0.05, 0.2, 0.4, 1.9, 2.2], dtype=torch.float64, requires_grad=True)
+    weights = torch.softmax(-entropy, 0)
+    (grad,) = torch.autograd.grad((entropy * scale * weights).mean(), entropy)
+    mean = float((weights * entropy).sum())
+    formula = scale / len(entropy) * weights * (1 - entropy + mean)
+    assert torch.allclose(grad, formula.detach())
+    above = entropy.detach() > 1 + mean
+    assert above.any() and bool((grad[above] < 0).all()) and bool((grad[~above] > 0).all())  # raised, lowered
+
+    # STAMP's own loss keeps the weights' gradient: its gradient is this one, not the detached one's
+    stamp, logits = stamp_for_checks(5, 0), torch.randn(6, 5, dtype=torch.float64) * 3
+    given = logits.clone().requires_grad_(True)
+    (ours,) = torch.autograd.grad(stamp.loss(given, scale), given)
+    kept, detached = (logits.clone().requires_grad_(True) for _ in range(2))
+    h = -(torch.log_softmax(kept, 1).exp() * torch.log_softmax(kept, 1)).sum(1)
+    (through,) = torch.autograd.grad((h * scale * torch.softmax(-h, 0)).mean(), kept)
+    hd = -(torch.log_softmax(detached, 1).exp() * torch.log_softmax(detached, 1)).sum(1)
+    (static,) = torch.autograd.grad((hd * scale * torch.softmax(-hd, 0).detach()).mean(), detached)
+    assert torch.allclose(ours.double(), through, atol=1e-6) and not torch.allclose(through, static, atol=1e-6)
+
+
+def test_lesson_16s_changes_are_the_differences_of_the_numbers_shown() -> None:
+    """It wrote "+0.0" beside a table that shows 44.4 → 44.5 (issue 83)."""
+    from stamplib.teaching import piece_by_piece
+
+    steps = _path({"ACC": 60.04, "AUROC": 57.94, "H": 44.44}, {"ACC": 60.06, "AUROC": 57.96, "H": 44.46})
+    assert "+ views averaging +0.1" in piece_by_piece.path_text(steps)
+    text = piece_by_piece.step_text(steps, "+ views averaging")
+    assert "H rises from 44.4 to 44.5 (+0.1)" in text and "ACC rises from 60.0 to 60.1 (+0.1)" in text, text
+    same = _path({"ACC": 60.0, "AUROC": 57.91, "H": 44.41}, {"ACC": 60.0, "AUROC": 57.94, "H": 44.44})
+    assert "H stays at 44.4" in piece_by_piece.step_text(same, "+ views averaging")

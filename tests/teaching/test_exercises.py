@@ -5,11 +5,15 @@ test_wrong_answers.py."""
 
 from __future__ import annotations
 
+import importlib
+import inspect
+from typing import Any
+
 import pytest
 import torch
 
 from stamplib.teaching import EXERCISES, check
-from stamplib.teaching.exercises import ExerciseResult, of_lesson
+from stamplib.teaching.exercises import ExerciseResult, of_lesson, solution_source
 
 #: The exercises whose check runs STAMP steps: one seed keeps the test short.
 SLOW = {"stamp_reliable"}
@@ -28,14 +32,48 @@ def test_every_lesson_has_two_or_three_exercises() -> None:
     assert all(2 <= len(of_lesson(lesson)) <= 3 for lesson in {e.lesson for e in EXERCISES.values()})
 
 
+def _written_as_the_solution(name: str) -> Any:
+    """A student's function that reads as the reference solution: its source compiled anew, in its
+    module's namespace (its own code, not the solution's)."""
+    solution = EXERCISES[name].solution
+    namespace = dict(vars(inspect.getmodule(solution)))
+    exec(solution_source(name), namespace)  # noqa: S102 - the package's own solution
+    return namespace[name]
+
+
 @pytest.mark.parametrize("name", list(EXERCISES))
 def test_the_reference_solution_passes_as_an_answer_and_with_solutions_on(name: str) -> None:
     for seed in seeds_for(name):
-        result = check(name, EXERCISES[name].solution, seed=seed)
+        result = check(name, _written_as_the_solution(name), seed=seed)
         assert result.passed and not result.problems, result
         assert "is right" in str(result)
     shown = check(name, None, solutions=True, seed=7)
     assert shown.passed and shown.used_solution and f"def {name}(" in shown._repr_markdown_()
+
+
+@pytest.mark.parametrize("name", list(EXERCISES))
+def test_no_reference_solution_is_reachable_from_an_answer(name: str) -> None:
+    """A one-line wrapper that calls the solution from inside the student's function was graded right
+    (issue 83): the solution itself, a wrapper importing it inside the function, one reaching it
+    through the exercise's entry, and one that catches what the check does are all refused."""
+    solution = EXERCISES[name].solution
+    module = inspect.getmodule(solution).__name__
+
+    def wrapper(*args: Any) -> Any:
+        found = importlib.import_module(module)
+        return getattr(found, name)(*args)
+
+    def through_the_entry(*args: Any) -> Any:
+        try:
+            return EXERCISES[name].solution(*args)
+        except BaseException:  # noqa: BLE001 - a student hiding the refusal
+            return None
+
+    for answer in (solution, wrapper, through_the_entry):
+        result = check(name, answer, seed=0)
+        assert not result.passed and result.problems == (
+            f"it calls the reference solution (`{module}.{name}`) rather than computing the result itself: the "
+            "exercise is to write the function's body, so leave stamplib's solutions out of it",), result
 
 
 def test_an_unwritten_answer_says_so_and_a_crash_is_reported() -> None:

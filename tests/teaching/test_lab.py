@@ -319,6 +319,27 @@ def test_a_folder_without_a_notebook_still_gets_a_row_per_file(tmp_path: Path, c
     assert printed.splitlines()[0] == "2 files handed in: 2 not a notebook", printed
     assert main(["course", "grade", str(folder)]) == 0  # again: its own grades.csv is not a file handed in
     assert "2 files handed in" in capsys.readouterr().out
+    # again, writing elsewhere: the earlier grades.csv in the folder is not a hand-in either (issue 83)
+    assert main(["course", "grade", str(folder), "--out", str(tmp_path / "second.csv")]) == 0
+    out, err = capsys.readouterr()
+    assert "2 files handed in" in out and "grades.csv" not in (tmp_path / "second.csv").read_text()
+    assert err.startswith(f"not graded: {folder / 'grades.csv'}, the grades of an earlier grading")
+
+
+def test_a_lesson_saved_under_another_lessons_name_is_graded_with_a_note(tmp_path: Path) -> None:
+    """Lesson 17 saved as 14's file was graded as 17 without a word (issue 83)."""
+    folder, lessons, released = tmp_path / "in", lab.course_lessons(), tmp_path / "released"
+    folder.mkdir()
+    lab.release(released)  # the student's copies: their metadata names their lesson
+    (folder / "14_course_adapting_at_test_time.ipynb").write_text(
+        (released / "17_course_when_it_breaks.ipynb").read_text())
+    (found,) = lab.handed_in(folder)
+    hand_in = lab.look_at(found, folder, lessons)
+    assert hand_in.lesson is not None and hand_in.lesson.name == "17_course_when_it_breaks"
+    assert hand_in.note == ("its file name says lesson 14, but the notebook is lesson 17 (17_course_when_it_breaks): "
+                            "graded as lesson 17")
+    (folder / "14.ipynb").write_text((notebooks_dir() / f"{LESSON}.ipynb").read_text())
+    assert lab.look_at(folder / "14.ipynb", folder, lessons).note == ""
 
 
 def test_a_check_that_fails_its_own_solution_stops_grading_before_any_student(monkeypatch) -> None:

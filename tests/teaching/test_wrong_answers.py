@@ -7,7 +7,8 @@ does not name, of the message that says what differs and where); each is rejecte
 100 seeds, its message holds that fragment, no other cause's, and says "it raised" exactly when
 the answer raised. ``RIGHT`` holds answers that
 are right but written otherwise than the reference solution — float32 versions of every
-solution, another ε, scikit-learn's AUROC, ``nn.BatchNorm2d`` in train mode, ``CosineAnnealingLR``
+solution, another ε where the lesson allows one (not in STAMP's filter, whose text asks for 1e-5),
+scikit-learn's AUROC, ``nn.BatchNorm2d`` in train mode, ``CosineAnnealingLR``
 — and each passes on every one of 100 seeds. The checks run fixed boundary cases before the
 random ones, so a mistake that shows only at a boundary is caught on every draw.
 """
@@ -183,8 +184,11 @@ WRONG: dict[str, list[tuple[Answer, str]]] = {
         (lambda p: _entropy(p) / math.log(2), "bits"),
         (lambda p: _entropy(p) / math.log(10), "log base 10"),
         (lambda p: -_entropy(p), "sign"),
-        (lambda p: _entropy(p).sum(), "one entropy per sample"),
-        (lambda p: -torch.special.xlogy(p, p).sum(0), "one entropy per sample"),
+        (lambda p: _entropy(p).sum(), "entropies summed over the batch"),
+        (lambda p: -torch.special.xlogy(p, p).sum(0), "over the batch (dim=0)"),
+        # issue 83: row 0 alone was told it reduced over the batch
+        (lambda p: _entropy(p)[0], "the entropy of the first row only"),
+        (lambda p: -torch.special.xlogy(p[0], p[0]), "the first row's terms"),
         (lambda p: _entropy(p) / p.shape[1], "averages over the classes"),
         (lambda p: _entropy(p) / math.log(p.shape[1]), "divides by ln C"),
         (lambda p: -(p * torch.log(p + 1e-3)).sum(1), "the entropy of each row: at"),
@@ -262,6 +266,11 @@ WRONG: dict[str, list[tuple[Answer, str]]] = {
         (lambda p, o: _precision_recall(~p, o), "its mask is inverted"),
         (lambda p, o: list(_precision_recall(p, o)), "it returns a list; return two numbers as a tuple"),
         (lambda p, o: ((p & ~o).sum() / p.sum(), (p & ~o).sum() / (~o).sum()), "precision and recall each as a Python float"),
+        # issue 83: the lesson did not say what recall is on a batch without known-class samples
+        (lambda p, o: (float((p & ~o).sum()) / float(p.sum()) if p.any() else math.nan,
+                       float((p & ~o).sum()) / float((~o).sum())), "no known-class sample, 2 of them through it raised"),
+        (lambda p, o: (float((p & ~o).sum()) / float(p.sum()) if p.any() else math.nan,
+                       float((p & ~o).sum()) / max(1, int((~o).sum()))), "it gives recall 0.0: recall is undefined"),
     ],
     "self_weighted_entropy": [
         (lambda z, s: _self_weighted(z, s, sign=1.0), "uncertain"),
@@ -273,6 +282,9 @@ WRONG: dict[str, list[tuple[Answer, str]]] = {
         (lambda z, s: _logit_entropy(z) * s * torch.softmax(-_logit_entropy(z), 0), "is one number"),
         (lambda z, s: _self_weighted(z, s) * (1 + 1e-3), "STAMP's loss is"),
         (lambda z, s: _self_weighted(z, s).reshape(1), "as a 0-d tensor (shape ())"),
+        # issue 83: H from softmax(...).log() passed on 30 of 30 seeds and gives nan on a confident network's logits
+        (lambda z, s: (lambda h: (h * s * torch.softmax(-h, 0)).mean())(
+            -(torch.softmax(z, 1) * torch.softmax(z, 1).log()).sum(1)), "log_softmax, stably"),
     ],
     "eviction_candidates": [
         (lambda c, x, k: _candidates(c, x, k, present_only=False), "no sample in the memory"),
@@ -303,6 +315,8 @@ WRONG: dict[str, list[tuple[Answer, str]]] = {
         (lambda lr, n, t: lr * 0.5 * (1 + math.cos(2 * math.pi * n / t)), ": expected"),
         (lambda lr, n, t: _lr(lr, n, t + 1), ": expected"),
         (lambda lr, n, t: torch.tensor(_lr(lr, n, t)), "return the step size as a Python float"),
+        # issue 83: an η_min floor was shown as "expected 0.099989, got 0.0999901", which reads like rounding
+        (lambda lr, n, t: 1e-6 + (lr - 1e-6) * 0.5 * (1 + math.cos(math.pi * n / t)), "never falls below 1e-06"),
     ],
     "stamp_reliable": [
         (lambda p, c, r, a: _reliable(p, c, r, a, threshold=a), "not α"),
@@ -321,6 +335,13 @@ WRONG: dict[str, list[tuple[Answer, str]]] = {
          "it rejects a sample whose labels agree"),
         (lambda p, c, r, a: _reliable(p, c, r, a).float(), "dtype torch.float32"),
         (_labels_overwritten, "changes its input `clean_label` in place"),
+        # issue 83: the lesson asks for STAMP's +1e-5; these passed (only 1e-3 failed), and ε outside the log again
+        (lambda p, c, r, a: (_entropy(p) < a * math.log(p.shape[1])) & (c == r), "another ε than STAMP's"),
+        (lambda p, c, r, a: (_score_entropy(p, 1e-8) < a * math.log(p.shape[1])) & (c == r), "another ε than STAMP's"),
+        (lambda p, c, r, a: (_score_entropy(p, 1e-4) < a * math.log(p.shape[1])) & (c == r), "another ε than STAMP's"),
+        (lambda p, c, r, a: (_score_entropy(p, 1e-3) < a * math.log(p.shape[1])) & (c == r), "another ε than STAMP's"),
+        (lambda p, c, r, a: (-(p * (torch.log(p) + 1e-5)).sum(1) < a * math.log(p.shape[1])) & (c == r),
+         "outside the log"),
     ],
     "class_frequency_update": [
         (lambda x, c, b: b * x + (1 - b) * c, "β weighs the new counts"),
@@ -388,8 +409,7 @@ RIGHT: dict[str, list[tuple[Answer, str]]] = {
     ],
     "stamp_reliable": [
         (lambda p, c, r, a: (_score_entropy(p.float()) < a * math.log(p.shape[1])) & (c == r), "float32"),
-        (lambda p, c, r, a: (_entropy(p) < a * math.log(p.shape[1])) & (c == r), "the exact entropy (no ε)"),
-        (lambda p, c, r, a: (_score_entropy(p, 1e-8) < a * math.log(p.shape[1])) & (c == r), "another ε"),
+        (lambda p, c, r, a: (_score_entropy(p.double()) < a * math.log(p.shape[1])) & (c == r), "float64"),
     ],
     "class_frequency_update": [
         (lambda x, c, b: (1 - b) * x.float() + b * c.float(), "float32"),
@@ -494,7 +514,8 @@ def test_a_threshold_of_log2_is_not_called_a_missing_entropy_test() -> None:
 
 @pytest.mark.parametrize(("name", "near_miss", "pattern"), [
     ("h_score", lambda a, b: 2 * a * b / (a + b) * (1 + 3e-5) if a + b else 0.0, r"is (\S+); it gives (\S+)$"),
-    ("cosine_step_size", lambda lr, n, t: _lr(lr, n, t) * (1 + 3e-6) + 1e-7 * lr, r"expected (\S+), got (\S+)$"),
+    ("cosine_step_size", lambda lr, n, t: _lr(lr, n, t) * (1 + 3e-6) + 1e-7 * lr,
+     r"expected (\S+), got (\S+) \(off by \S+, beyond the check's tolerance of \S+: more than float rounding\)$"),
     ("auroc_percent", lambda s, o: 100 * float(_pairs(s, o).mean()) + 2e-4,
      r"it gives (\S+) where AUROC is ([^\s(]+)"),
     ("filter_precision_recall", lambda p, o: (float((p & ~o).sum()) / float(p.sum()) + 3e-5 if p.any() else math.nan,
