@@ -319,8 +319,8 @@ class _CountingTracer(StreamTracer):
         super().__init__(stream, num_classes, device)
         self.bar = tqdm_text(total=len(stream), desc="batches", unit="batch", file=progress_file())
 
-    def end(self, batch: Any, report: Any = None) -> None:
-        super().end(batch, report)
+    def end(self, batch: Any, report: Any = None, probs: Any = None) -> None:
+        super().end(batch, report, probs)
         self.bar.update(1)
 
 

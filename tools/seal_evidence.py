@@ -1,5 +1,6 @@
 """List in a committed evidence store's manifest (MANIFEST.sha256) the records (and network
-diagnostics) it holds but does not list yet, after checking that each is a whole, consistent record
+diagnostics, and records of its cells from another CPU kind in ``other_cpus/``) it holds but does not
+list yet, after checking that each is a whole, consistent record
 of one of its benchmark's cells, the one its file name says. Nothing else is changed: a listed file
 is never re-listed under another digest.
 
@@ -40,7 +41,7 @@ from pathlib import Path
 
 from stamplib.evaluation import manifest
 from stamplib.evaluation.outputs import NoOutputsError, rescore
-from stamplib.evaluation.store import _read, file_problem
+from stamplib.evaluation.store import file_problem, read_record
 
 
 def planned_keys(benchmark: object) -> set[str]:
@@ -72,7 +73,7 @@ def planned_networks(benchmark: object) -> set[tuple[str, int]]:
 def _rows_problem(root: Path, name: str) -> str | None:
     """Where the store keeps the record's per-sample outputs: a row whose metrics its outputs do
     not give (recomputed, as the store's re-scoring does)."""
-    record = _read(root / name)
+    record = read_record(root / name)
     if isinstance(record, str):
         return record
     try:
@@ -89,6 +90,14 @@ def _rows_problem(root: Path, name: str) -> str | None:
 
 def problem_of(root: Path, name: str, keys: set[str], networks_planned: set[tuple[str, int]]) -> str | None:
     """Why the file ``name`` of the store at ``root`` may not be sealed, or None."""
+    if name.startswith(f"{manifest.OTHER_CPUS}/"):  # a record of one of its cells from another CPU kind
+        folder = root / manifest.OTHER_CPUS
+        why = file_problem(folder, root / name)
+        if why is not None:
+            return why
+        record = read_record(root / name)
+        assert not isinstance(record, str)
+        return None if record.key in keys else "it is not a cell of the benchmark's designs: only their cells are sealed"
     if "/" in name:  # a network diagnostic
         from stamplib.evidence import networks
         from stamplib.models import checkpoints
@@ -108,7 +117,7 @@ def problem_of(root: Path, name: str, keys: set[str], networks_planned: set[tupl
     why = file_problem(root, root / name)  # whole, consistent (the mean recomputed from its rows), named for its cell
     if why is not None:
         return why
-    record = _read(root / name)
+    record = read_record(root / name)
     assert not isinstance(record, str)
     if record.key not in keys:
         return (f"it is not a cell of the benchmark's designs (profile {record.spec.profile}, {record.spec.dataset}, "

@@ -8,10 +8,11 @@ stamplib)::
 
     <64 hex digits>  <record file name>
     <64 hex digits>  networks/<checkpoint>.json
+    <64 hex digits>  other_cpus/<record file name>
 
 The guarded files (:func:`guarded_names`) are the record files in the store's root and the JSON
-files of its :data:`SUBFOLDERS` (the network diagnostics, ``stamplib.evidence.networks``): every
-file a page reads its numbers from.
+files of its :data:`SUBFOLDERS` (the network diagnostics, ``stamplib.evidence.networks``, and the
+records of its cells from another CPU kind): every file a page reads its numbers from.
 
 Only three things write it: :meth:`~stamplib.evaluation.store.ResultsStore.put` (each record the
 store's commands compute gets its entry in the same step), :meth:`~stamplib.evaluation.store.ResultsStore.put_file`
@@ -44,9 +45,12 @@ from stamplib import paths
 
 #: The manifest's file name in a store's root.
 NAME = "MANIFEST.sha256"
+#: The folder of a store that keeps records of its own cells computed on another CPU kind (what
+#: drives a verdict re-judges STAMP's claims with them, ``stamplib.evidence.judge``).
+OTHER_CPUS = "other_cpus"
 #: The folders of a store whose JSON files the manifest guards beside the records: the network
-#: diagnostics (``stamplib.evidence.networks.FOLDER``).
-SUBFOLDERS = ("networks",)
+#: diagnostics (``stamplib.evidence.networks.FOLDER``) and the other CPU kinds' records.
+SUBFOLDERS = ("networks", OTHER_CPUS)
 _LINE = re.compile(r"([0-9a-f]{64})  (\S+)")
 
 

@@ -178,7 +178,7 @@ def _temporary(path: Path, payload: bytes) -> Path:
     return tmp
 
 
-def _read(path: Path) -> Record | str:
+def read_record(path: Path) -> Record | str:
     """The record stored at ``path``, or why it is not one."""
     try:
         stored = json.loads(path.read_text())
@@ -305,7 +305,7 @@ def add_outputs_digest(path: Path) -> str:
 def file_problem(root: Path, path: Path) -> str | None:
     """Why the file ``path`` is not a record the store at ``root`` may serve under its name:
     unreadable, inconsistent (:func:`record_problem`), or named for another cell; None if it is."""
-    record = _read(path)
+    record = read_record(path)
     if isinstance(record, str):
         return record
     named = f"{record.spec.method}__{record.spec.dataset}__{record.spec.outliers}__{record.key}.json"
@@ -496,7 +496,7 @@ class ResultsStore:
     def _load(self, path: Path, outputs_kept: bool) -> Record | None:
         """The record at ``path`` if it is whole and consistent (:func:`record_problem`); else
         it is set aside and None returned."""
-        record = _read(path)
+        record = read_record(path)
         problem = record if isinstance(record, str) else record_problem(record, self.root, outputs_kept)
         if problem is not None:
             self._set_aside(path, problem, None if isinstance(record, str) else record.outputs)
@@ -584,7 +584,7 @@ class ResultsStore:
         (:data:`PROVENANCE_FIELDS`): the same rows, mean, config and outputs digest; else None."""
         if not path.is_file():
             return None
-        stored = _read(path)
+        stored = read_record(path)
         if isinstance(stored, str):
             return None
 

@@ -24,10 +24,11 @@ from typing import Any
 import numpy as np
 
 from stamplib.data.corruptions import CORRUPTIONS
+from stamplib.evaluation import manifest
 from stamplib.evaluation.manifest import EvidenceError
 from stamplib.evaluation.record import Record
 from stamplib.evaluation.spec import RunSpec
-from stamplib.evaluation.store import ResultsStore
+from stamplib.evaluation.store import ResultsStore, file_problem, read_record
 from stamplib.evidence import benchmarks, factors, ledger, statistics
 from stamplib.evidence.benchmarks import Benchmark, Design, Replicate
 from stamplib.evidence.ledger import Arm, Claim, Difference, Lead, SmallerDrop, Within
@@ -45,7 +46,7 @@ METRIC_LABELS = {"acc": "ACC", "auroc": "AUROC", "h": "H"}
 ONE_REPLICATE_MARGIN = 0.5
 #: Where a store keeps records of its cells computed on another CPU kind (the same keys as the
 #: records beside it): what-drives-it re-judges STAMP's claims with them.
-OTHER_CPUS = "other_cpus"
+OTHER_CPUS = manifest.OTHER_CPUS
 #: A network "trusts" the Noise outliers where Source's AUROC on them falls this many points
 #: below the paper's Source (max-softmax scores Noise as confidently as photographs).
 TRUST_GAP = 10.0
@@ -336,12 +337,20 @@ def judge(claim: Claim, design: Design, records: Records, benchmark: Benchmark |
 
 def other_cpu_records(store: ResultsStore) -> dict[str, list[Record]]:
     """The records of ``store``'s cells computed on another CPU kind, by key (its
-    :data:`OTHER_CPUS` folder; empty where it has none)."""
+    :data:`OTHER_CPUS` folder; empty where it has none). Read only, never moved: in a committed
+    store its manifest guards them (:data:`stamplib.evaluation.manifest.SUBFOLDERS`); a file
+    that is no whole record of the cell its name says is refused in one line naming it."""
     folder = Path(store.root) / OTHER_CPUS
     found: dict[str, list[Record]] = {}
-    if folder.is_dir():
-        for record in ResultsStore(folder).records():
-            found.setdefault(record.key, []).append(record)
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
+        if path.name.startswith("."):
+            continue
+        why = file_problem(folder, path)
+        if why is not None:
+            raise EvidenceError(f"{path}: {why}; restore it (git checkout -- {path}) or remove it")
+        record = read_record(path)
+        assert isinstance(record, Record)
+        found.setdefault(record.key, []).append(record)
     return found
 
 

@@ -688,8 +688,9 @@ def trace_section(j: Judged) -> list[str]:
             "Noise images among the samples its updates were computed on and among its memory's items, its "
             "filter's precision and recall as a Noise detector (of what it kept out, the share that was Noise; of "
             "the Noise, the share it kept out), its accuracy beside BN Stats', and STAMP's lead in H over the other "
-            "nine methods with one thing changed (diagnostics, [`docs/claims.md`](claims.md#stamps-counterfactual-"
-            "arms-diagnostics)). — where a trace predates the column; † from the same cell's record on another CPU "
+            "nine methods with one thing changed (diagnostics, "
+            "[`docs/claims.md`](claims.md#stamps-counterfactual-arms-diagnostics)). "
+            "— where a trace predates the column; † from the same cell's record on another CPU "
             f"kind (`{judge.OTHER_CPUS}/`), where the committed record's trace predates the column.", "",
             to_markdown(shown), "",
             f"![The share of Noise in STAMP's memory over the stream](../figures/{j.benchmark.figure}{TRACE_SUFFIX}.png)",
@@ -706,8 +707,10 @@ def _write(root: Path, page: Page) -> Path:
 
 def tracked_figures() -> tuple[str, ...]:
     """The figures :func:`render_all` draws into the checkout's ``figures/`` and git tracks (the
-    claims figure and each benchmark's headline figure): no other command writes them."""
-    return (CLAIMS_FIGURE, *(b.figure for b in benchmarks.BENCHMARKS))
+    claims figure, each benchmark's headline figure, and the trace figure of a benchmark with
+    counterfactual arms): no other command writes them."""
+    traced = (f"{b.figure}{TRACE_SUFFIX}" for b in benchmarks.BENCHMARKS if any(d.diagnostics for d in b.designs))
+    return (CLAIMS_FIGURE, *(b.figure for b in benchmarks.BENCHMARKS), *traced)
 
 
 def figure_folder(figures: Path, name: str) -> Path:

@@ -82,10 +82,16 @@ def test_tracing_methods_report_on_the_builtin_benchmark(name: str, tmp_path, di
     assert any(v == v for v in trace.loss)  # some batch adapted (NaN ≠ NaN)
 
 
-def test_methods_without_reports_have_no_trace_and_tracing_changes_no_output(tmp_path, digits_model) -> None:
+def test_methods_without_reports_trace_only_the_stream_and_tracing_changes_no_output(tmp_path, digits_model) -> None:
+    """A method that reports nothing (Tent) still gets the columns every method has (time, memory and its
+    accuracy per batch, so it can be drawn beside STAMP's over the stream), and none of a method's report."""
     record = stamplib.run(RunSpec(method="tent", corruptions=("gaussian_noise",), profile="smoke"),
                           context_for(tmp_path))
-    assert not record.trace and "trace" not in record.to_json() and not methods.method_class("tent").reports_trace
+    assert not methods.method_class("tent").reports_trace
+    (trace,) = record.trace.values()
+    assert set(trace.columns()) == {"seconds", "peak_memory_mb", "n_known", "n_correct", "n_outliers"}
+    assert all(0 <= c <= k for c, k in zip(trace.n_correct, trace.n_known))
+    assert all(k + o > 0 for k, o in zip(trace.n_known, trace.n_outliers))  # every sample is known or an outlier
     stream = stamplib.data.build_stream("digits", "noise", "gaussian_noise", max_id=96)
     plain, traced = (methods.create("sotta", digits_model, 8, seed=0) for _ in range(2))
     a = run_stream(plain, stream)
@@ -101,8 +107,8 @@ class _Recorder(StreamTracer):
         super().__init__(stream, method.num_classes)
         self.stream, self.method, self.checked = stream, method, 0
 
-    def end(self, batch, report=None) -> None:
-        super().end(batch, report)
+    def end(self, batch, report=None, probs=None) -> None:
+        super().end(batch, report, probs)
         memory = self.method.memory
         items = [it.data for it in memory.items()] if callable(memory.items) else [x for c in memory.items for x in c]
         assert len(items) == report.memory_tags.numel()

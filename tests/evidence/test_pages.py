@@ -46,13 +46,13 @@ def test_one_command_renders_every_generated_file_as_committed(tmp_path: Path, m
     tracked = _tracked()
     root = _scratch_with_stale_pages(tmp_path)
     reads: Counter[Path] = Counter()
-    read = store_module._read
+    read = store_module.read_record
 
-    def counting(path: Path):  # noqa: ANN202 - store._read's signature
+    def counting(path: Path):  # noqa: ANN202 - store.read_record's signature
         reads[path] += 1
         return read(path)
 
-    monkeypatch.setattr(store_module, "_read", counting)
+    monkeypatch.setattr(store_module, "read_record", counting)
     monkeypatch.setattr(paths, "_CHECKOUT", root)
     assert cli.main(["claims", "render"]) == 0
     written = [Path(line.removeprefix("wrote ")) for line in capsys.readouterr().out.splitlines()]

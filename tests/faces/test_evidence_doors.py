@@ -18,7 +18,7 @@ from stamplib.evaluation.store import ResultsStore
 
 REPO = Path(__file__).resolve().parents[2]
 #: The figures git tracks, which claims render alone draws (the README's and docs/claims.md's).
-TRACKED_FIGURES = ("claims", "builtin_benchmark", "reference_run")
+TRACKED_FIGURES = ("claims", "builtin_benchmark", "reference_run", "builtin_benchmark_trace")
 
 
 def _sealed_store(root: Path) -> Path:
