@@ -190,7 +190,8 @@ def test_seeds_multiply_cells():
 
 
 def test_the_stress_batch_axis_reads_the_paper_batch_from_table_1_and_leaves_one_to_the_full_profile():
-    quick, full = registry.plan("13_stress_streams", methods="stamp"), registry.plan("13_stress_streams", methods="stamp",
+    quick, full = registry.plan("13_stress_streams", methods="stamp"), registry.plan("13_stress_streams",
+                                                                                     methods="stamp",
                                                                          profile="full")
     sizes = [c.variant for c in quick.cells if c.variant.startswith(E.BATCH_AXIS)]
     assert sizes == ["batch size=4", "batch size=16", "batch size=64"]
