@@ -141,8 +141,9 @@ class NotebookParameters:
             corruptions=parse_corruptions(corruptions, profile),
             seeds=parse_seeds(seeds),
             networks=parse_networks(networks),
-            severity=validation.check_severity(number(severity, int)),
-            outlier_ratio=validation.check_outlier_ratio(number(outlier_ratio, float)),
+            # a cell's values are checked once, by the RunSpec each plan makes of them
+            severity=number(severity, int),
+            outlier_ratio=number(outlier_ratio, float),
             device=paths.parse_device(device),
             compute_missing=_check_flag("compute_missing", compute_missing),
             metrics=parse_metrics(metrics),

@@ -26,6 +26,7 @@ Scales (chosen by the profile and ``data_root``):
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
@@ -241,14 +242,14 @@ def plan_weight_strategies(experiment: Experiment, params: NotebookParameters,
 
 def parse_ratios(text: str | Sequence[float]) -> tuple[float, ...]:
     """Outlier proportions such as ``'0.05,0.1,0.2,1/3,0.5'`` (fractions allowed), each in (0, 1)."""
-    items = names(text if isinstance(text, (str, int, float)) else [repr(r) for r in text], "ratios")
+    items = names(text if isinstance(text, (str, int, float)) else [repr(r) for r in text], "outlier_ratios")
     try:
         ratios = tuple(float(Fraction(r)) for r in items)
     except (ValueError, ZeroDivisionError):
-        raise ValueError(f"ratios: expected numbers or fractions such as '0.05,1/3', got {text!r}") from None
+        raise ValueError(f"outlier_ratios: expected numbers or fractions such as '0.05,1/3', got {text!r}") from None
     bad = [r for r in ratios if not 0.0 < r < 1.0]
     if not ratios or bad:
-        raise ValueError(f"ratios: every outlier proportion must lie in (0, 1), got {text!r}")
+        raise ValueError(f"outlier_ratios: every outlier proportion must lie in (0, 1), got {text!r}")
     return ratios
 
 
@@ -258,11 +259,16 @@ def ratio_label(ratio: float) -> str:
 
 
 def plan_outlier_ratio(experiment: Experiment, params: NotebookParameters,
-                       ratios: str = "0.05,0.1,0.2,1/3,0.5") -> Plan:
+                       outlier_ratios: str = "0.05,0.1,0.2,1/3,0.5", ratios: str | None = None) -> Plan:
     """Table 6: STAMP's H-score as the outlier proportion outliers/(ID + outliers) varies (each
-    row's ratio replaces ``outlier_ratio``)."""
-    return plan_rows(experiment, params, params.methods or STAMP_ONLY, [(ratio_label(r), {},
-                                                                         r) for r in parse_ratios(ratios)])
+    row's ratio replaces ``outlier_ratio``; ``outlier_ratios`` is its list, ``ratios`` its old
+    spelling, kept one release)."""
+    if ratios is not None:
+        print("note: the parameter `ratios` is now `outlier_ratios`; the old spelling goes in the next release",
+              file=sys.stderr)
+        outlier_ratios = ratios
+    variants = [(ratio_label(r), {}, r) for r in parse_ratios(outlier_ratios)]
+    return plan_rows(experiment, params, params.methods or STAMP_ONLY, variants)
 
 
 def plan_augmentation_averaging(experiment: Experiment, params: NotebookParameters, num_views: str = "16,1") -> Plan:

@@ -126,9 +126,9 @@ def stress_specs() -> list[RunSpec]:
     stream_cells = partial(experiment_cells, plans.STRESS, **STRESS_STREAMS)
     cells = experiment_cells(plans.WEIGHTS)
     cells += ratio_cells(methods=RATIO_BASELINES)
-    cells += ratio_cells(ratios=STAMP_RATIOS[0])
+    cells += ratio_cells(outlier_ratios=STAMP_RATIOS[0])
     cells += stream_cells(methods=STRESS_CHEAP_METHODS)
-    cells += ratio_cells(ratios=STAMP_RATIOS[1])
+    cells += ratio_cells(outlier_ratios=STAMP_RATIOS[1])
     cells += stream_cells(methods=STRESS_OTHER_METHODS)
     core = {s.key() for s in specs()}
     return [s for s in registry.distinct(cells) if s.key() not in core]
