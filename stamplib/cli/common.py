@@ -12,9 +12,6 @@ from typing import Any
 
 from stamplib import flags, paths, processes
 
-#: Where each command's details are written, for the one-line help strings that link there.
-DOCS = "docs/running.md#the-command-line"
-
 
 def context(args: argparse.Namespace, results: str | Path | None = None, default_data_root: Path | None = None,
             writes: bool = False, evidence: bool = False) -> paths.RunContext:
