@@ -96,7 +96,6 @@ def build_parser() -> argparse.ArgumentParser:
                                 prog=parser.prog)
     for add in PARSERS:
         add(_Commands(sub))
-    sub._choices_actions = [a for a in sub._choices_actions if a.dest not in MAINTAINER_COMMANDS]
     return parser
 
 

@@ -53,10 +53,10 @@ def cmd_claims(args: argparse.Namespace) -> int:
         for path in pages.render_all(paths.repo_root() or Path.cwd()):
             print(f"wrote {path}")
         return 0
-    if args.cells and (args.action != "compute" or args.benchmark != "reference" or args.design):
-        raise ValueError("--cells names the reference notebooks' cells: give it to claims compute --benchmark "
-                         "reference, without --design")
-    if args.cells:
+    if args.cells and (args.action not in ("compute", "status") or args.benchmark != "reference" or args.design):
+        raise ValueError("--cells names the reference notebooks' cells: give it to claims compute or status "
+                         "--benchmark reference, without --design")
+    if args.cells and args.action == "compute":
         return compute_reference_cells(args, args.cells)
     if args.action in ("compute", "status", "diagnose"):
         return _claims_compute(args)
@@ -111,7 +111,7 @@ def _claims_compute(args: argparse.Namespace) -> int:
                 print(f"{benchmark.name}/{design.name} ({design.title}; {design.replicates_text()}, "
                       f"{design.corruptions_text()}): {len(state.done)} of {len(state.done) + len(state.missing)} "
                       "cells")
-            if benchmark.name == "reference":
+            if benchmark.name == "reference" and args.cells:
                 from stamplib.experiments import reference
 
                 print("\n".join(reference.status_lines(store)))

@@ -44,7 +44,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
             f"claims compute --benchmark reference --cells {group}"
         common.renamed(f"reference {args.action}", new)
         args.benchmark, args.design, args.replicates = "reference", "", ""
-        args.action, args.cells = args.action, group if args.action == "compute" else ""
+        args.cells = group if args.action == "compute" else "all"
         return claims.cmd_claims(args)
     context = common.context(args, reference.reference_dir(), reference.default_data_root())
     store = ResultsStore(context.results)

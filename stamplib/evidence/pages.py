@@ -754,7 +754,7 @@ def render_all(root: Path) -> list[Path]:
                 written += save_figure(trace, f"{j.benchmark.figure}{TRACE_SUFFIX}", root / "figures")
     written.append(_write(root, Page(README, verdict_summary(sets), VERDICTS)))
     # the guides' tables of measurements and the lessons' run times: one command writes every generated page
-    for page, text in guides.rendered(root).items():
+    for page, text in (guides.rendered(root) if guides.renderable(root) else {}).items():
         if page.read_text() != text:
             paths.atomic_write_bytes(page, text.encode())
             written.append(page)

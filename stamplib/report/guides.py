@@ -301,6 +301,14 @@ def rendered(root: Path) -> dict[Path, str]:
     return pages
 
 
+def renderable(root: Path) -> bool:
+    """Whether the checkout ``root`` holds the guides and the records their blocks are made of (a
+    scratch copy of the evidence stores alone does not)."""
+    folders = ("run_all_timing", "gpu_throughput", "course_timing", "stress_streams")
+    return all((root / "docs" / page).is_file() for page in BLOCKS) and all(
+        (root / "results" / folder).is_dir() for folder in folders)
+
+
 def stale(root: Path) -> list[Path]:
     """The pages whose committed block differs from what the records render."""
     return [page for page, text in rendered(root).items() if page.read_text() != text]
