@@ -2,7 +2,7 @@
 
 For every corruption this prints images/s of the batched suite (`corrupt`) and of the plain
 per-image transcription of the Hendrycks code (protocol.md §7.1) that the tests use as the
-suite's oracle (``stamplib/data/plain_corruptions.py``), plus the max absolute difference between
+suite's oracle (``tests/oracles/corruptions.py``), plus the max absolute difference between
 the two outputs (0 = identical bytes; tests/data/test_corruptions.py asserts it).
 
 Usage: .venv/bin/python benchmarks/corruptions.py [--n 256] [--size 32] [--severity 5] [--repeats 3]
@@ -12,13 +12,18 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 from stamplib.data import corruptions as C
 from stamplib.data.corruptions import CORRUPTIONS, corrupt, parameters
-from stamplib.data.plain_corruptions import reference
+
+# The oracle is the test suite's (tests/oracles/): a benchmark runs from the checkout that holds it.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.oracles.corruptions import reference  # noqa: E402
 
 SEED = 0
 

@@ -124,7 +124,8 @@ def main() -> None:
               f"(ratio {row['busy_ratio']}), {row['kernels_per_step']} kernels, {row['aten_ops_per_step']} aten ops")
         print("  device ms/step by family:", row["device_ms_by_family"])
         for item in row["top_device"][:15]:
-            print(f"  dev {item['ms_per_step']:8.3f} ms x{item['calls_per_step']:6.1f} [{item['family']}] {item['name']}")
+            print(f"  dev {item['ms_per_step']:8.3f} ms x{item['calls_per_step']:6.1f} [{item['family']}] "
+                  f"{item['name']}")
         for item in row["top_host"][:15]:
             print(f"  host {item['ms_per_step']:8.3f} ms x{item['calls_per_step']:6.1f} {item['name']}")
     if args.out:

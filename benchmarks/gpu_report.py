@@ -70,7 +70,8 @@ def render(folder: Path) -> str:
             f"{'' if was is None else f'{rate / was:.2f}×'} | {'' if fast is None else f'{fast:,.0f}'} | "
             f"{'' if fast is None else f'{fast / rate:.2f}×'} |"
         )
-    lines += ["", f"Table 1, CIFAR-10 half ({len(new)} methods × {shape_row['outlier_sets']} outlier sets × 15 corruptions "
+    lines += ["", f"Table 1, CIFAR-10 half ({len(new)} methods × {shape_row['outlier_sets']} outlier sets × 15 "
+                  f"corruptions "
               f"× {shape_row['stream_images']:,} images) on this GPU:"]
     if len(old) == len(new):
         lines.append(f"before **{table_hours(old, shape_row):.2f} h**, after **{table_hours(new, shape_row):.2f} h** "
@@ -105,7 +106,8 @@ def render_pairs(folders: list[Path]) -> str:
     lines = [
         f"Measured on one {env['device_name']} (driver {env['driver']}, torch {env['torch']}, CUDA {env['cuda']}, "
         f"cuDNN {env['cudnn']}) with `gpu_throughput.py --shapes {SHAPE}`, synthetic data, batch {env['batch_size']}; "
-        "the reports of one folder come from one call. Images/s; a blank is a method that failed (reason in the raw report) "
+        "the reports of one folder come from one call. Images/s; a blank is a method that failed (reason in the raw "
+        "report) "
         "or was not timed. Raw reports: " + ", ".join(f"`{f.relative_to(REPO)}/`" for f in folders) + ".",
         "",
         "| column | report |",

@@ -14,7 +14,7 @@
 #                over all 15 corruptions, every claim; three: network 0 over three; `python -m
 #                stamplib claims status` counts them), computed by `claims compute --benchmark
 #                reference --design CELLS`, the claim cheapest to complete first; or a group of
-#                `reference compute --cells` (core, extras, all, stress, seeds). DATA_ROOT is a data
+#                `claims compute --benchmark reference --cells` (core, extras, all, stress, seeds). DATA_ROOT is a data
 #                root holding the JPEG CIFAR-10, the checkpoints lie on $STAMPLIB_CHECKPOINT_PATH;
 #                it runs in the time left before DEADLINE seconds, into OUT/reference (copy its
 #                records into results/reference, then `python tools/seal_evidence.py
@@ -86,7 +86,7 @@ if [[ -n ${DATA_ROOT:-} && $left -gt 30 ]]; then
             step cells "$left" python3 -m stamplib claims compute --benchmark reference --design "${CELLS:-networks}" \
                 --device cuda --jobs "${JOBS:-10}" --data-root "$DATA_ROOT" --results "$out/reference" ;;
         *)
-            step cells "$left" python3 -m stamplib reference compute --cells "$CELLS" --device cuda \
+            step cells "$left" python3 -m stamplib claims compute --benchmark reference --cells "$CELLS" --device cuda \
                 --jobs "${JOBS:-10}" --data-root "$DATA_ROOT" --results "$out/reference" ;;
     esac
 fi

@@ -139,7 +139,8 @@ def synthetic_stream(shape: Shape, n: int, batch_size: int) -> data.Stream:
     n_out = n // 5
     images = torch.randint(0, 256, (n, shape.size, shape.size, 3), dtype=torch.uint8, generator=g)
     labels = torch.arange(n - n_out) % shape.classes
-    return data.mix(images[n_out:], labels, images[:n_out], n_out, seed=0, stream=data.StreamSpec(batch_size=batch_size))
+    return data.mix(images[n_out:], labels, images[:n_out], n_out, seed=0,
+                    stream=data.StreamSpec(batch_size=batch_size))
 
 
 class Real:
@@ -213,7 +214,8 @@ def time_method(world: Synthetic | Real, name: str, args: argparse.Namespace) ->
     per_s = n / result.seconds
     hours = shape.stream_images / per_s / 3600
     return {**row, "images": n, "seconds": round(result.seconds, 3), "images_per_s": round(per_s, 1),
-            "hours_per_corruption": round(hours, 4), "hours_per_table_cells": round(hours * shape.outlier_sets * CORRUPTIONS, 3),
+            "hours_per_corruption": round(hours, 4),
+            "hours_per_table_cells": round(hours * shape.outlier_sets * CORRUPTIONS, 3),
             "peak_gpu_memory_mib": round(torch.cuda.max_memory_allocated() / 2**20) if args.device == "cuda" else None,
             "error": None}
 
@@ -239,7 +241,8 @@ def report(env: dict[str, Any], rows: list[dict[str, Any]], tables: dict[str, fl
             print(f"{r['setting']:<11} {r['method']:<12} failed: {r['error']}")
             continue
         gpu = "" if r["peak_gpu_memory_mib"] is None else r["peak_gpu_memory_mib"]
-        print(f"{r['setting']:<11} {r['method']:<12} {r['images_per_s']:9.1f} {r['hours_per_corruption']:13.3f} {gpu:>8}")
+        print(f"{r['setting']:<11} {r['method']:<12} {r['images_per_s']:9.1f} {r['hours_per_corruption']:13.3f} "
+              f"{gpu:>8}")
     for table, hours in tables.items():
         timed = [r for r in rows if r["table"] == table]
         shown = "incomplete (a method failed)" if hours is None else f"{hours:.1f} h"
@@ -261,7 +264,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--replay-graphs", action="store_true",
                         help="the network's kernels replayed as CUDA graphs (stamplib.blocks.graphs; not for records)")
     parser.add_argument("--override", action="append", default=[],
-                        help="method:field=value, a hyperparameter or execution option (e.g. cotta:view_chunk=1); repeatable")
+                        help="method:field=value, a hyperparameter or execution option (e.g. cotta:view_chunk=1); "
+                             "repeatable")
     parser.add_argument("--warmup", type=int, default=1,
                         help="untimed batches before the reset (default 1; with --replay-graphs also after it)")
     parser.add_argument("--small", action="store_true", help="CPU smoke sizes: tiny network, 32 px, 2 batches of 8")
@@ -291,7 +295,8 @@ def main(argv: list[str] | None = None) -> None:
     for shape_name in [s for s in args.shapes.split(",") if s]:
         if shape_name not in catalogue:
             raise SystemExit(f"unknown shape {shape_name!r}; choose from {', '.join(catalogue)}")
-        world = Synthetic(catalogue[shape_name], args) if args.data == "synthetic" else Real(catalogue[shape_name], args)
+        world = Synthetic(catalogue[shape_name], args) if args.data == "synthetic" else Real(catalogue[shape_name],
+                                                                                             args)
         for name in names:
             rows.append(time_method(world, name, args))
             save()

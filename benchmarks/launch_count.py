@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--small", action="store_true", help="the tiny network (CI smoke run)")
     parser.add_argument("--size", type=int, default=0,
-                        help="image side (default: the paper's 32 px); the counts hardly depend on it, the CPU time does")
+                        help="image side (default: the paper's 32 px); the counts hardly depend on it, the CPU time "
+                             "does")
     parser.add_argument("--override", action="append", default=[], help="method:field=value, repeatable")
     parser.add_argument("--gpu-paths", action="store_true",
                         help="blocks take the code paths they take on a GPU (counts of what a GPU dispatches)")

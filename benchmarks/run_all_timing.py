@@ -7,7 +7,7 @@ clone (``STAMPLIB_RESULTS=<clone>/results_timing``), the method docs/running.md 
 One JSON record per run goes to ``--out`` (written whole or not at all): the commit, the wall
 seconds, the grid's and the whole run's seconds as run_all.sh printed them, the CPU, and the
 load average before and after, so that a run made beside other work can be told apart;
-``python -m stamplib.report.guides --write`` then adds them to docs/running.md's table.
+``python -m stamplib claims render`` then adds them to docs/running.md's table.
 
 Usage: .venv/bin/python benchmarks/run_all_timing.py AFTER BEFORE [AFTER ...]
            [--profile quick] [--out results/run_all_timing] [--workdir /tmp/run_all_timing]
@@ -97,7 +97,8 @@ def main() -> None:
     print(f"{'commit':8s} {'wall s':>8s} {'grid s':>7s} {'load before':>12s}  subject")
     for commit in args.commits:
         r = time_commit(commit, args.profile, args.workdir, args.out)
-        print(f"{r['commit'][:7]:8s} {r['wall_seconds']:8.0f} {r['grid_seconds'] if r['grid_seconds'] is not None else '—':>7} "
+        print(f"{r['commit'][:7]:8s} {r['wall_seconds']:8.0f} "
+              f"{r['grid_seconds'] if r['grid_seconds'] is not None else '—':>7} "
               f"{r['load_average_before'][0]:12.2f}  {r['subject'][:70]}", flush=True)
 
 

@@ -8,7 +8,7 @@ first timed batch (64 random samples with known labels), so every batch adapts. 
              adaptation.
 (a16)        the same, all 16 views in one forward (the previous default), for comparison.
 (b) plain    the plain transcription: views from the plain CoTTA code kept as the oracle in
-             stamplib/blocks/plain_views.py, then one forward per view (``batched_views=False``).
+             tests/oracles/views.py, then one forward per view (``batched_views=False``).
 (c) floor    only the compute stamp.md §6 counts, on pre-made tensors: the 16 view forwards
              (chunked like (a)), 1 reference forward of 64, and 2 forward+backward passes on
              the 64 memory samples (SAM); no augmentation, no bookkeeping.
@@ -30,21 +30,26 @@ Usage: .venv/bin/python benchmarks/stamp_throughput.py [--device cpu|cuda] [--ba
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
+from pathlib import Path
 
 import torch
 
 from stamplib import data, methods, models
 from stamplib.blocks.bn import view_groups
 from stamplib.blocks.entropy import logit_entropy
-from stamplib.blocks.plain_views import plain_make_views
 from stamplib.blocks.views import make_views
 from stamplib.evaluation.assembly import build_method, build_stream
 from stamplib.evaluation.runner import run_stream
 from stamplib.evaluation.spec import RunSpec
 from stamplib.methods.stamp import Stamp
+
+# The oracle is the test suite's (tests/oracles/): a benchmark runs from the checkout that holds it.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.oracles.views import plain_make_views  # noqa: E402
 
 ARCHITECTURES = {"resnet18_cifar": "resnet18_cifar", "tiny": "resnet_cifar_tiny"}
 BATCH, VIEWS, CLASSES = 64, 16, 10
@@ -174,7 +179,8 @@ def all_methods(args: argparse.Namespace) -> None:
     if args.model != "tiny":  # the paper's CIFAR network, random weights: for timing only (slices of paper-scale cells)
         torch.manual_seed(0)
         model = models.create(ARCHITECTURES[args.model], data.num_classes("digits")).eval()
-    spec = RunSpec(method="source", dataset="digits", outliers="noise", corruptions=("gaussian_noise",))  # one per method below
+    # one per method below
+    spec = RunSpec(method="source", dataset="digits", outliers="noise", corruptions=("gaussian_noise",))
     stream = build_stream(spec, max_id=args.max_id)
     n_images = stream.images.shape[0]
     print(
@@ -209,7 +215,8 @@ def main() -> None:
     )
     parser.add_argument("--channels-last", action="store_true", help="channels-last model and inputs (all paths)")
     parser.add_argument("--bf16", action="store_true", help="bfloat16 autocast (CUDA only; ignored on CPU)")
-    parser.add_argument("--methods", default="", help="with --all-methods: comma-separated names (default: every method)")
+    parser.add_argument("--methods", default="", help="with --all-methods: comma-separated names (default: every "
+                                                      "method)")
     parser.add_argument("--all-methods", action="store_true",
                         help="images/s of every method on a digits stream (--model tiny: the trained digits model; "
                              "resnet18_cifar: the paper's network with random weights)")

@@ -59,7 +59,9 @@ def main() -> None:
                "record_s": record.seconds, "h": round(record.mean.h, 2)}
         if cell.corruptions:
             seed0 = committed.get(cell.spec)
-            row["quiet_committed_gaussian_s"] = None if seed0 is None else seed0.per_corruption["gaussian_noise"].seconds
+            row["quiet_committed_gaussian_s"] = (
+                None if seed0 is None else seed0.per_corruption["gaussian_noise"].seconds
+            )
         print(json.dumps(row), flush=True)
 
 

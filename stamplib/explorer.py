@@ -2,7 +2,8 @@
 
 The run is computed once (a method, built as the runner builds it, over one corruption's
 stream, with the per-batch columns of :mod:`stamplib.evaluation.traces`: each batch's filter
-mask, memory histogram and step size, as the method reports them); moving the slider only redraws from that record, so a redraw costs one matplotlib
+mask, memory histogram and step size, as the method reports them); moving the slider only redraws from that record, so
+a redraw costs one matplotlib
 figure (well under a second on a CPU). The view of batch ``i``:
 
 * the batch's images, outliers framed in red, samples through the method's filter ticked;
@@ -137,7 +138,8 @@ class StreamExplorer:
                     r, c = divmod(k, cols)
                     ax.text(c * (w + 4) + 3, r * (h + 4) + 9, "✓", color="lime", fontsize=9, weight="bold")
         ax.set_axis_off()
-        through = "" if mask is None else f"; ✓ = passed the filter ({int(self.masks[i].sum())} of {len(self.masks[i])})"
+        through = ("" if mask is None
+                   else f"; ✓ = passed the filter ({int(self.masks[i].sum())} of {len(self.masks[i])})")
         ax.set_title(f"the batch (first {len(images)}): red = outlier{through}", fontsize=9)
 
     def _draw_memory(self, ax: plt.Axes, i: int) -> None:
@@ -231,7 +233,8 @@ class StreamExplorer:
         return widgets.VBox([slider, label, picture])
 
 
-def _running_metrics(predictions: np.ndarray, scores: np.ndarray, labels: np.ndarray, batch_size: int) -> dict[str, np.ndarray]:
+def _running_metrics(predictions: np.ndarray, scores: np.ndarray, labels: np.ndarray,
+                     batch_size: int) -> dict[str, np.ndarray]:
     out: dict[str, list[float]] = {"acc": [], "auroc": [], "h": []}
     p, s, y = (torch.from_numpy(a) for a in (predictions, scores.astype(np.float64), labels))
     for end in range(batch_size, len(labels) + batch_size, batch_size):
@@ -301,7 +304,8 @@ def _run(spec: RunSpec, stream: Any, context: paths.RunContext, progress: bool) 
         print(f"exploring {spec.method} over {len(stream)} batches of {stream.batch_size} on {device} "
               "(kept in the results store: exploring this cell again redraws it at once)", file=progress_file(),
               flush=True)
-    tracer = _CountingTracer(stream, tta.num_classes, device) if progress else StreamTracer(stream, tta.num_classes, device)
+    tracer = _CountingTracer(stream, tta.num_classes, device) if progress else StreamTracer(stream, tta.num_classes,
+                                                                                            device)
     try:
         result = run_stream(tta, stream, device, tracer=tracer)
     finally:
@@ -393,7 +397,8 @@ def parse_hyperparameters(text: str) -> dict[str, Any]:
     for item in filter(None, (part.strip() for part in text.split(","))):
         name, sep, value = item.partition(":")
         if not sep or not name.strip():
-            raise ValueError(f"expected NAME:VALUE pairs separated by commas, got {item!r} (e.g. 'alpha:0.4,num_views:1')")
+            raise ValueError(f"expected NAME:VALUE pairs separated by commas, got {item!r} (e.g. "
+                             f"'alpha:0.4,num_views:1')")
         out[name.strip()] = literal_or_text(value.strip())
     return out
 

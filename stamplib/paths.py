@@ -232,7 +232,8 @@ class RunContext:
         else:
             root = _default_data_root()
         return cls(root, Path(results) if results else results_dir(), Path(figures) if figures else figures_dir(),
-                   check_device(device or "cpu") if check else device or "cpu", command or environment("STAMPLIB_COMMAND"),
+                   check_device(device or "cpu") if check else device or "cpu",
+                   command or environment("STAMPLIB_COMMAND"),
                    environment("STAMPLIB_TF32").strip().lower() in ("1", "true", "yes", "on"))
 
     def environment(self) -> dict[str, str]:

@@ -228,7 +228,8 @@ def build_site(
     src, html = scratch / "src", scratch / "html"
     write_sources(pages, src, profile, figures,
                   docs if docs is not None else root / "docs")
-    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "--keep-going", "-E", "-d", str(scratch / "doctrees"), str(src), str(html)]
+    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "--keep-going", "-E", "-d", str(scratch / "doctrees"),
+           str(src), str(html)]
     if quiet:
         cmd.insert(3, "-q")
     done = subprocess.run(cmd, capture_output=quiet, text=True)

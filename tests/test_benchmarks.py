@@ -17,7 +17,8 @@ REPO = Path(__file__).resolve().parents[1]
 def test_gpu_throughput_runs_small_on_the_cpu(tmp_path: Path) -> None:
     out = tmp_path / "throughput.json"
     done = subprocess.run(
-        [sys.executable, "benchmarks/gpu_throughput.py", "--device", "cpu", "--small", "--threads", "1", "--out", str(out)],
+        [sys.executable, "benchmarks/gpu_throughput.py", "--device", "cpu", "--small", "--threads", "1", "--out",
+         str(out)],
         cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
     assert done.returncode == 0, done.stderr

@@ -112,17 +112,27 @@ def test_each_layer_imports_only_the_layers_below_it() -> None:
     assert not wrong, "imports against the layering:\n" + "\n".join(wrong)
 
 
-def test_benchmarks_import_nothing_from_the_tests() -> None:
-    """A benchmark runs from an installed package too: what it compares against lives in
-    stamplib, not in tests/."""
+def test_benchmarks_import_only_the_oracles_from_the_tests() -> None:
+    """A benchmark times the library beside the test suite's oracles (tests/oracles/), from the
+    checkout that holds both; nothing else of the tests is a benchmark's to import."""
     benchmarks = Path(__file__).resolve().parents[1] / "benchmarks"
     wrong = []
     for path in sorted(benchmarks.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-            wrong += [f"{path.name}: {n}" for n in names if n.split(".")[0] == "tests"]
+            wrong += [f"{path.name}: {n}" for n in names
+                      if n.split(".")[0] == "tests" and not n.startswith("tests.oracles.")]
     assert benchmarks.is_dir() and not wrong, wrong
+
+
+def test_the_package_holds_no_test_oracle() -> None:
+    """The plain transcriptions the tests compare against live in tests/oracles/, not in the package."""
+    assert not sorted(PACKAGE.rglob("plain_*")), sorted(PACKAGE.rglob("plain_*"))
+    from_tests = [f"{name}: {node.module}" for name, path in MODULES.items()
+                  for node in ast.walk(ast.parse(path.read_text()))
+                  if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "tests"]
+    assert not from_tests, from_tests
 
 
 def test_the_graph_sees_every_kind_of_import() -> None:

@@ -40,7 +40,8 @@ def ema_update(teacher: nn.Module, student: nn.Module, momentum: float) -> None:
     assert len(t_params) == len(s_params), "teacher and student must have the same parameters"
     for t, s in zip(t_params, s_params):
         assert t.shape == s.shape, f"teacher/student shape mismatch {tuple(t.shape)} vs {tuple(s.shape)}"
-    # One operator per list rather than four per tensor (a GPU's default, the same numbers on a CPU); each is the elementwise
+    # One operator per list rather than four per tensor (a GPU's default, the same numbers on a CPU); each is the
+    # elementwise
     # operation of momentum·t + (1 − momentum)·s, in that order, so the numbers are the same.
     averaged = torch._foreach_mul(t_params, momentum)
     torch._foreach_add_(averaged, torch._foreach_mul(s_params, 1.0 - momentum))

@@ -15,7 +15,8 @@ teacher or anchor, made at every reset) is compiled around the copy, parameter n
 prefix ``_orig_mod.``, and attribute access reaches the original module.
 
 Off by default and never used for records: a record's numbers come from eager kernels. Measured
-on an H200 (results/gpu_throughput/2026-11-26-h200/tests_cuda.txt): at most 1.1× faster where the replays equal the eager
+on an H200 (results/gpu_throughput/2026-11-26-h200/tests_cuda.txt): at most 1.1× faster where the replays equal the
+eager
 outputs, and they fail for STAMP and SoTTA (batches that change size) and RoTTA (statistics
 assigned from a forward's outputs); after CoTTA's views went into one forward, the methods at
 32 px wait mostly on float32 arithmetic, which graphs do not shorten.

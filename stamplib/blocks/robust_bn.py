@@ -41,9 +41,11 @@ class RobustBN2d(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.training:
             var, mean = torch.var_mean(x, dim=(0, 2, 3), unbiased=False)
-            # (1 − m)·stored + m·batch for both statistics with one operator per list (fewer launches on a GPU, the same numbers on a CPU):
+            # (1 − m)·stored + m·batch for both statistics with one operator per list (fewer launches on a GPU, the same
+            # numbers on a CPU):
             # the same elementwise multiplications and addition, in the same order, as one per statistic.
-            mean, var = torch._foreach_add(torch._foreach_mul([self.running_mean, self.running_var], 1.0 - self.momentum),
+            mean, var = torch._foreach_add(torch._foreach_mul([self.running_mean, self.running_var],
+                                                              1.0 - self.momentum),
                                            torch._foreach_mul([mean, var], self.momentum))
             # Stored without a copy: nothing writes the statistics in place (a forward replaces them) and
             # no backward keeps them (subtraction and the ε addition save no input), so sharing the

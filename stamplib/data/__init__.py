@@ -12,8 +12,8 @@
   ``$STAMPLIB_STREAM_CACHE``);
 * ``loaders``, ``downloads``, ``outlier_c``, ``corruptions``, ``benchmark``, ``noise`` — file
   formats, downloads, generated outlier-C sets, the 15 corruptions, the digits benchmark and
-  the Noise set; ``plain_corruptions`` — the slow per-image transcription of the corruption
-  code that the tests and the benchmark check ``corruptions`` against.
+  the Noise set (the slow per-image transcription of the corruption code that the tests and
+  the benchmark check ``corruptions`` against is a test oracle: ``tests/oracles/corruptions.py``).
 """
 
 from stamplib.data.lookup import (

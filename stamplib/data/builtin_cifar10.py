@@ -14,7 +14,7 @@ of 0.3 M parameters (clean accuracy in their sidecars), not the ~94 % ResNet-18.
 show how the methods rank on real images at teaching scale; the reference run
 (``results/reference``) is the larger evidence.
 
-``python -m stamplib benchmark build --data-root DIR`` rebuilds the folder from the JPEG
+``python -m stamplib maintain build-benchmark --data-root DIR`` rebuilds the folder from the JPEG
 CIFAR-10 and the trained checkpoints (``train-source --recipe compact --seed k``).
 """
 
@@ -105,7 +105,8 @@ def checkpoint_file(name: str, folder: Path | None = None) -> Path:
         raise PackageDataError(
             f"{name} is not shipped in {folder} yet: train it with `python -m stamplib train-source --dataset "
             f"{'cifar10_jpeg_8_2' if '_8_' in name else 'cifar10_jpeg'} --recipe compact --seed "
-            f"{name.rpartition('_seed')[2]} --data-root DIR` (and its pair), then `python -m stamplib benchmark build "
+            f"{name.rpartition('_seed')[2]} --data-root DIR` (and its pair), then `python -m stamplib maintain "
+            f"build-benchmark "
             "--data-root DIR`")
     verify(folder, (f"{name}.pt", f"{name}.json"))
     return folder / f"{name}.pt"
@@ -230,6 +231,7 @@ def build(photographs: Path, checkpoint_dir: Path, out: Path | None = None, per_
         if source.resolve() != (out / source.name).resolve():
             paths.atomic_write_bytes(out / source.name, source.read_bytes())
         written.append(out / source.name)
-    paths.atomic_write_bytes(out / SUMS_FILE, "".join(f"{file_digest(p, 'sha256')}  {p.name}\n" for p in written).encode())
+    paths.atomic_write_bytes(out / SUMS_FILE,
+                             "".join(f"{file_digest(p, 'sha256')}  {p.name}\n" for p in written).encode())
     load.cache_clear()
     return [*written, out / SUMS_FILE]

@@ -463,7 +463,8 @@ def _read_cifar_batch(path: str, mtime: int, label_key: bytes) -> tuple[np.ndarr
             # The official format is a pickle (as torchvision reads it); only load trusted files.
             batch = pickle.load(fh, encoding="bytes")
     except (pickle.UnpicklingError, EOFError, ValueError) as exc:
-        raise DatasetFormatError(f"{path} is truncated or not a CIFAR batch ({exc}); delete it and download again") from exc
+        raise DatasetFormatError(f"{path} is truncated or not a CIFAR batch ({exc}); delete it and download "
+                                 f"again") from exc
     try:
         data = np.asarray(batch[b"data"], dtype=np.uint8)
         labels = np.asarray(batch[label_key])
@@ -595,7 +596,10 @@ def load_imagenet_c(
 
 
 def load_svhn(
-    split: str = "test", data_root: str | os.PathLike | None = None, *, path: str | os.PathLike | None = None,
+    split: str = "test",
+    data_root: str | os.PathLike | None = None,
+    *,
+    path: str | os.PathLike | None = None,
     download: bool = False,
 ) -> ImageSet:
     """SVHN ``<split>_32x32.mat`` (torchvision's file): X is 32×32×3×N, y in 1..10 (10 = digit 0),
@@ -607,13 +611,19 @@ def load_svhn(
     if path is None and split == "test":
         _ensure("svhn", mat, root, download)
     if not mat.is_file():
-        raise DatasetNotFound(f"{mat} is missing; torchvision.datasets.SVHN(root, split={split!r}, download=True) fetches it")
+        raise DatasetNotFound(
+            f"{mat} is missing; torchvision.datasets.SVHN(root, split={split!r}, download=True) fetches it"
+        )
     try:
         content = scipy.io.loadmat(mat)
     except (ValueError, OSError, TypeError, scipy.io.matlab.MatReadError) as exc:
-        raise DatasetFormatError(f"{mat} is truncated or not a MATLAB file ({exc}); delete it and download again") from exc
+        raise DatasetFormatError(
+            f"{mat} is truncated or not a MATLAB file ({exc}); delete it and download again"
+        ) from exc
     if "X" not in content or "y" not in content:
-        raise DatasetFormatError(f"{mat}: expected variables X and y, found {sorted(k for k in content if not k.startswith('__'))}")
+        raise DatasetFormatError(
+            f"{mat}: expected variables X and y, found {sorted(k for k in content if not k.startswith('__'))}"
+        )
     x = content["X"]
     if x.ndim != 4 or x.shape[:3] != (32, 32, 3):
         raise DatasetFormatError(f"{mat}: X has shape {x.shape}, expected 32×32×3×N")
@@ -662,7 +672,9 @@ def tiny_permutation(n: int, folder: Path) -> np.ndarray:
             perm = np.load(path, allow_pickle=False)
         except (ValueError, OSError, EOFError) as exc:
             # Unreadable (a truncated write by an old version): it is seeded, so recreate it.
-            warnings.warn(f"{path} is unreadable ({exc}); recreating it from seed {TINY_PERMUTATION_SEED}", stacklevel=2)
+            warnings.warn(
+                f"{path} is unreadable ({exc}); recreating it from seed {TINY_PERMUTATION_SEED}", stacklevel=2
+            )
         else:
             if perm.shape == (n,) and np.array_equal(np.sort(perm), np.arange(n)):
                 return perm

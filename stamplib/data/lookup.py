@@ -53,7 +53,9 @@ def _scheme_missing(name: str, scheme: str, path: str) -> Missing:
     template = _is_template(path)
 
     def missing(root: Path, corruptions, severity: int) -> tuple[list[Path], str]:
-        files = [path.format(corruption=c, severity=severity) for c in corruptions if c != "none"] if template else [path]
+        files = (
+            [path.format(corruption=c, severity=severity) for c in corruptions if c != "none"] if template else [path]
+        )
         absent = [Path(f) for f in files if not (Path(f).is_file() if scheme == "npz" else Path(f).is_dir())]
         return absent, f"check the path given in {name!r}"
 
@@ -82,7 +84,9 @@ def _scheme_dataset(name: str, scheme: str, path: str) -> Dataset:
         return s.images, s.labels
 
     return Dataset(
-        name, classes=classes, setting="",
+        name,
+        classes=classes,
+        setting="",
         test=None if template else (lambda root: pool(path)),
         released=(lambda root, c, s: pool(path.format(corruption=c, severity=s))) if template else None,
         missing=_scheme_missing(name, scheme, path),
@@ -166,8 +170,12 @@ def check_names(dataset: str, outliers: str | None = None, corruptions: tuple[st
     validation.check_choices("corruption", list(corruptions), [*CORRUPTIONS, "none"], also="or none (clean images)")
 
 
-def check_available(dataset_name: str, corruptions: tuple[str, ...] | list[str], severity: int = 5,
-                    data_root: str | os.PathLike | None = None) -> None:
+def check_available(
+    dataset_name: str,
+    corruptions: tuple[str, ...] | list[str],
+    severity: int = 5,
+    data_root: str | os.PathLike | None = None,
+) -> None:
     """Refuse a *partial* copy of a data set before any work: every requested corruption's file
     must be there. Only paths are checked. A data set folder that is absent as a whole is left
     to its loader, which may unpack a placed archive or download it. ``data_root`` None: no

@@ -145,7 +145,8 @@ def class_split(base: Dataset, known: int, name: str, **fields: object) -> Datas
         base=base.name,
         test=None if test is None else (lambda root: keep_classes(test(root), known, True)),
         released=None if released is None else (lambda root, c, s: keep_classes(released(root, c, s), known, True)),
-        train=None if train is None else (lambda root, limit=None: _first(keep_classes(train(root), known, True), limit)),
+        train=None if train is None else (lambda root, limit=None: _first(keep_classes(train(root), known, True),
+                                                                          limit)),
         heldout=heldout,
         **fields,
     )

@@ -71,7 +71,8 @@ def stream_bytes(stream: Sized) -> int:
 
 class StreamCache:
     """Streams by their build arguments (:func:`stamplib.data.streams.build_stream`'s key),
-    within :func:`stream_cache_budget` bytes, the least recently used dropped first. The budget bounds what is *kept*: while a stream is built the
+    within :func:`stream_cache_budget` bytes, the least recently used dropped first. The budget bounds what is *kept*:
+    while a stream is built the
     process also holds that stream, so the peak is the budget plus the largest stream."""
 
     def __init__(self) -> None:

@@ -77,7 +77,9 @@ def h_score(acc: float, auc: float) -> float:
     return 2.0 * acc * auc / (acc + auc)
 
 
-def _as_numpy(ood_score: torch.Tensor | np.ndarray, is_outlier: torch.Tensor | np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+def _as_numpy(
+    ood_score: torch.Tensor | np.ndarray, is_outlier: torch.Tensor | np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
     """(float64 scores, bool outlier flags), or None when a metric is undefined (one kind
     missing, or a non-finite score)."""
     s = np.asarray(ood_score.detach().cpu() if isinstance(ood_score, torch.Tensor) else ood_score, dtype=np.float64)
@@ -170,8 +172,9 @@ METRICS: dict[str, MetricFunction] = {
 }
 
 
-def register_metric(name: str, function: MetricFunction, label: str | None = None,
-                    lower_is_better: bool = False) -> None:
+def register_metric(
+    name: str, function: MetricFunction, label: str | None = None, lower_is_better: bool = False
+) -> None:
     """Make ``name`` a metric of every table and of :func:`~stamplib.evaluation.outputs.rescore`
     (``lower_is_better``: a selection by this metric, e.g. ``python -m stamplib tune
     --criterion``, takes the smallest value)."""
@@ -202,7 +205,9 @@ def check_metrics(names: Iterable[str]) -> tuple[str, ...]:
 
 
 def score_outputs(
-    predictions: torch.Tensor, ood_score: torch.Tensor, labels: torch.Tensor,
+    predictions: torch.Tensor,
+    ood_score: torch.Tensor,
+    labels: torch.Tensor,
     names: Iterable[str] | None = None,
 ) -> dict[str, float]:
     """Every metric of ``names`` (default: all of :data:`METRICS`) for one stream's outputs."""

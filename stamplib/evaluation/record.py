@@ -64,7 +64,8 @@ class RelativeSpeed:
         return cls(int(d["relative_speed"]), d.get("step_seconds"), d.get("forward_seconds"))
 
     def to_json(self) -> dict[str, Any]:
-        return {"relative_speed": self.value, "step_seconds": self.step_seconds, "forward_seconds": self.forward_seconds}
+        return {"relative_speed": self.value, "step_seconds": self.step_seconds,
+                "forward_seconds": self.forward_seconds}
 
 
 class _Scored:

@@ -219,7 +219,8 @@ def run_corruption(
         for name, column in tracer.trace().items():  # every method's: accuracy per batch is everyone's
             trace.setdefault(name, []).extend(column)
         if gradual:
-            rows.append(Severity(severity, stream_metrics(results[-1].probs, results[-1].ood_score, results[-1].labels)))
+            rows.append(Severity(severity, stream_metrics(results[-1].probs, results[-1].ood_score,
+                                                          results[-1].labels)))
     result = concatenate(results)
     realistic = (dict(speed=speed, adapted_batches=result.adapted_batches, batches=result.batches)
                  if spec.stream.realistic else {})
@@ -264,7 +265,8 @@ def run(spec: RunSpec, context: RunContext, *, force: bool = False, progress: bo
     record_provenance = provenance(spec.dataset, context.data_root, context.command,
                                    layout_name(network_layout(context.device)), spec.network)
     started = time.perf_counter()
-    cell = SCHEDULE_LOOPS[spec.stream.schedule](method, spec, context, store, record_provenance["checkpoint"]["sha256"], progress)
+    cell = SCHEDULE_LOOPS[spec.stream.schedule](method, spec, context, store, record_provenance["checkpoint"]["sha256"],
+                                                progress)
     rows = cell.rows
     mean = Mean.of(rows)  # averaged over all, with the collapsed ones named
     record = Record(

@@ -20,7 +20,8 @@ def check_network(network: object, dataset: str) -> int:
     """A source network's training seed for ``dataset``: 0 for any data set, k >= 1 only where the
     data set's source network is trained by a recipe of ours (another seed of it can exist)."""
     if not validation.is_int(network) or int(network) < 0:
-        raise ValueError(f"network must be a non-negative integer (the source network's training seed), got {network!r}")
+        raise ValueError(f"network must be a non-negative integer (the source network's training seed), got "
+                         f"{network!r}")
     if int(network) == 0:
         return 0
     from stamplib.models import checkpoints
@@ -28,17 +29,23 @@ def check_network(network: object, dataset: str) -> int:
     checkpoint = data.dataset(dataset).checkpoint
     entry = checkpoints.REGISTRY.get(checkpoint)
     if entry is None or entry.recipe is None:
+        trainable = sorted(n for n, d in data.DATASETS.items() if not d.builtin
+                           and (e := checkpoints.REGISTRY.get(d.checkpoint)) is not None and e.recipe is not None)
         raise ValueError(f"dataset {dataset!r} has one source network (network=0): its checkpoint is not trained by a "
-                         "recipe of ours, so no other seed of it exists")
+                         f"recipe of ours; network {network} of a data set that is ({', '.join(trainable)}) is trained "
+                         "by `python -m stamplib train-source --dataset NAME --seed "
+                         f"{network} --data-root DIR`")
     from stamplib.data import builtin_cifar10
 
     if data.dataset(dataset).builtin and checkpoint in builtin_cifar10.BASE_CHECKPOINTS \
             and int(network) not in builtin_cifar10.NETWORKS:
-        # package data: only the networks that ship exist (another would be trained on the JPEG photographs
-        # and shipped by benchmark build, docs/builtin_benchmark.md)
+        # package data: only the networks that ship exist (another is trained on the JPEG photographs and
+        # shipped by maintain build-benchmark, docs/builtin_benchmark.md)
         shipped = builtin_cifar10.NETWORKS
+        train = checkpoints.train_command(checkpoints.network_name(checkpoint, int(network)))
         raise ValueError(f"dataset {dataset!r} ships source networks {shipped[0]}–{shipped[-1]}; network={network} is "
-                         "none of them")
+                         f"none of them: train it with `{train}`, then ship it with `python -m stamplib maintain "
+                         "build-benchmark --data-root DIR`")
     return int(network)
 
 

@@ -233,7 +233,8 @@ def _plan_cells(experiment: str, params: tuple[tuple[str, str], ...], profile: s
                 seed: int, corruptions: tuple[str, ...]) -> tuple[plans.PlannedCell, ...]:
     if scale not in EXPERIMENTS[experiment].setups:  # the paper-stream scale has the Noise stand-ins only
         return ()
-    return EXPERIMENTS[experiment].plan(profile=profile, scale=scale, seeds=str(seed), corruptions=",".join(corruptions),
+    return EXPERIMENTS[experiment].plan(profile=profile, scale=scale, seeds=str(seed),
+                                        corruptions=",".join(corruptions),
                                         **dict(params)).cells
 
 

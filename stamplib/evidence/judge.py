@@ -72,7 +72,8 @@ RULE = (
     "variance). The paper's size sets a word only where the paper measured it on CIFAR10-C; a size from another "
     "data set (CIFAR100-C + SVHN-C) stands beside the verdict with its data set named. *What drives it* leaves "
     "one corruption out at a time, holding the rest fixed (a paired t over the replicates), and names only a "
-    "corruption whose removal weakens the verdict (none named: no single corruption does). *k of n hold* counts replicates whose margin "
+    "corruption whose removal weakens the verdict (none named: no single corruption does). *k of n hold* counts "
+    "replicates whose margin "
     "rounds above 0; *k of 15 corruptions hold* counts corruptions whose margin — each replicate's margin on "
     "that corruption alone, averaged over the replicates — rounds above 0. Both describe; neither decides. "
     "*The paper's size*: the same margin in the paper's printed numbers (its table's mean over 15 corruptions, "
@@ -383,7 +384,8 @@ def one_checkpoint_per_network(records: Iterable[Record], where: str) -> None:
             raise EvidenceError(
                 f"{where}: network {index[1]} of {index[0]} has records from two checkpoint files, SHA-256 {first[0]} "
                 f"(record {first[1]}) and {checkpoint.sha256} (record {record.key}); a network's records come from "
-                "one file: remove the superseded network's records from the store (and its manifest) and recompute them")
+                "one file: remove the superseded network's records from the store (and its manifest) and recompute "
+                "them")
 
 
 def judge_benchmark(benchmark: Benchmark, store: ResultsStore,
@@ -558,7 +560,8 @@ def trusting_networks(design: Design, records: Records) -> str:
                 f"Source AUROC {values} vs the paper's {paper:.0f}")
     names = ", ".join(str(r.network) for r in trusting)
     verb = "trusts" if len(trusting) == 1 else "trust"
-    return f"network{'s' if len(trusting) > 1 else ''} {names} {verb} Noise: Source AUROC {values} vs the paper's {paper:.0f}"
+    return (f"network{'s' if len(trusting) > 1 else ''} {names} {verb} Noise: Source AUROC {values} vs the paper's "
+            f"{paper:.0f}")
 
 
 def factor(verdict: Verdict, records: Records) -> tuple[str, str]:

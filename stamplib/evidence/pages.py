@@ -28,7 +28,7 @@ from stamplib.evidence.judge import Verdict
 from stamplib.evidence.ledger import Arm
 from stamplib.experiments import plans
 from stamplib.methods import PAPER_ORDER, TABLE_ORDER
-from stamplib.report import seeds
+from stamplib.report import guides, seeds
 from stamplib.report.tables import to_markdown
 
 #: The command that re-renders every generated page, figure and README block.
@@ -415,7 +415,8 @@ def cpu_kinds(store: ResultsStore) -> str:
                      for k in order)
     others = [r for found in judge.other_cpu_records(store).values() for r in found]
     if others:
-        text += f"; {len(others)} more in `{judge.OTHER_CPUS}/` on {', '.join(sorted({judge.cpu_kind(r) for r in others}))}"
+        kinds = ", ".join(sorted({judge.cpu_kind(r) for r in others}))
+        text += f"; {len(others)} more in `{judge.OTHER_CPUS}/` on {kinds}"
     return text
 
 
@@ -546,7 +547,8 @@ def claims_page(sets: Sequence[Judged]) -> str:
         lines.append("")
     lines += ["## Which CPUs computed the records", "",
               "A record's provenance names its CPU model and vector extensions; the float rounding of another CPU "
-              f"kind can move STAMP's Noise-outlier cells by points (a store keeps such records in `{judge.OTHER_CPUS}/`"
+              f"kind can move STAMP's Noise-outlier cells by points (a store keeps such records in "
+              f"`{judge.OTHER_CPUS}/`"
               ", and *what drives it* says where they change a verdict).", ""]
     lines += [f"- {j.benchmark.title}: {cpu_kinds(j.store)}." for j in sets]
     lines.append("")
@@ -693,7 +695,8 @@ def trace_section(j: Judged) -> list[str]:
             "— where a trace predates the column; † from the same cell's record on another CPU "
             f"kind (`{judge.OTHER_CPUS}/`), where the committed record's trace predates the column.", "",
             to_markdown(shown), "",
-            f"![The share of Noise in STAMP's memory over the stream](../figures/{j.benchmark.figure}{TRACE_SUFFIX}.png)",
+            f"![The share of Noise in STAMP's memory over the "
+            f"stream](../figures/{j.benchmark.figure}{TRACE_SUFFIX}.png)",
             ""]
 
 
@@ -750,6 +753,11 @@ def render_all(root: Path) -> list[Path]:
             if trace is not None:
                 written += save_figure(trace, f"{j.benchmark.figure}{TRACE_SUFFIX}", root / "figures")
     written.append(_write(root, Page(README, verdict_summary(sets), VERDICTS)))
+    # the guides' tables of measurements and the lessons' run times: one command writes every generated page
+    for page, text in (guides.rendered(root) if guides.renderable(root) else {}).items():
+        if page.read_text() != text:
+            paths.atomic_write_bytes(page, text.encode())
+            written.append(page)
     return written
 
 

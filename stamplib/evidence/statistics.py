@@ -22,7 +22,8 @@ paper's own size lies above the interval; a *yes* whose interval lies wholly bel
 reads *yes, smaller than the paper's* (and a *no* wholly above a negative size of the paper's,
 *no, smaller than the paper's*). :func:`detectable_margin` says how large a margin the evidence
 could have told from zero (exactly 80 % power at α = 0.05, two-sided, from the noncentral t),
-:func:`size_relation` where the paper's size lies against the interval. :func:`simulate` draws margins from variance parts to measure a
+:func:`size_relation` where the paper's size lies against the interval. :func:`simulate` draws margins from variance
+parts to measure a
 rule's coverage and power (the tests' check that the rule is no more conservative than its
 estimand needs).
 """

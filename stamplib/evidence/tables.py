@@ -115,7 +115,8 @@ def shown(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def values_by_seed(table: pd.DataFrame, metric: str, methods: Sequence[str] = PAPER_ORDER) -> dict[str, dict[int, float]]:
+def values_by_seed(table: pd.DataFrame, metric: str,
+                   methods: Sequence[str] = PAPER_ORDER) -> dict[str, dict[int, float]]:
     return seeds.table_values(table, metric, methods)
 
 
@@ -181,7 +182,8 @@ def variant_sections(benchmark: Benchmark, records: Mapping[str, Record]) -> lis
                                                    "numbers), (a), seed 0:*"),
                               (plans.ABLATION, "*The ablation (Table 5) in (a), seed 0; the paper's rows are on "
                                                "CIFAR100-C + SVHN-C, so they are shown, not subtracted:*"),
-                              (plans.WEIGHTS, "*STAMP's weights (Fig. 3; the paper prints no values) in (a), seed 0:*")):
+                              (plans.WEIGHTS,
+                               "*STAMP's weights (Fig. 3; the paper prints no values) in (a), seed 0:*")):
         found = plan(benchmark, experiment, **first)
         if sum(c.spec.key() in records for c in found.cells) > 1:
             lines += [title, "", to_markdown(_variant_table(found, records)), ""]
@@ -253,7 +255,8 @@ def _error_bars(table: pd.DataFrame, order: Sequence[str], metric: str) -> np.nd
     return np.vstack([mean - low, high - mean])
 
 
-def networks_a(benchmark: Benchmark, records: Mapping[str, Record]) -> tuple[Design, dict[str, dict[int, float]]] | None:
+def networks_a(benchmark: Benchmark, records: Mapping[str, Record]) -> tuple[Design,
+                                                                             dict[str, dict[int, float]]] | None:
     """Setting (a)'s H of the paper's ten methods per source network (its mean over the corruptions),
     on the first design of ``benchmark`` that varies networks and has every one of their cells; None
     where none has."""

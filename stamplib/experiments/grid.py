@@ -362,7 +362,8 @@ class GridReport:
                      f"failed jobs {len(self.failed)}")
         lines += [failed.summary() for failed in self.failed]
         if self.failed:
-            lines.append("retry only the failed cells with --retry-failed (or re-run: every missing cell is resubmitted)")
+            lines.append("retry only the failed cells with --retry-failed (or re-run: every missing cell is "
+                         "resubmitted)")
         return lines
 
 

@@ -66,6 +66,17 @@ def parse_seeds(text: str | Sequence[int]) -> tuple[int, ...]:
     return tuple(dict.fromkeys(seeds))
 
 
+def parse_networks(text: str | Sequence[int]) -> tuple[int, ...]:
+    """Comma-separated source networks (their training seeds); empty means network 0, the data
+    set's registered one. Which networks a data set has is the RunSpec's to say
+    (:func:`stamplib.evaluation.spec.check_network`)."""
+    items = names(text if isinstance(text, (str, int)) else [str(n) for n in text], "networks")
+    try:
+        return tuple(dict.fromkeys(int(n) for n in items)) or (0,)
+    except ValueError:
+        raise ValueError(f"networks: expected comma-separated integers such as '0,1', got {text!r}") from None
+
+
 def parse_metrics(text: str | Sequence[str]) -> tuple[str, ...]:
     """Comma-separated names of :data:`stamplib.evaluation.metrics.METRICS`; empty means the
     paper's ACC, AUROC and H."""
@@ -99,6 +110,7 @@ class NotebookParameters:
     outlier_sets: tuple[str, ...]  # empty: those of each data set
     corruptions: tuple[str, ...]
     seeds: tuple[int, ...]  # empty: the notebook's own (Experiment.default_seeds)
+    networks: tuple[int, ...]  # the source networks (RunSpec.network); (0,) unless given
     severity: int
     outlier_ratio: float
     device: str
@@ -109,7 +121,8 @@ class NotebookParameters:
     def parse(
         cls, profile: str = "quick", data_root: str = "", scale: str = "", methods: str | Sequence[str] = "",
         datasets: str | Sequence[str] = "", outlier_sets: str | Sequence[str] = "",
-        corruptions: str | Sequence[str] = "", seeds: str | Sequence[int] = "", severity: int | str = 5,
+        corruptions: str | Sequence[str] = "", seeds: str | Sequence[int] = "", networks: str | Sequence[int] = "",
+        severity: int | str = 5,
         outlier_ratio: float | str = 0.2, device: str = "cpu", compute_missing: bool = True,
         metrics: str | Sequence[str] = "", **_: Any,
     ) -> NotebookParameters:
@@ -127,8 +140,10 @@ class NotebookParameters:
             outlier_sets=names(outlier_sets, "outlier_sets", [*data.OUTLIER_SETS, data.HELDOUT, data.CLOSED_SET]),
             corruptions=parse_corruptions(corruptions, profile),
             seeds=parse_seeds(seeds),
-            severity=validation.check_severity(number(severity, int)),
-            outlier_ratio=validation.check_outlier_ratio(number(outlier_ratio, float)),
+            networks=parse_networks(networks),
+            # a cell's values are checked once, by the RunSpec each plan makes of them
+            severity=number(severity, int),
+            outlier_ratio=number(outlier_ratio, float),
             device=paths.parse_device(device),
             compute_missing=_check_flag("compute_missing", compute_missing),
             metrics=parse_metrics(metrics),
@@ -171,5 +186,5 @@ def check_scale(scale: str, profile: str) -> str:
 
 #: The parameters that choose cells, as a grid's ``--param`` may give them; the others say
 #: how a notebook computes and shows its cells.
-PLANNING = ("profile", "data_root", "methods", "datasets", "outlier_sets", "corruptions", "seeds", "severity",
-            "outlier_ratio")
+PLANNING = ("profile", "data_root", "methods", "datasets", "outlier_sets", "corruptions", "seeds", "networks",
+            "severity", "outlier_ratio")

@@ -5,7 +5,8 @@ its planning function, data sets per scale, the paper tables it reproduces and w
 its variants apply to. Other modules hold the object (``plans.TABLE1``), never a name; names are
 resolved at the edges (the command line, a notebook's ``registry.plan("02_…")``). A notebook parses its
 ``parameters`` cell into :class:`~stamplib.experiments.parameters.NotebookParameters`, calls
-:func:`~stamplib.experiments.registry.plan`, then :func:`stamplib.experiments.execute.compute` (finished cells come from the
+:func:`~stamplib.experiments.registry.plan`, then :func:`stamplib.experiments.execute.compute` (finished cells come
+from the
 results store); ``python -m stamplib grid`` hands the same plans' RunSpecs to
 :mod:`stamplib.experiments.grid`. A notebook and a grid therefore share every cell, and cells
 shared between notebooks (STAMP's default row appears in Tables 1, 5, 6 and both figures) are
@@ -25,6 +26,7 @@ Scales (chosen by the profile and ``data_root``):
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
@@ -70,7 +72,8 @@ _CIFAR_SETS = ("noise", "svhn", "lsun", "tiny")
 Setups = dict[str, list[Setup]]
 
 
-def _noise_stand_in(paper: list[Setup], paper_dataset: str, paper_outliers: tuple[str, ...], setting: str = "") -> Setups:
+def _noise_stand_in(paper: list[Setup], paper_dataset: str, paper_outliers: tuple[str, ...],
+                    setting: str = "") -> Setups:
     """The paper's cells, and at teaching scale Noise outliers on the JPEG (real) or built-in
     CIFAR-10 in their place."""
     return {
@@ -157,24 +160,27 @@ ONE_ROW: tuple[Variant, ...] = (("", {}, None),)
 
 def _cells(experiment: Experiment, params: NotebookParameters, rows: Sequence[str],
            variants: Sequence[Variant], seeds: Sequence[int] | None = None) -> list[PlannedCell]:
-    """Every (data set, outlier set, method, variant, seed) cell; a variant's overrides apply
-    to the experiment's ``variant_methods``, its ratio (None: the notebook's) to every method;
-    ``seeds`` (None: the parameters')."""
+    """Every (data set, outlier set, method, variant, network, seed) cell; a variant's overrides
+    apply to the experiment's ``variant_methods``, its ratio (None: the notebook's) to every
+    method; ``seeds`` (None: the parameters'). A network other than 0 labels its rows."""
     cells = []
     for setup in _setups(experiment, params):
         for o, po in zip(setup.outliers, setup.paper_outliers):
             for method in rows:
                 for label, overrides, ratio in variants:
-                    for seed in seeds if seeds is not None else params.seeds:
-                        own = overrides if method in experiment.variant_methods else {}
-                        stand_ins = stand_in_overrides(method, setup.dataset, setup.setting)
-                        spec = RunSpec.make(
-                            method, overrides={**stand_ins, **own}, dataset=setup.dataset,
-                            outliers=o, corruptions=params.corruptions, severity=params.severity,
-                            outlier_ratio=0.0 if o == data.CLOSED_SET else (params.outlier_ratio if ratio is None else ratio),
-                            seed=seed, profile=params.profile, setting=setup.setting,
-                        )
-                        cells.append(PlannedCell(spec, label, setup.paper_dataset, po))
+                    own = overrides if method in experiment.variant_methods else {}
+                    stand_ins = stand_in_overrides(method, setup.dataset, setup.setting)
+                    share = 0.0 if o == data.CLOSED_SET else (params.outlier_ratio if ratio is None else ratio)
+                    for network in params.networks:
+                        # another network is a row of its own: its table reads beside network 0's
+                        row = label if network == 0 else ", ".join(filter(None, (label, f"network {network}")))
+                        for seed in seeds if seeds is not None else params.seeds:
+                            spec = RunSpec.make(
+                                method, overrides={**stand_ins, **own}, dataset=setup.dataset, outliers=o,
+                                corruptions=params.corruptions, severity=params.severity, outlier_ratio=share,
+                                seed=seed, profile=params.profile, setting=setup.setting, network=network,
+                            )
+                            cells.append(PlannedCell(spec, row, setup.paper_dataset, po))
     return cells
 
 
@@ -236,14 +242,14 @@ def plan_weight_strategies(experiment: Experiment, params: NotebookParameters,
 
 def parse_ratios(text: str | Sequence[float]) -> tuple[float, ...]:
     """Outlier proportions such as ``'0.05,0.1,0.2,1/3,0.5'`` (fractions allowed), each in (0, 1)."""
-    items = names(text if isinstance(text, (str, int, float)) else [repr(r) for r in text], "ratios")
+    items = names(text if isinstance(text, (str, int, float)) else [repr(r) for r in text], "outlier_ratios")
     try:
         ratios = tuple(float(Fraction(r)) for r in items)
     except (ValueError, ZeroDivisionError):
-        raise ValueError(f"ratios: expected numbers or fractions such as '0.05,1/3', got {text!r}") from None
+        raise ValueError(f"outlier_ratios: expected numbers or fractions such as '0.05,1/3', got {text!r}") from None
     bad = [r for r in ratios if not 0.0 < r < 1.0]
     if not ratios or bad:
-        raise ValueError(f"ratios: every outlier proportion must lie in (0, 1), got {text!r}")
+        raise ValueError(f"outlier_ratios: every outlier proportion must lie in (0, 1), got {text!r}")
     return ratios
 
 
@@ -252,10 +258,17 @@ def ratio_label(ratio: float) -> str:
     return f"ratio={round(ratio, 4):g}"
 
 
-def plan_outlier_ratio(experiment: Experiment, params: NotebookParameters, ratios: str = "0.05,0.1,0.2,1/3,0.5") -> Plan:
+def plan_outlier_ratio(experiment: Experiment, params: NotebookParameters,
+                       outlier_ratios: str = "0.05,0.1,0.2,1/3,0.5", ratios: str | None = None) -> Plan:
     """Table 6: STAMP's H-score as the outlier proportion outliers/(ID + outliers) varies (each
-    row's ratio replaces ``outlier_ratio``)."""
-    return plan_rows(experiment, params, params.methods or STAMP_ONLY, [(ratio_label(r), {}, r) for r in parse_ratios(ratios)])
+    row's ratio replaces ``outlier_ratio``; ``outlier_ratios`` is its list, ``ratios`` its old
+    spelling, kept one release)."""
+    if ratios is not None:
+        print("note: the parameter `ratios` is now `outlier_ratios`; the old spelling goes in the next release",
+              file=sys.stderr)
+        outlier_ratios = ratios
+    variants = [(ratio_label(r), {}, r) for r in parse_ratios(outlier_ratios)]
+    return plan_rows(experiment, params, params.methods or STAMP_ONLY, variants)
 
 
 def plan_augmentation_averaging(experiment: Experiment, params: NotebookParameters, num_views: str = "16,1") -> Plan:
@@ -263,7 +276,8 @@ def plan_augmentation_averaging(experiment: Experiment, params: NotebookParamete
     counts = tuple(int(k) for k in names(num_views, "num_views"))
     if not counts or any(k < 1 for k in counts):
         raise ValueError(f"num_views: give view counts >= 1 such as '16,1', got {num_views!r}")
-    return plan_rows(experiment, params, STAMP_ONLY, [(f"K={k}", {} if k == 16 else {"num_views": k}, None) for k in counts])
+    return plan_rows(experiment, params, STAMP_ONLY, [(f"K={k}", {} if k == 16 else {"num_views": k},
+                                                       None) for k in counts])
 
 
 def traced_methods() -> tuple[str, ...]:
@@ -376,7 +390,8 @@ def plan_stress_streams(experiment: Experiment, params: NotebookParameters, batc
             if domain == "mixed" and len(spec.corruptions) < 2:
                 notes.append("no mixed-domain stream: it needs two or more corruptions")
                 continue
-            cells.append(dataclasses.replace(cell, spec=spec.with_stream(schedule="mixed" if domain == "mixed" else "episodic"),
+            schedule = "mixed" if domain == "mixed" else "episodic"
+            cells.append(dataclasses.replace(cell, spec=spec.with_stream(schedule=schedule),
                                              variant=stress_variant(DOMAIN_AXIS, domain)))
     # The paper's stream (notebook 02's cell) over the headline's other seeds: its spread is each
     # method's band in the figure (stamplib.report.stress.paper_stream_spread).
@@ -386,7 +401,8 @@ def plan_stress_streams(experiment: Experiment, params: NotebookParameters, batc
                 band_cells=tuple(band) if other_seeds else ())
 
 
-def plan_walkthrough(experiment: Experiment, params: NotebookParameters, methods_to_compare: str = "source,bn_stats,tent,stamp",
+def plan_walkthrough(experiment: Experiment, params: NotebookParameters,
+                     methods_to_compare: str = "source,bn_stats,tent,stamp",
                      corruption: str = "gaussian_noise", outliers: str = "noise", seed: int | str = 0) -> Plan:
     """The walkthrough's small comparison: each method on the profile's built-in benchmark, on
     the profile's corruptions and the one studied in detail (first, if the profile lacks it).

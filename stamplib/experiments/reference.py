@@ -119,16 +119,16 @@ STRESS_OTHER_METHODS = "rotta,owttt,unient,sotta,stamp,cotta"
 
 
 def stress_specs() -> list[RunSpec]:
-    """The optional cells of STAMP's variants and the harder streams (``reference compute --cells
+    """The optional cells of STAMP's variants and the harder streams (``claims compute --benchmark reference --cells
     stress``): Fig. 3's, Table 6's and notebook 13's on real images, in the order they are
     computed, without reference cells."""
     ratio_cells = partial(experiment_cells, plans.RATIOS)
     stream_cells = partial(experiment_cells, plans.STRESS, **STRESS_STREAMS)
     cells = experiment_cells(plans.WEIGHTS)
     cells += ratio_cells(methods=RATIO_BASELINES)
-    cells += ratio_cells(ratios=STAMP_RATIOS[0])
+    cells += ratio_cells(outlier_ratios=STAMP_RATIOS[0])
     cells += stream_cells(methods=STRESS_CHEAP_METHODS)
-    cells += ratio_cells(ratios=STAMP_RATIOS[1])
+    cells += ratio_cells(outlier_ratios=STAMP_RATIOS[1])
     cells += stream_cells(methods=STRESS_OTHER_METHODS)
     core = {s.key() for s in specs()}
     return [s for s in registry.distinct(cells) if s.key() not in core]
@@ -296,7 +296,8 @@ def select_settings(cells: Sequence[RunSpec], settings: str) -> list[RunSpec]:
 
 # ------------------------------------------------------------------------------- the command's actions
 
-#: ``reference compute/recompute --cells``: which cells. The ledger's are the evidence layer's to
+# : ``claims compute --benchmark reference --cells`` and ``reference recompute --cells``: which cells. The ledger's are
+# the evidence layer's to
 #: plan (``claims compute --benchmark reference``, :mod:`stamplib.evidence.benchmarks`).
 CELL_GROUPS = ("core", "extras", "all", "stress", "seeds")
 
@@ -314,7 +315,7 @@ def cells_of(group: str) -> list[RunSpec]:
 
 
 def status_lines(store: ResultsStore) -> list[str]:
-    """What ``reference status`` prints: the 44 cells, the optional ones, the variants' and
+    """What ``claims status --benchmark reference`` prints: the 44 cells, the optional ones, the variants' and
     harder streams' among them, and STAMP's seed spread (the ledger's cells: ``claims status``)."""
     state = store.status(specs())
     extra = store.status(extra_specs())
@@ -350,7 +351,7 @@ def recompute(cells: Sequence[RunSpec], context: RunContext, scratch: str | os.P
 
 
 def compute_line(report: grid.GridReport, store: ResultsStore) -> str:
-    """What ``reference compute`` prints at the end."""
+    """What ``claims compute --benchmark reference --cells`` prints at the end."""
     return (f"reference store {store.root}: {len(report.done)} done, {len(report.missing)} missing, "
             f"{len(report.failed)} failed jobs")
 

@@ -16,7 +16,8 @@ SLURM by :func:`~stamplib.experiments.grid.run_grid` like ``python -m stamplib g
 
 :func:`select` reads the cells back and picks the best one (ties: the first in grid order) into
 a :class:`TuneResult` whose table has one row per cell; :mod:`stamplib.report.tuning` prints it
-and writes it as CSV and Markdown, with a heatmap when the grid has two dimensions. :data:`PRESETS` holds the authors' grids (STAMP and the paper's baselines from
+and writes it as CSV and Markdown, with a heatmap when the grid has two dimensions. :data:`PRESETS` holds the authors'
+grids (STAMP and the paper's baselines from
 ``test-time-val.sh``; the newer methods' from ``benchmarks/tune_newer_methods.py``).
 """
 
@@ -57,9 +58,11 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def check_grid(method: str, setting: str, grid: Mapping[str, Iterable[Any]] | Iterable[tuple[str, Iterable[Any]]]) -> Grid:
+def check_grid(method: str, setting: str,
+               grid: Mapping[str, Iterable[Any]] | Iterable[tuple[str, Iterable[Any]]]) -> Grid:
     """``grid`` with every value typed as ``method``'s config field expects (the one rule of
-    :func:`stamplib.validation.coerce`, as ``--set`` has it), in the given order. Unknown names, empty or repeated values give a
+    :func:`stamplib.validation.coerce`, as ``--set`` has it), in the given order. Unknown names, empty or repeated
+    values give a
     one-line ValueError that says what to do."""
     items = list(grid.items()) if isinstance(grid, Mapping) else list(grid)
     if not items:
@@ -188,7 +191,8 @@ UNIENT_ALPHAS = (1.0, 0.5, 0.2, 0.1)
 TENT_LRS = (1e-4, 2.5e-4, 1e-3, 5e-3)
 
 PRESETS: dict[str, Preset] = {p.name: p for p in [
-    Preset("stamp", "stamp", STAMP_GRIDS, _AUTHORS + "; the stray \"$lamb\" of 1e60cb3 left out (yuyongcan/STAMP issue #5: a typo, the author said)"),
+    Preset("stamp", "stamp", STAMP_GRIDS, _AUTHORS + "; the stray \"$lamb\" of 1e60cb3 left out (yuyongcan/STAMP issue "
+                                                     "#5: a typo, the author said)"),
     Preset("tent", "tent", _every_setting({"lr": TENT_LRS}), _AUTHORS),
     Preset("cotta", "cotta", _by_family(
         {"lr": (1e-4, 1e-3, 5e-3), "restore_prob": (0.005, 0.01, 0.02), "aug_threshold": (0.8, 0.92, 0.95)},
@@ -245,7 +249,8 @@ def preset_grid(name: str, method: str, setting: str) -> dict[str, tuple[Any, ..
 
 def preset_lines() -> list[str]:
     """``tune --list-presets``: each preset's name, method, settings and source."""
-    return [f"{name:12s} method {p.method:12s} settings {', '.join(p.grids)}  ({p.source})" for name, p in PRESETS.items()]
+    return [f"{name:12s} method {p.method:12s} settings {', '.join(p.grids)}  ({p.source})" for name,
+            p in PRESETS.items()]
 
 
 def default_preset(method: str) -> str | None:

@@ -81,7 +81,8 @@ class Cotta(TTAMethod):
         params = [p for _, p in named]
         freeze_all_but(self.model, params)
         self.optimizer = torch.optim.Adam(params, lr=cfg.lr, betas=(0.9, 0.999), weight_decay=0.0,
-                                          foreach=True)  # one operator per list: a GPU's default, the same numbers on a CPU
+                                          # one operator per list: a GPU's default, the same numbers on a CPU
+                                          foreach=True)
         # Source values for the stochastic restore: the configured model at init equals the
         # restored model at every reset, so one copy serves all corruptions.
         self.restorable = params

@@ -75,7 +75,8 @@ class EATA(TTAMethod):
         self.fisher = self.source_statistic(key, self._compute_fisher)
         self.anchor = [p.detach().clone() for p in params]
         self.optimizer = torch.optim.Adam(params, lr=cfg.lr, betas=(0.9, 0.999), weight_decay=0.0,
-                                          foreach=True)  # one operator per list: a GPU's default, the same numbers on a CPU
+                                          # one operator per list: a GPU's default, the same numbers on a CPU
+                                          foreach=True)
         self.moving_probs: torch.Tensor | None = None
 
     def _compute_fisher(self) -> list[torch.Tensor]:

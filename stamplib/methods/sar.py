@@ -62,7 +62,8 @@ class SAR(SAMBaseline):
     def setup(self) -> None:
         params = self.adapt_bn_affine(exclude_last_stage=True)
         self.optimizer = self.sam(params, torch.optim.SGD, momentum=self.config.momentum, dampening=0.0,
-                                  weight_decay=0.0, foreach=True)  # one operator per list: a GPU's default, the same numbers on a CPU
+                                  # one operator per list: a GPU's default, the same numbers on a CPU
+                                  weight_decay=0.0, foreach=True)
         self.e_margin = self.config.e_margin_coef * math.log(self.num_classes)
 
     def reset_buffers(self) -> None:

@@ -138,7 +138,8 @@ class Stamp(TTAMethod):
             self.reference.to(memory_format=self.memory_format)
         self.autocast = self.execution.bf16_autocast and self.device.type == "cuda"  # never on CPU
         if cfg.sam:
-            self.optimizer = SAM(params, torch.optim.SGD, rho=cfg.rho, lr=cfg.lr, foreach=True)  # one operator per list: a GPU's default, the same numbers on a CPU
+            # one operator per list: a GPU's default, the same numbers on a CPU
+            self.optimizer = SAM(params, torch.optim.SGD, rho=cfg.rho, lr=cfg.lr, foreach=True)
         else:
             self.optimizer = torch.optim.SGD(params, lr=cfg.lr, foreach=True)
         self.threshold = cfg.alpha * math.log(self.num_classes)

@@ -31,7 +31,8 @@ class Tent(TTAMethod):
     def setup(self) -> None:
         params = self.adapt_bn_affine(exclude_last_stage=False)
         self.optimizer = torch.optim.Adam(params, lr=self.config.lr, betas=(0.9, 0.999), weight_decay=0.0,
-                                          foreach=True)  # one operator per list: a GPU's default, the same numbers on a CPU
+                                          # one operator per list: a GPU's default, the same numbers on a CPU
+                                          foreach=True)
 
     def step(self, x: torch.Tensor) -> TTAOutput:
         with torch.enable_grad():

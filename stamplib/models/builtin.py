@@ -59,7 +59,8 @@ def shipped_problem() -> str | None:
         return f"{ckpt if not ckpt.is_file() else sidecar} is missing: {restore}"
     found = hashlib.sha256(ckpt.read_bytes()).hexdigest()
     if found != SHIPPED_SHA256:
-        return f"{ckpt} has SHA-256 {found[:16]}…, the package records {SHIPPED_SHA256[:16]}…: the file was changed; {restore}"
+        return (f"{ckpt} has SHA-256 {found[:16]}…, the package records {SHIPPED_SHA256[:16]}…: the file was changed; "
+                f"{restore}")
     try:
         recorded = json.loads(sidecar.read_text()).get("sha256")
     except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
@@ -116,8 +117,12 @@ def digits_source_model(progress: bool = True) -> nn.Module:
         model = _cached(resnet_cifar_tiny(num_classes))
     if model is not None:
         return model
-    print(f"training the digits source network once: {DIGITS_RECIPE.epochs} epochs on one CPU thread, about nine "
-          f"minutes; cached in {paths.checkpoints_dir()}", file=sys.stderr, flush=True)
+    print(
+        f"training the digits source network once: {DIGITS_RECIPE.epochs} epochs on one CPU thread, about nine "
+        f"minutes; cached in {paths.checkpoints_dir()}",
+        file=sys.stderr,
+        flush=True,
+    )
     env = paths.child_environment(**PINNED_ENV, STAMPLIB_HOME=str(paths.home()))
     child = f"from stamplib.models.builtin import _train_pinned; _train_pinned(progress={progress!r})"
     done = subprocess.run([sys.executable, "-c", child], env=env, check=False)
@@ -133,8 +138,10 @@ def _train_pinned(progress: bool) -> None:
     """Train and store the digits model; run in a process started with :data:`PINNED_ENV`."""
     capability = torch.backends.cpu.get_cpu_capability()
     if capability != PINNED_CAPABILITY:
-        raise RuntimeError(f"the digits model must be trained with {PINNED_CAPABILITY} kernels, this process uses "
-                           f"{capability}: start it with the environment {PINNED_ENV}")
+        raise RuntimeError(
+            f"the digits model must be trained with {PINNED_CAPABILITY} kernels, this process uses "
+            f"{capability}: start it with the environment {PINNED_ENV}"
+        )
     ckpt = paths.checkpoints_dir() / f"{DIGITS_CHECKPOINT}.pt"
     sidecar = ckpt.with_suffix(".json")
     bench = load_digits_benchmark()
@@ -146,8 +153,7 @@ def _train_pinned(progress: bool) -> None:
     threads = torch.get_num_threads()
     torch.set_num_threads(TRAINING_THREADS)
     try:
-        log = train_classifier(model, bench.train_images, bench.train_labels, DIGITS_RECIPE, seed=0,
-                               progress=progress)
+        log = train_classifier(model, bench.train_images, bench.train_labels, DIGITS_RECIPE, seed=0, progress=progress)
     finally:
         torch.set_num_threads(threads)
     log["threads"] = TRAINING_THREADS
@@ -165,4 +171,3 @@ def _train_pinned(progress: bool) -> None:
     }
     paths.atomic_write_bytes(ckpt, payload)
     paths.atomic_write_bytes(sidecar, json.dumps(meta, indent=2).encode())
-

@@ -48,7 +48,8 @@ REGISTRY: dict[str, CheckpointEntry] = {
         CheckpointEntry("ResNet18_10", "resnet18_cifar", 10, "cifar10", "CIFAR-10 source model (protocol.md §4.2)"),
         CheckpointEntry("ResNet18_100", "resnet18_cifar", 100, "cifar100", "CIFAR-100 source model (protocol.md §4.2)"),
         CheckpointEntry("ResNet18_8", "resnet18_cifar", 8, "cifar10_8", "CIFAR-10 classes 0–7 (8:2 split setting)"),
-        CheckpointEntry("ResNet18_80", "resnet18_cifar", 80, "cifar100_80", "CIFAR-100 classes 0–79 (80:20 split setting)"),
+        CheckpointEntry("ResNet18_80", "resnet18_cifar", 80, "cifar100_80", "CIFAR-100 classes 0–79 (80:20 split "
+                                                                            "setting)"),
         CheckpointEntry(
             "ResNet18_10_jpeg", "resnet18_cifar", 10, "cifar10_fast",
             "fast CPU recipe on the JPEG re-encoded CIFAR-10 of shared/data "

@@ -4,18 +4,19 @@
 | --- | --- | --- | --- | --- | --- |
 | ``cifar10`` | ResNet18_10 | 10 | SGD 0.1, m 0.9, wd 2e-4 | multistep [60,120,160] γ 0.2, 200 ep | crop 4 + flip |
 | ``cifar10_8`` | ResNet18_8 | 0–7 | as cifar10 | as cifar10 | as cifar10 |
-| ``cifar100`` | ResNet18_100 | 100 | SGD 0.1, m 0.9, wd 5e-4, Nesterov | cosine T_max 200, 200 ep | crop 4 + flip + rotation 15° |
+| ``cifar100`` | ResNet18_100 | 100 | SGD 0.1, m .9, wd 5e-4, Nest. | cosine, T_max 200, 200 ep | crop, flip, rot. 15° |
 | ``cifar100_80`` | ResNet18_80 | 0–79 | as cifar100 | as cifar100 | as cifar100 |
-| ``cifar10_fast`` | ResNet18_10_jpeg | 10 | SGD 0.2, m 0.9, wd 5e-4, Nesterov | one-cycle per batch, 10 ep | crop 4 + flip, progressive resizing 16→32 px |
+| ``cifar10_fast`` | ResNet18_10_jpeg | 10 | SGD 0.2, m .9, wd 5e-4, Nest. | one-cycle, 10 ep | crop 4, flip, 16→32 px |
 | ``cifar10_8_fast`` | ResNet18_8_jpeg | 0–7 | as cifar10_fast | as cifar10_fast | as cifar10_fast |
-| ``cifar10_compact`` | ResNetTiny_10_jpeg | 10 | SGD 0.2, m 0.9, wd 5e-4, Nesterov | one-cycle per batch, 30 ep | crop 4 + flip |
+| ``cifar10_compact`` | ResNetTiny_10_jpeg | 10 | SGD 0.2, m .9, wd 5e-4, Nest. | one-cycle, 30 ep | crop 4, flip |
 | ``cifar10_8_compact`` | ResNetTiny_8_jpeg | 0–7 | as cifar10_compact | as cifar10_compact | as cifar10_compact |
 
 The ``*_fast`` recipes are ours, not the paper's: a CPU budget for the JPEG CIFAR-10 of
 shared/data (``train-source --recipe fast``). The ``*_compact`` recipes (ours too) train the
 source networks that ship with the built-in CIFAR-10 benchmark (``data/builtin``): the digits
 model's compact ResNet (0.3 M parameters, so the quick profile costs what it did on digits) on
-all 50,000 JPEG training images (``train-source --dataset cifar10_jpeg --recipe compact``). Plain cross-entropy as in §4.2 (no label
+all 50,000 JPEG training images (``train-source --dataset cifar10_jpeg --recipe compact``). Plain cross-entropy as in
+§4.2 (no label
 smoothing, which would change the calibration that every entropy-based TTA method reads).
 
 Batch size 128, cross-entropy, no input normalisation, scheduler stepped once per epoch, the
@@ -181,7 +182,8 @@ def train_source_for(
         raise ValueError(
             f"{dataset}'s source network {entry.checkpoint} ships with the package and trains on the 50,000 JPEG "
             f"training photographs, not on the built-in 2,000: run `python -m stamplib train-source --dataset {base} "
-            "--recipe compact --bf16 --data-root DIR`, then `python -m stamplib benchmark build --data-root DIR`"
+            "--recipe compact --bf16 --data-root DIR`, then `python -m stamplib maintain build-benchmark --data-root "
+            "DIR`"
         )
     registered = checkpoints.REGISTRY.get(entry.checkpoint)
     if registered is None or registered.recipe is None:

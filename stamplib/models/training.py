@@ -65,7 +65,8 @@ class TrainRecipe:
         if epochs == self.epochs:
             return self
         milestones = tuple(max(1, round(m * epochs / self.epochs)) for m in self.milestones)
-        resolutions = tuple(self.resolutions[e * self.epochs // epochs] for e in range(epochs)) if self.resolutions else ()
+        resolutions = (tuple(self.resolutions[e * self.epochs // epochs] for e in range(epochs))
+                       if self.resolutions else ())
         return dataclasses.replace(self, epochs=epochs, milestones=milestones, resolutions=resolutions)
 
     @property

@@ -11,8 +11,9 @@ them in one generated block, between :data:`BEGIN` and :data:`END`:
 * ``docs/course_lab.md``: the grader's time (``results/course_timing/``, ``"kind": "grading"``);
 * ``docs/beyond_the_paper.md``: notebook 13's H-scores (``results/stress_streams/``).
 
-A new measurement is a new record; ``python -m stamplib.report.guides --write`` then rewrites
-the blocks (without ``--write`` it names the stale pages and exits 1). :func:`hand_written` is a
+A new measurement is a new record; ``python -m stamplib claims render`` then rewrites
+the blocks with every other generated page; ``python -m stamplib.report.guides`` names the stale
+pages and exits 1 (its ``--write``, the old spelling, says so and writes them). :func:`hand_written` is a
 page without its generated blocks (these and the evidence pages'): what the guides' size limit
 counts (``tests/test_docs.py``). A record moved out of a guide's text keeps the page it came from
 in ``"source"``.
@@ -30,7 +31,7 @@ from typing import Any
 
 from stamplib import paths
 
-COMMAND = "python -m stamplib.report.guides --write"
+COMMAND = "python -m stamplib claims render"
 BEGIN = f"<!-- generated:begin (by `{COMMAND}`; do not edit) -->"
 END = "<!-- generated:end -->"
 #: Any generated block of a page: this module's, and the evidence pages' ``<!-- NAME:begin
@@ -44,6 +45,23 @@ Record = dict[str, Any]
 GPU_REPORTS = ("2026-11-25-h100/report.json", "2026-11-27-h200-issue51-steady/after_steady.json",
                "2026-11-27-h200-issue51-steady/after_steady_tf32.json")
 SIZES = {"cifar10_c": "32 px", "imagenet_c": "224 px"}
+
+
+#: What a guide does not tell: an issue number or a commit named in a record's free text (the
+#: record keeps it; the guide shows the commit in its own column where it has one).
+HISTORY = re.compile(r"\bissues? \d+|\b[0-9a-f]{7,40}\b")
+
+
+def without_history(text: str) -> str:
+    """A record's free text as a guide shows it: each clause that names an issue or a commit left
+    out, or only what follows its colon where that names neither."""
+    kept = []
+    for clause in re.split(r"[;,] ", text):
+        if HISTORY.search(clause):
+            clause = clause.split(": ", 1)[1] if ": " in clause else ""
+        if clause and not HISTORY.search(clause):
+            kept.append(clause)
+    return ", ".join(kept)
 
 
 def records(folder: Path) -> list[tuple[str, Record]]:
@@ -86,7 +104,7 @@ def run_all_table(runs: Sequence[tuple[str, Record]]) -> str:
         lines.append(
             f"| {started} | {_machine(run)} | {'`' + run['commit'][:7] + '`' if run.get('commit') else '—'} | "
             f"{run.get('cells', '')} | {_seconds(run.get('grid_seconds'))} | **{whole}** | "
-            f"{'' if load is None else f'{load[0]:.2f}'} | {run.get('note', '')} | `{name}` |")
+            f"{'' if load is None else f'{load[0]:.2f}'} | {without_history(run.get('note', ''))} | `{name}` |")
     return "\n".join(lines)
 
 
@@ -114,7 +132,7 @@ def gpu_table(reports: Sequence[tuple[str, Record]]) -> str:
     ]
     for name, report in reports:
         warmup = report["warmup"] if isinstance(report["warmup"], str) else f"{report['warmup']} warm-up batches"
-        code = f", the code {report['code']}" if "code" in report else ""
+        code = f", the code {told}" if (told := without_history(report.get("code", ""))) else ""
         lines.append(f"- `results/gpu_throughput/{name}`: {report['device_name']}, driver {report['driver']}, torch "
                      f"{report['torch']}, {report['batches']} timed batches after {warmup}{code}.")
     lines += ["", "| method | " + " | ".join(header) + " |", "| --- |" + " ---: |" * len(header)]
@@ -123,7 +141,8 @@ def gpu_table(reports: Sequence[tuple[str, Record]]) -> str:
         for _, report, setting in columns:
             row = next((r for r in report["rows"] if r["method"] == method and r["setting"] == setting), None)
             failed = row is None or row.get("error")
-            rates.append("fails" if row is not None and failed else "" if row is None else f"{row['images_per_s']:,.0f}")
+            rate = "" if row is None else f"{row['images_per_s']:,.0f}"
+            rates.append("fails" if row is not None and failed else rate)
             if setting == "imagenet_c":
                 peaks.append("" if failed else f"{row['peak_gpu_memory_mib']:,}")
         lines.append(f"| {_label(method)} | " + " | ".join(rates + peaks) + " |")
@@ -182,7 +201,8 @@ def lesson_run_time(notebook: str, measurements: Sequence[tuple[str, Record]]) -
             continue
         (cold if m["label"].startswith("cold") else rendering).append((row["whole_seconds"], m))
     if not cold or not rendering:
-        raise ValueError(f"results/course_timing holds no cold run or no rendering of {notebook}: time it (docs/teaching.md)")
+        raise ValueError(f"results/course_timing holds no cold run or no rendering of {notebook}: time it "
+                         f"(docs/teaching.md)")
     (fast, quick), (slow, busy) = min(cold, key=lambda c: c[0]), max(cold, key=lambda c: c[0])
     render = max(seconds for seconds, _ in rendering)
 
@@ -211,23 +231,30 @@ def with_run_time(text: str, paragraph: str, name: str) -> str:
 
 def grading_table(measurements: Sequence[tuple[str, Record]]) -> str:
     """Every timed ``course grade``: submissions, workers, wall seconds, newest first."""
-    lines = ["| measured | graded | workers | wall time | machine | record |", "| --- | --- | ---: | ---: | --- | --- |"]
+    lines = ["| measured | graded | workers | wall time | machine | record |",
+             "| --- | --- | ---: | ---: | --- | --- |"]
     for name, m in sorted(measurements, key=lambda m: m[1]["date"], reverse=True):
         runs = m.get("runs") or [{"jobs": m["jobs"], "whole_seconds": m["whole_seconds"]}]
         for run in runs:
-            lines.append(f"| {m['date']} | {m['label']} | {run['jobs']} | "
-                         f"**{run['whole_seconds']} s** | {m['machine']} | `{name}` |")
+            lines.append(
+                f"| {m['date']} | {m['label']} | {run['jobs']} | "
+                f"**{run['whole_seconds']} s** | {m['machine']} | `{name}` |"
+            )
     return "\n".join(lines)
 
 
 def stress_table(measurement: Record, name: str) -> str:
     """Notebook 13's H-scores: one row per method, one column per stream."""
     columns = list(measurement["columns"])
-    lines = [f"{measurement['metric']} on {measurement['benchmark']} benchmark, {measurement['profile']} profile, "
-             f"{measurement['date']}, {measurement['note']} (`{measurement['command']}`, then the notebook; "
-             f"`results/stress_streams/{name}`). {measurement['missing']}.",
-             "",
-             "| method | " + " | ".join(columns) + " |", "| --- |" + " ---: |" * len(columns)]
+    lines = [
+        f"{measurement['metric']} on {measurement['benchmark']} benchmark, {measurement['profile']} profile, "
+        f"{measurement['date']}, {without_history(measurement['note'])} (`{measurement['command']}`, then the "
+        f"notebook; "
+        f"`results/stress_streams/{name}`). {measurement['missing']}.",
+        "",
+        "| method | " + " | ".join(columns) + " |",
+        "| --- |" + " ---: |" * len(columns),
+    ]
     for row in measurement["rows"]:
         values = ["—" if row["h"][c] is None else f"{row['h'][c]:.1f}" for c in columns]
         lines.append(f"| {_label(row['method'])} | " + " | ".join(values) + " |")
@@ -241,8 +268,9 @@ def _kind(folder: Path, kind: str) -> list[tuple[str, Record]]:
 #: docs/<page> → its block, rendered from the repository root's records.
 BLOCKS: dict[str, Callable[[Path], str]] = {
     "running.md": lambda root: run_all_table(records(root / "results" / "run_all_timing")),
-    "gpu_runbook.md": lambda root: gpu_table([(name, json.loads((root / "results" / "gpu_throughput" / name).read_text()))
-                                              for name in GPU_REPORTS]),
+    "gpu_runbook.md": lambda root: gpu_table(
+        [(name, json.loads((root / "results" / "gpu_throughput" / name).read_text())) for name in GPU_REPORTS]
+    ),
     "teaching.md": lambda root: lesson_table(_kind(root / "results" / "course_timing", "lesson")),
     "course_lab.md": lambda root: grading_table(_kind(root / "results" / "course_timing", "grading")),
     "beyond_the_paper.md": lambda root: stress_table(*reversed(records(root / "results" / "stress_streams")[-1])),
@@ -273,6 +301,14 @@ def rendered(root: Path) -> dict[Path, str]:
     return pages
 
 
+def renderable(root: Path) -> bool:
+    """Whether the checkout ``root`` holds the guides and the records their blocks are made of (a
+    scratch copy of the evidence stores alone does not)."""
+    folders = ("run_all_timing", "gpu_throughput", "course_timing", "stress_streams")
+    return all((root / "docs" / page).is_file() for page in BLOCKS) and all(
+        (root / "results" / folder).is_dir() for folder in folders)
+
+
 def stale(root: Path) -> list[Path]:
     """The pages whose committed block differs from what the records render."""
     return [page for page, text in rendered(root).items() if page.read_text() != text]
@@ -285,7 +321,7 @@ def hand_written(text: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stamplib.report.guides", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--write", action="store_true", help="rewrite the stale blocks (else: name them, exit 1)")
+    parser.add_argument("--write", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     root = paths.repo_root()
     if root is None:
@@ -297,6 +333,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     behind = [page for page, text in pages.items() if page.read_text() != text]
+    if args.write:
+        print(
+            "note: `python -m stamplib.report.guides --write` is now `python -m stamplib claims render`, which "
+            "writes these blocks with every other generated page; the old spelling goes in the next release",
+            file=sys.stderr,
+        )
     for page in behind:
         if args.write:
             paths.atomic_write_bytes(page, pages[page].encode())

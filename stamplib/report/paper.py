@@ -158,7 +158,8 @@ def compare(ours: pd.DataFrame, table: str, on: list[str],
     and ``""`` when not joined on. Per metric present in ``ours`` the result has ``<M> paper``,
     ``<M> ours``, ``<M> std`` (when ``ours`` has ``<metric>_std``), ``<M> min``, ``<M> max`` and
     ``<M> seeds`` (when ``ours`` has them: :func:`stamplib.report.frames.over_seeds`) and
-    ``<M> Δ`` = ours − paper, with ``<M>`` in ACC/AUROC/H. Rows the paper lacks stay, with NaN paper and Δ, so results on
+    ``<M> Δ`` = ours − paper, with ``<M>`` in ACC/AUROC/H. Rows the paper lacks stay, with NaN paper and Δ, so results
+    on
     other datasets still show. Other columns of ``ours`` (seed, collapsed, …) are kept.
     """
     bad = [c for c in on if c not in KEY_COLUMNS]
@@ -220,7 +221,8 @@ def format_paper_vs_ours(df: pd.DataFrame, digits: int = 1, latex: bool = False)
     with the smallest and largest seed's value (``79.2 (78.8–79.6)``, from ``<M> min`` and
     ``<M> max``), or ``79.2 ± 0.4`` where only a std column is given. Each
     column follows one of ``df``: a table without Δ columns (the built-in benchmark's, see
-    :func:`stamplib.report.reproduce.paper_table`) gets none. Missing numbers show as ``—``; a collapsed run gets ``†`` on its own numbers. Registry names of
+    :func:`stamplib.report.reproduce.paper_table`) gets none. Missing numbers show as ``—``; a collapsed run gets ``†``
+    on its own numbers. Registry names of
     method, dataset and outliers are replaced by the paper's labels. ``latex=True`` writes
     LaTeX markup instead of Unicode (for ``to_latex(escape=False)``).
     """

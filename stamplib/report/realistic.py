@@ -72,7 +72,8 @@ def protocol_table(plan: Plan, records: Mapping[str, Record]) -> pd.DataFrame:
     if table["C(g)"].dropna().mod(1).eq(0).all():
         table["C(g)"] = table["C(g)"].astype("Int64")
     order = {m: i for i, m in enumerate(dict.fromkeys(c.spec.method for c in plan.cells))}
-    table = table.sort_values(["dataset", "outliers", "method"], key=lambda s: s.map(order) if s.name == "method" else s,
+    table = table.sort_values(["dataset", "outliers", "method"],
+                              key=lambda s: s.map(order) if s.name == "method" else s,
                               kind="stable")
     table["method"] = table["method"].map(method_label)
     table["outliers"] = table["outliers"].map(outlier_label)

@@ -59,7 +59,8 @@ def paper_stream_spread(plan: Plan, records: Mapping[str, Record]) -> pd.DataFra
         axis, _, value = cell.variant.partition("=")
         if PAPER_STREAM.get(axis) == value:
             cells += [cell, *(dataclasses.replace(cell, spec=cell.spec.with_(seed=s)) for s in band_seeds)]
-    frame = plan_frame(dataclasses.replace(plan, cells=tuple(cells), band_cells=()), records) if cells else pd.DataFrame()
+    frame = plan_frame(dataclasses.replace(plan, cells=tuple(cells), band_cells=()),
+                       records) if cells else pd.DataFrame()
     columns = ["method", "axis", "H", "H min", "H max", "seeds"]
     if frame.empty:
         return pd.DataFrame(columns=columns)
@@ -76,8 +77,10 @@ def spread_note(spread: pd.DataFrame) -> str:
     bars the figure draws there; empty without a spread."""
     lines = []
     for axis, rows in spread.groupby("axis", sort=False):
-        values = ", ".join(f"{r['method']} {r['H']:.1f} ({r['H min']:.1f}–{r['H max']:.1f})" for _, r in rows.iterrows())
-        lines.append(f"{axis}={PAPER_STREAM[axis]} (the paper's stream) over {seeds.seeds_text(rows['seeds'].iloc[0])}, "
+        values = ", ".join(f"{r['method']} {r['H']:.1f} ({r['H min']:.1f}–{r['H max']:.1f})" for _,
+                           r in rows.iterrows())
+        lines.append(f"{axis}={PAPER_STREAM[axis]} (the paper's stream) over "
+                     f"{seeds.seeds_text(rows['seeds'].iloc[0])}, "
                      f"H mean (min–max): {values}.")
     if lines:
         lines.append("The table's columns are one seed each (seed 0): a change from the paper's stream is beyond the "
@@ -122,7 +125,8 @@ def ranking_changes(table: pd.DataFrame) -> str:
                 text += "no method moves by two places or more."
             else:
                 text += f"{len(moved)} move by two places or more: " + "; ".join(
-                    f"{m} {int(before[m])} → {int(after[m])} (H {paper[m]:.1f} → {h[m]:.1f})" for m in moved.index) + "."
+                    f"{m} {int(before[m])} → {int(after[m])} (H {paper[m]:.1f} → "
+                    f"{h[m]:.1f})" for m in moved.index) + "."
             paragraphs.append(text)
     return "\n\n".join(paragraphs) if paragraphs else "No harder stream has records of two methods yet."
 

@@ -41,7 +41,8 @@ def _flagged(df: pd.DataFrame, digits: int, dagger: str, nan: str) -> tuple[pd.D
     for col in out.columns:
         if col in metric_columns:
             out[col] = [
-                (nan if isinstance(v, float) and math.isnan(v) else f"{v:.{digits}f}" if isinstance(v, float) else str(v))
+                (nan if isinstance(v, float) and math.isnan(v)
+                 else f"{v:.{digits}f}" if isinstance(v, float) else str(v))
                 + (dagger if flag else "")
                 for v, flag in zip(out[col], mask)
             ]

@@ -69,9 +69,11 @@ def _batch_norm_cases(generator: torch.Generator) -> Iterator[tuple[torch.Tensor
     apart in mean and scale — and five random ones."""
     fixed = torch.Generator().manual_seed(52)
     for n, c, h, spread, eps in ((2, 3, 2, 0.1, 0.1), (4, 5, 3, 3.0, 1e-5)):
-        x = (torch.randn(n, c, h, h, generator=fixed, dtype=torch.float64) * spread * torch.arange(1, c + 1).view(1, c, 1, 1)
+        x = (torch.randn(n, c, h, h, generator=fixed,
+                         dtype=torch.float64) * spread * torch.arange(1, c + 1).view(1, c, 1, 1)
              + torch.arange(c, dtype=torch.float64).view(1, c, 1, 1) * 2)
-        yield x, torch.linspace(0.5, 2.0, c, dtype=torch.float64), torch.linspace(-1.0, 1.0, c, dtype=torch.float64), eps
+        yield x, torch.linspace(0.5, 2.0, c, dtype=torch.float64), torch.linspace(-1.0, 1.0, c,
+                                                                                  dtype=torch.float64), eps
     for _ in range(5):
         n, c, h = integer(generator, 2, 16), integer(generator, 1, 16), integer(generator, 1, 8)
         x = (torch.randn(n, c, h, h, generator=generator, dtype=torch.float64) * uniform(generator, 0.5, 4)
@@ -84,7 +86,8 @@ def _batch_norm_cases(generator: torch.Generator) -> Iterator[tuple[torch.Tensor
 FLOAT32_ROUNDOFF = 2.0 ** -24
 
 
-def float32_batch_norm_tolerance(x: torch.Tensor, weight: torch.Tensor, eps: float, expected: torch.Tensor) -> torch.Tensor:
+def float32_batch_norm_tolerance(x: torch.Tensor, weight: torch.Tensor, eps: float,
+                                 expected: torch.Tensor) -> torch.Tensor:
     """Per element, how far a right BatchNorm computed in float32 may land from the float64
     result on these inputs: the inputs' own rounding (u·|x| / σ), and the variance's, which
     a one-pass E[x²] − μ² loses to cancellation in proportion to E[x²] / σ² (a sum of float32
@@ -346,7 +349,8 @@ def comparison_text(frame: pd.DataFrame) -> str:
     if any(math.isnan(v) for v in (source, bn, tent)):
         return "Some of the three records are missing: compute the cells first."
     return (f"Mean over the corruptions: the source model recognises {source:.1f} % of the known-class images; "
-            f"re-estimating the BatchNorm statistics on each batch (BN Stats) {'lifts' if bn > source else 'takes'} that "
+            f"re-estimating the BatchNorm statistics on each batch (BN Stats) {'lifts' if bn > source else 'takes'} "
+            f"that "
             f"to {bn:.1f} % without "
             f"changing a single weight; Tent's entropy minimisation, on top of it, gives {tent:.1f} % "
             f"({tent - bn:+.1f} points). Its outlier rejection moves from AUROC {auroc_bn:.1f} (BN Stats) to "
@@ -502,7 +506,8 @@ def long_stream_text(frame: pd.DataFrame) -> str:
     first, last = tent.iloc[0], tent.iloc[-1]
     return (f"{drift_verdict(last['top_class_share'], bn['top_class_share'].max())} "
             f"Along the {len(tent)} corruptions Tent's most predicted class goes from "
-            f"{100 * first['top_class_share']:.0f} % of the known-class predictions on {first['corruption'].replace('_', ' ')} "
+            f"{100 * first['top_class_share']:.0f} % of the known-class predictions on "
+            f"{first['corruption'].replace('_', ' ')} "
             f"to {100 * last['top_class_share']:.0f} % on {last['corruption'].replace('_', ' ')} (BN Stats, which "
             f"does not learn: {100 * bn['top_class_share'].min():.0f}–{100 * bn['top_class_share'].max():.0f} %), "
             f"and its accuracy ends {last['acc'] - bn.iloc[-1]['acc']:+.1f} points from BN Stats' "
@@ -522,7 +527,8 @@ def drift_verdict(share: float, reference_share: float) -> str:
         return f"**Tent collapses here**: at the end one class takes {100 * share:.0f} % of its predictions."
     if share >= reference_share + 0.05:
         return (f"**Tent drifts towards one class here, without collapsing**: its most predicted class ends at "
-                f"{100 * share:.0f} % of its predictions, above BN Stats' {100 * reference_share:.0f} %, but no class takes "
+                f"{100 * share:.0f} % of its predictions, above BN Stats' {100 * reference_share:.0f} %, but no class "
+                f"takes "
                 "half of them.")
     return (f"**Tent does not drift here**: its most predicted class ends at {100 * share:.0f} %, no more than BN "
             f"Stats' {100 * reference_share:.0f} % (+5 points).")

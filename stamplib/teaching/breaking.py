@@ -173,7 +173,7 @@ def collapse_text(found: Mapping[str, Record], corruption: str, class_names: Seq
     name = class_names[top] if top < len(class_names) else str(top)
     text = (f"On {corruption.replace('_', ' ')} STAMP recognises {here.acc:.1f} % of the known-class images "
             f"(BN Stats {bn.per_corruption[corruption].acc:.1f} %; AUROC {here.auroc:.1f}, H {here.h:.1f}). "
-            f"There {'only ' if passed[corruption] < min(passed.values(), default=0) + 1e-9 and len(passed) > 1 else ''}"
+            f"There {'only ' if len(passed) > 1 and passed[corruption] < min(passed.values()) + 1e-9 else ''}"
             f"{passed[corruption]:.1f} samples per batch of 64 pass its filters{others}, and at the end "
             f"of the stream {last[top]} of the {sum(last)} samples in its memory are predicted *{name}*, "
             f"{sum(1 for n in last if n)} classes in all.")
@@ -430,7 +430,8 @@ def _filter_problem(batches: Sequence[tuple[torch.Tensor, torch.Tensor, torch.Te
     count = len(per_batch[0][3])
     found = [i for i in range(count)
              if all(torch.equal(got[judged], known[i][1][judged]) for got, _, judged, known in per_batch)
-             and any(not torch.equal(known[i][1][judged], expected[judged]) for _, expected, judged, known in per_batch)]
+             and any(not torch.equal(known[i][1][judged], expected[judged]) for _, expected, judged,
+                     known in per_batch)]
     wording = _filter_mistakes(*first[2:6])  # a message may quote its batch: the first differing one's
     messages = {wording[i][0] for i in found}
     if len(messages) == 1:
@@ -453,7 +454,8 @@ def _filter_problem(batches: Sequence[tuple[torch.Tensor, torch.Tensor, torch.Te
     if kept_wrongly.any():
         return f"{where}, it keeps a sample whose clean-view label differs from the label the source weights give it"
     rejected = judged & ~got & expected
-    return (f"{where}, it rejects a sample whose labels agree and whose entropy is {float(ratio[rejected].max()):.2f} × "
+    return (f"{where}, it rejects a sample whose labels agree and whose entropy is {float(ratio[rejected].max()):.2f} "
+            f"× "
             "α·ln C, below the threshold")
 
 

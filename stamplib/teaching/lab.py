@@ -39,7 +39,8 @@ checks), runs it cell by cell under one deadline that covers the student's code 
 kernel's start, interrupts a cell past that deadline, reads each grader cell's output as it
 finishes, and records which student cell was running when a kernel died. Papermill offers none of
 that per-cell control (it runs to the end or to the first error, with a per-cell timeout); it is
-built on nbclient, so the grader uses the layer papermill itself uses, and no second dependency. A syntax error, an endless loop, a dead kernel or an
+built on nbclient, so the grader uses the layer papermill itself uses, and no second dependency. A syntax error, an
+endless loop, a dead kernel or an
 unreadable file becomes a row with its reason, never a crash and never a pass.
 
 Student code runs with the grader's rights: grade in a throwaway account or container. The grader
@@ -674,7 +675,8 @@ def look_at(path: Path, root: Path, lessons: dict[str, Lesson]) -> HandIn:
         return HandIn(path, file, rows=(Grade(file, "", "", False, "not a lesson of the course: neither its metadata, "
                                               "its file name nor its functions name one", "unknown lesson"),))
     if not lesson.exercises:
-        return HandIn(path, file, lesson, (Grade(file, lesson.name, "", None, f"{lesson.name} has no exercises: nothing "
+        return HandIn(path, file, lesson, (Grade(file, lesson.name, "", None, f"{lesson.name} has no exercises: "
+                                                                              f"nothing "
                                                  "to grade (the course's exercises are in lessons 14 to 17)",
                                                  "no exercises"),))
     if blank:  # no cell at all is an empty notebook, not a lesson whose check cells were deleted
@@ -887,7 +889,8 @@ def summary(rows: Sequence[Grade]) -> list[str]:
     """How many files were handed in and what each is, then per lesson and exercise how many
     passed and the reasons of the rest, then each file that was not graded with its reason."""
     kinds = Counter(file_kinds(rows).values())
-    counted = [f"{kinds['graded']} lesson notebook{'s' if kinds['graded'] != 1 else ''} graded"] if kinds["graded"] else []
+    counted = [f"{kinds['graded']} lesson notebook{'s' if kinds['graded'] != 1 else ''} "
+               f"graded"] if kinds["graded"] else []
     counted += [f"{n} {NOT_GRADED[kind]}" for kind, n in kinds.items() if kind != "graded"]
     total = sum(kinds.values())
     lines = [f"{total} file{'s' if total != 1 else ''} handed in: " + ", ".join(counted)]
@@ -899,8 +902,10 @@ def summary(rows: Sequence[Grade]) -> list[str]:
             of = [r for r in ours if r.exercise == exercise]
             rest = Counter(r.outcome for r in of if not r.passed)
             why = ", ".join(f"{kind} {n}" for kind, n in rest.most_common())
-            lines.append(f"  {exercise:<{width}}  {sum(bool(r.passed) for r in of):>3} of {len(of)} passed"
-                         + (f"  ({why})" if why else ""))
+            lines.append(
+                f"  {exercise:<{width}}  {sum(bool(r.passed) for r in of):>3} of {len(of)} passed"
+                + (f"  ({why})" if why else "")
+            )
     shown = set()
     for r in rows:
         if not r.exercise and r.file not in shown:

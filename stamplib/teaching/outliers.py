@@ -127,7 +127,8 @@ def _check_auroc(answer: Any, generator: torch.Generator) -> list[str]:
     # (then the first case it gets wrong has ties); an answer wrong without ties gets no note on them
     about_ties = all(not wrong(t) for t, n in zip(trials, ties) if not n)
     tied = (f" ({ties[failing]} of the {int(is_outlier.sum()) * int((~is_outlier).sum())} pairs here are ties "
-            "between an outlier and a known-class sample: each counts one half)") if about_ties and ties[failing] else ""
+            "between an outlier and a known-class sample: each counts one "
+            "half)") if about_ties and ties[failing] else ""
     return [f"it gives {shown} where AUROC is {right}, on {_scores_shown(score, is_outlier)}{tied}"]
 
 
@@ -306,7 +307,8 @@ def table(plan: Plan, records: Mapping[str, Record]) -> pd.DataFrame:
     frame = plan_frame(plan, records)
     if frame.empty:
         return frame
-    frame = frame.assign(Method=frame["method"].map(method_label), stream=frame["variant"].replace("", "paper's stream"))
+    frame = frame.assign(Method=frame["method"].map(method_label),
+                         stream=frame["variant"].replace("", "paper's stream"))
     return frame[["Method", "method", "stream", "acc", "auroc", "h", "collapsed"]].reset_index(drop=True)
 
 
@@ -406,13 +408,15 @@ def h_plane_text(plan: Plan, records: Mapping[str, Record]) -> str:
     stamp, bn = h.loc["stamp"], h.loc["bn_stats"]
     stream_order = next(r.corruptions for c in plan.cells if (r := records.get(c.spec.key())) is not None)
     corruptions = [c for c in stream_order if c in h.columns]
-    text += f"; STAMP's mean H ({stamp['mean']:.1f}) is {'above' if stamp['mean'] > bn['mean'] else 'below'} BN Stats' " \
+    side = "above" if stamp["mean"] > bn["mean"] else "below"
+    text += f"; STAMP's mean H ({stamp['mean']:.1f}) is {side} BN Stats' " \
             f"({bn['mean']:.1f}). Per corruption, STAMP against BN Stats: " + ", ".join(
                 f"{c.replace('_', ' ')} {stamp[c]:.1f} vs {bn[c]:.1f}" for c in corruptions) + "."
     worst = min(corruptions, key=lambda c: stamp[c] - bn[c])
     if stamp["mean"] < bn["mean"]:
         text += (f" The mean is pulled down by {worst.replace('_', ' ')}, where STAMP is "
-                 f"{bn[worst] - stamp[worst]:.1f} points below BN Stats: on this benchmark, unlike the paper's, STAMP does "
+                 f"{bn[worst] - stamp[worst]:.1f} points below BN Stats: on this benchmark, unlike the paper's, STAMP "
+                 f"does "
                  "not lead on the mean, and lesson 17 takes that corruption apart.")
     return text
 
@@ -425,7 +429,8 @@ def outliers_text(frame: pd.DataFrame) -> str:
         return float(rows[metric].iloc[0]) if not rows.empty else math.nan
 
     paper, closed = "paper's stream", "closed set"
-    numbers = {(m, s, k): value(m, s, k) for m in ("bn_stats", "tent") for s in (paper, closed) for k in ("acc", "auroc")}
+    numbers = {(m, s, k): value(m, s, k) for m in ("bn_stats", "tent") for s in (paper, closed) for k in ("acc",
+                                                                                                          "auroc")}
     if any(math.isnan(numbers[(m, s, "acc")]) for m in ("bn_stats", "tent") for s in (paper, closed)):
         return "Some records are missing: compute the cells first."
     gain_closed = numbers[("tent", closed, "acc")] - numbers[("bn_stats", closed, "acc")]

@@ -96,7 +96,8 @@ TABLE5_CELL = ("cifar100_c", "svhn")
 
 
 def path_table(plan: plans.Plan, records: Mapping[str, Record], stores: Sequence[tuple[str, ResultsStore]],
-               off_path: plans.Plan | None = None, off_path_records: Mapping[str, Record] | None = None) -> pd.DataFrame:
+               off_path: plans.Plan | None = None,
+               off_path_records: Mapping[str, Record] | None = None) -> pd.DataFrame:
     """One row per step (then the off-path rows stored): ACC, AUROC, H (mean over corruptions),
     H on each corruption, H over the seeds found (text), and the paper's Table 5 row with its
     ACC, AUROC and H."""
@@ -108,7 +109,8 @@ def path_table(plan: plans.Plan, records: Mapping[str, Record], stores: Sequence
         specs.update({c.variant: c.spec for c in off_path.cells})
     rows = []
     for step in (*STEPS, *OFF_PATH):
-        mine = frame[(frame["variant"] == step.variant) & (frame["method"] == ("tent" if not step.variant else "stamp"))] \
+        method = "tent" if not step.variant else "stamp"
+        mine = frame[(frame["variant"] == step.variant) & (frame["method"] == method)] \
             if not frame.empty else frame
         if mine.empty:
             if step in STEPS:

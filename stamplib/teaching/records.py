@@ -87,7 +87,8 @@ def per_corruption_shares(record: Record, results: str | Path) -> pd.DataFrame:
             "corruption": corruption,
             "acc": 100.0 * float((pred[known] == label[known]).mean()),
             "top_class_share": float(np.bincount(pred[known]).max() / known.sum()),
-            "outliers_top_share": float(np.bincount(pred[~known]).max() / (~known).sum()) if (~known).any() else math.nan,
+            "outliers_top_share": (float(np.bincount(pred[~known]).max() / (~known).sum()) if (~known).any()
+                                   else math.nan),
         })
     return pd.DataFrame(rows)
 

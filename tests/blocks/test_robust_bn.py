@@ -36,7 +36,9 @@ def test_robust_bn_train_mode_updates_then_normalises_with_updated_stats() -> No
     torch.testing.assert_close(rbn.running_mean, mu, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(rbn.running_var, var, rtol=1e-12, atol=1e-12)
     # Differs from plain batch-statistics BN and from source-statistics BN.
-    assert not torch.allclose(out, nn.functional.batch_norm(x, None, None, bn.weight, bn.bias, True, 0.0, 1e-3), atol=1e-3)
+    assert not torch.allclose(
+        out, nn.functional.batch_norm(x, None, None, bn.weight, bn.bias, True, 0.0, 1e-3), atol=1e-3
+    )
     assert not torch.allclose(out, bn.eval()(x), atol=1e-3)
     # A second train forward starts from the updated statistics.
     rbn(x)
@@ -76,7 +78,6 @@ def test_use_robust_bn_swaps_every_bn_and_copies_affine() -> None:
     for new, old in zip((net.bn1, net.bn2), originals):
         assert torch.equal(new.weight, old.weight) and new.weight is not old.weight
         assert torch.equal(new.running_mean, old.running_mean) and new.momentum == 0.05 and new.eps == old.eps
-
 
 
 class AuthorsRobustBN(nn.Module):

@@ -1,5 +1,5 @@
 """The batched view augmentations (stamp.md §3) against their plain transcription
-(stamplib/blocks/plain_views.py): the fast code must give the same output from the same generator
+(tests/oracles/views.py): the fast code must give the same output from the same generator
 state, per image and shared, and leave the generator in the same state."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from stamplib.blocks import views
-from stamplib.blocks.plain_views import (
+from tests.oracles.views import (
     plain_colour_jitter,
     plain_cotta_augment,
     plain_gaussian_blur,
@@ -148,7 +148,8 @@ def test_augment_calls_equals_the_calls_one_after_another(device, shared, normal
     expected = torch.stack([views.cotta_augment_batch(x, loop, normalization, shared) for _ in range(4)])
     assert stacked.shape == (4, *x.shape)
     torch.testing.assert_close(stacked, expected, rtol=0, atol=1e-5)
-    assert torch.equal(one_pass.get_state(), loop.get_state()), "the same draws, so the generator ends in the same state"
+    assert torch.equal(one_pass.get_state(),
+                       loop.get_state()), "the same draws, so the generator ends in the same state"
 
 
 def test_the_synchronisation_free_jitter_and_flip_keep_the_index_paths_numbers():
@@ -156,8 +157,12 @@ def test_the_synchronisation_free_jitter_and_flip_keep_the_index_paths_numbers()
     g = torch.Generator().manual_seed(5)
     x = _images(12, 16, 16, seed=4)
     draws = views._CottaDraws.draw(12, 32, 32, g, "cpu")
-    torch.testing.assert_close(views._jitter_masked(x, draws.factors, draws.order),
-                               views._jitter(x, draws.factors, draws.order), rtol=0, atol=0)
+    torch.testing.assert_close(
+        views._jitter_masked(x, draws.factors, draws.order),
+        views._jitter(x, draws.factors, draws.order),
+        rtol=0,
+        atol=0,
+    )
     flip = draws.flip
     on_gpu_rule = torch.where(flip.view(-1, 1, 1, 1), x.flip(-1), x)
     assert torch.equal(views._flip_rows(x.clone(), flip), on_gpu_rule) and flip.any() and not flip.all()
@@ -172,12 +177,12 @@ def test_many_calls_parameters_from_one_pass_are_each_calls_own(shared):
     d = 1 if shared else images
     one_pass, per_call = _generators(13, "cpu")
     uniform = [views._draw_uniform(d, one_pass, "cpu") for _ in range(calls)]
-    batched = views._CottaDraws.from_uniform(views._UniformDraws.cat(uniform), 32, 32,
-                                              repeat=images if shared else 1)
+    batched = views._CottaDraws.from_uniform(views._UniformDraws.cat(uniform), 32, 32, repeat=images if shared else 1)
     own = [views._CottaDraws.draw(d, 32, 32, per_call, "cpu") for _ in range(calls)]
 
     def per_image(t: torch.Tensor) -> torch.Tensor:  # a call's shared row spread over its images
         return t.expand(images, *t.shape[1:])
+
     for i in range(5):
         assert torch.equal(batched.factors[i], torch.cat([per_image(o.factors[i]) for o in own]))
     for name in ("order", "theta", "k1d", "flip"):

@@ -110,7 +110,8 @@ def test_moving_the_slider_redraws_the_batch(browser, voila_url: str) -> None:
     # Voilà's page template links Font Awesome and mermaid from CDNs; this machine is offline, so
     # they are refused at once (as any offline reader's browser would) instead of hanging the load.
     remote: list[str] = []
-    page.route(lambda url: not url.startswith(voila_url), lambda route: (remote.append(route.request.url), route.abort()))
+    page.route(lambda url: not url.startswith(voila_url), lambda route: (remote.append(route.request.url),
+                                                                         route.abort()))
     problems = watch(page)
     page.goto(voila_url, timeout=300_000, wait_until="domcontentloaded")  # the kernel runs notebook 11 first
     caption = page.locator(".stamplib-explorer-caption")

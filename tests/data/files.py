@@ -31,7 +31,8 @@ def write_cifar10(root: Path, n_test: int = 20, n_train_batch: int = 4) -> tuple
 
 
 def write_cifar_c(root: Path, folder: str = "CIFAR-10-C", per: int = 20, classes: int = 10,
-                  corruptions: tuple[str, ...] = ("gaussian_noise", "fog"), labels: bool = True) -> dict[str, np.ndarray]:
+                  corruptions: tuple[str, ...] = ("gaussian_noise", "fog"),
+                  labels: bool = True) -> dict[str, np.ndarray]:
     """Hendrycks' ``.npy`` layout: per corruption 5 severity blocks of ``per`` images."""
     out = {}
     (root / folder).mkdir(parents=True, exist_ok=True)

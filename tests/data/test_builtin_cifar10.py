@@ -178,6 +178,7 @@ def test_build_ships_the_networks_whose_pairs_are_trained(tmp_path: Path) -> Non
     out = tmp_path / "built"
     written = builtin_cifar10.build(tmp_path / "data" / "cifar10-jpeg", tmp_path / "ckpt", out=out, per_class=2)
     networks = {p.stem for p in written if p.suffix == ".pt"}
-    assert networks == {"ResNetTiny_10_jpeg", "ResNetTiny_8_jpeg", "ResNetTiny_10_jpeg_seed1", "ResNetTiny_8_jpeg_seed1"}
+    assert networks == {"ResNetTiny_10_jpeg", "ResNetTiny_8_jpeg", "ResNetTiny_10_jpeg_seed1",
+                        "ResNetTiny_8_jpeg_seed1"}
     with pytest.raises(PackageDataError, match="not shipped in .* yet: train it"):
         builtin_cifar10.checkpoint_file("ResNetTiny_10_jpeg_seed3", out)

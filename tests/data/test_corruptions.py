@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from stamplib.data import corruptions as C
-from stamplib.data import plain_corruptions as oracle
 from stamplib.data.corruptions import CORRUPTIONS, corrupt, parameters
+from tests.oracles import corruptions as oracle
 
 HAS_FROST = importlib.util.find_spec("imagecorruptions") is not None
 RANDOM = {
@@ -96,7 +96,7 @@ def test_contract(name: str, batch32: np.ndarray) -> None:
 @pytest.mark.parametrize("name", CORRUPTIONS)
 def test_matches_the_per_image_oracle(name: str, severity: int, batch32: np.ndarray) -> None:
     """The batched suite gives the bytes of the plain per-image transcription of the reference
-    code (stamplib/data/plain_corruptions.py) from the same per-image generators, including the
+    code (tests/oracles/corruptions.py) from the same per-image generators, including the
     dataset index of each image."""
     _skip_frost(name)
     x = batch32[:3]

@@ -253,7 +253,8 @@ def test_killed_generation_leaves_nothing_readable(tmp_path: Path, monkeypatch: 
 def test_generate_svhn_and_load_generated(tmp_path: Path) -> None:
     pool = images(6)
     (tmp_path / "svhn").mkdir()
-    scipy.io.savemat(tmp_path / "svhn" / "test_32x32.mat", {"X": pool.transpose(1, 2, 3, 0), "y": np.ones((6, 1), np.uint8)})
+    scipy.io.savemat(tmp_path / "svhn" / "test_32x32.mat", {"X": pool.transpose(1, 2, 3, 0), "y": np.ones((6, 1),
+                                                                                                          np.uint8)})
     out = outlier_c.generate("svhn", ["brightness"], (5,), data_root=tmp_path, progress=False)
     got = outlier_c.outlier_c_images("svhn", "brightness", 5, tmp_path, limit=4)
     assert np.array_equal(got.numpy(), corrupt(pool[:4], "brightness", 5, seed=outlier_c.GENERATION_SEED))
@@ -353,8 +354,9 @@ def test_half_written_image_folder_cache_is_not_used(tmp_path: Path) -> None:
     full = cache.read_bytes()
     cache.write_bytes(full[: len(full) // 2])  # what a non-atomic writer killed midway leaves
     stray = tmp_path / ".tmp-999999-set.stamplib.npz"
-    np.savez(stray, images=np.zeros((6, 32, 32, 3), np.uint8), labels=np.zeros(6, np.int64),
-             fingerprint=np.array("whatever"))
+    np.savez(
+        stray, images=np.zeros((6, 32, 32, 3), np.uint8), labels=np.zeros(6, np.int64), fingerprint=np.array("whatever")
+    )
     again = loaders.load_image_folder(root)
     assert torch.equal(again.images, reference.images) and torch.equal(again.labels, reference.labels)
     assert cache.read_bytes() != full[: len(full) // 2]  # rebuilt, and now complete
@@ -378,4 +380,3 @@ def test_half_written_outlier_c_file_is_not_used(tmp_path: Path) -> None:
     (out / "fog" / "5.npy").write_bytes(full[: len(full) // 2])
     with pytest.raises(loaders.DatasetFormatError, match="SHA-256"):
         outlier_c.load_generated("svhn", "fog", 5, tmp_path)
-

@@ -34,9 +34,12 @@ def toy_dataset(tmp_path: Path):
 
     weights = tmp_path / "toy-source.pt"
     torch.save(models.create("resnet_cifar_tiny", 4).state_dict(), weights)
-    full = data.Dataset("toy_full", classes=5, setting="cifar10_c", test=load_test, train=lambda root, limit=None: train)
-    entry = data.class_split(full, 4, "toy", architecture="resnet_cifar_tiny", checkpoint=str(weights),
-                             paper_name="cifar10_c_8_2")
+    full = data.Dataset(
+        "toy_full", classes=5, setting="cifar10_c", test=load_test, train=lambda root, limit=None: train
+    )
+    entry = data.class_split(
+        full, 4, "toy", architecture="resnet_cifar_tiny", checkpoint=str(weights), paper_name="cifar10_c_8_2"
+    )
     data.register_dataset(entry)
     try:
         yield entry, calls
@@ -54,8 +57,13 @@ def test_a_new_dataset_is_one_registry_entry_and_runs_end_to_end(toy_dataset, tm
     stream = data.build_stream("toy", "heldout_classes", "contrast", max_id=40)
     assert stream.num_outliers == 10 and int(stream.labels.max()) == 3 and calls
     for method in ("stamp", "eata"):  # EATA also reads the source-training images
-        spec = RunSpec(method=method, dataset="toy", outliers="heldout_classes",
-                       corruptions=("none", "gaussian_noise"), profile="smoke")
+        spec = RunSpec(
+            method=method,
+            dataset="toy",
+            outliers="heldout_classes",
+            corruptions=("none", "gaussian_noise"),
+            profile="smoke",
+        )
         record = stamplib.run(spec, context_for(tmp_path / "results"))
         assert all(0 <= m.h <= 100 and m.n_outliers > 0 for m in record.per_corruption.values())
     plan = registry.plan("04_table3_class_split", datasets="toy", methods="source")

@@ -79,14 +79,21 @@ def test_the_budget_comes_from_the_setting_then_the_environment_then_the_default
     with pytest.raises(ValueError, match=r"STAMPLIB_STREAM_CACHE.*512M"):
         data.stream_cache_budget()
     monkeypatch.delenv(stream_cache.STREAM_CACHE_ENV)
-    assert [stream_cache.parse_bytes(v) for v in ("0", 7, "2g", "3 GiB", "10MB")] == [0, 7, 2 * 2**30, 3 * 2**30, 10 * 2**20]
+    assert [stream_cache.parse_bytes(v) for v in ("0", 7, "2g", "3 GiB", "10MB")] == [
+        0,
+        7,
+        2 * 2**30,
+        3 * 2**30,
+        10 * 2**20,
+    ]
     for bad in (-1, "1.5X", True, ""):
         with pytest.raises(ValueError, match="byte count"):
             stream_cache.parse_bytes(bad)
 
 
 def test_a_cell_holds_one_stream_at_a_time_when_streams_do_not_fit(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget: None, digits_model) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget: None, digits_model
+) -> None:
     """With a budget too small for any stream, the previous corruption's stream is freed before
     the next one is built."""
     data.set_stream_cache_budget(0)

@@ -97,7 +97,8 @@ def test_stream_batches_cover_every_sample_once(num_id: int, ratio: float, extra
     n_out = outliers_for_ratio(num_id, ratio)
     assert n_out == round(num_id * ratio / (1 - ratio))  # the ratio rule, protocol.md §3.2
     ids = torch.from_numpy(indexed_pool(num_id, 1))
-    pool = torch.from_numpy(indexed_pool(n_out + extra, 1, offset=num_id))  # a pool larger than needed: first N are used
+    # a pool larger than needed: first N are used
+    pool = torch.from_numpy(indexed_pool(n_out + extra, 1, offset=num_id))
     labels = torch.arange(num_id) % 7
     stream = mix(ids, labels, pool, n_out, seed=seed, stream=StreamSpec(batch_size=batch_size))
 
@@ -409,9 +410,11 @@ def test_harder_options_are_refused_clearly() -> None:
 
 def test_build_stream_serves_the_harder_orders_on_the_builtin_benchmark() -> None:
     plain = data.build_stream("digits", "noise", "gaussian_noise", max_id=256, seed=2)
-    shifted = data.build_stream("digits", "noise", "gaussian_noise", max_id=256, seed=2, stream=StreamSpec(dirichlet=0.05))
-    bursty = data.build_stream("digits", "noise", "gaussian_noise", max_id=256, seed=2,
-                               stream=StreamSpec(outlier_burst=32))
+    shifted = data.build_stream("digits", "noise", "gaussian_noise", max_id=256, seed=2,
+                                stream=StreamSpec(dirichlet=0.05))
+    bursty = data.build_stream(
+        "digits", "noise", "gaussian_noise", max_id=256, seed=2, stream=StreamSpec(outlier_burst=32)
+    )
     for s in (shifted, bursty):
         assert s.num_outliers == plain.num_outliers == 64
         assert torch.equal(s.labels.sort().values, plain.labels.sort().values)

@@ -174,7 +174,8 @@ def test_aupr_in_and_out_match_scikit_learn_average_precision(data: tuple) -> No
     from sklearn.metrics import average_precision_score
 
     s, y = data
-    assert metrics.aupr(s, y, "in") == pytest.approx(100 * average_precision_score((~y).numpy(), (-s).numpy()), abs=1e-9)
+    assert metrics.aupr(s, y, "in") == pytest.approx(100 * average_precision_score((~y).numpy(), (-s).numpy()),
+                                                     abs=1e-9)
     assert metrics.aupr(s, y, "out") == pytest.approx(100 * average_precision_score(y.numpy(), s.numpy()), abs=1e-9)
 
 

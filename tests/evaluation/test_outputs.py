@@ -69,7 +69,9 @@ def test_a_new_record_is_rescored_without_running_the_method(tmp_path: Path, dig
     outputs = load_outputs(tmp_path / record.outputs)["contrast"]
     expected = metrics.fpr_at_tpr(torch.from_numpy(outputs.ood_score), torch.from_numpy(outputs.label) < 0, 0.80)
     assert fresh.per_corruption["contrast"].scores["fpr80"] == pytest.approx(expected)
-    assert fresh.mean.scores["fpr80"] == pytest.approx(np.mean([r.scores["fpr80"] for r in fresh.per_corruption.values()]))
+    assert fresh.mean.scores["fpr80"] == pytest.approx(
+        np.mean([r.scores["fpr80"] for r in fresh.per_corruption.values()])
+    )
     assert fresh.mean.scores["fpr80"] <= fresh.mean.scores["fpr95"] + 1e-9  # a laxer TPR accepts fewer outliers
 
 
@@ -77,16 +79,24 @@ def test_a_record_made_before_outputs_still_renders_and_says_how_to_rescore(tmp_
     # The shape of a record written before this change: the paper's three metrics, no outputs.
     table_plan = plan("02_table1_cifar_outlier_aware", profile="smoke", methods="tent")
     cell = table_plan.cells[0]
-    old = {"key": cell.spec.key(), "spec": cell.spec.to_dict(), "collapsed": [],
-           "per_corruption": {c: {"acc": 50.0, "auroc": 60.0, "h": 54.5, "collapsed": False} for c in cell.spec.corruptions},
-           "mean": {"acc": 50.0, "auroc": 60.0, "h": 54.5}}
+    old = {
+        "key": cell.spec.key(),
+        "spec": cell.spec.to_dict(),
+        "collapsed": [],
+        "per_corruption": {
+            c: {"acc": 50.0, "auroc": 60.0, "h": 54.5, "collapsed": False} for c in cell.spec.corruptions
+        },
+        "mean": {"acc": 50.0, "auroc": 60.0, "h": 54.5},
+    }
     (tmp_path / "old.json").write_text(json.dumps(old))
     records = {old["key"]: Record.from_json(old)}
     old = records[old["key"]]
     table = paper_table(table_plan, records)
     assert table.loc[0, "H ours"] == 54.5
     wider = paper_table(table_plan, records, metrics=["h", "fpr95", "oscr"])
-    assert wider.loc[0, "H ours"] == 54.5 and np.isnan(wider.loc[0, "FPR95 ours"]) and np.isnan(wider.loc[0, "OSCR paper"])
+    assert (
+        wider.loc[0, "H ours"] == 54.5 and np.isnan(wider.loc[0, "FPR95 ours"]) and np.isnan(wider.loc[0, "OSCR paper"])
+    )
     with pytest.raises(NoOutputsError, match="recompute"):
         rescore(old, tmp_path)
     assert ResultsStore(tmp_path).rescored([old]) == [old]

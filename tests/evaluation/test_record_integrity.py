@@ -279,7 +279,8 @@ def test_the_command_line_says_a_full_disk_in_one_line(tmp_path, monkeypatch, ca
 
     monkeypatch.setattr(os, "replace", disk_full)
     results = tmp_path / "results"
-    code = cli.main(["run", "--method", "source", "--dataset", "digits", "--profile", "smoke", "--results", str(results)])
+    code = cli.main(["run", "--method", "source", "--dataset", "digits", "--profile", "smoke", "--results",
+                     str(results)])
     err = capsys.readouterr().err
     errors = [line for line in err.replace("\r", "\n").splitlines() if line.startswith("error:")]
     assert code == 2 and len(errors) == 1 and "no space left" in errors[0] and "Traceback" not in err, err

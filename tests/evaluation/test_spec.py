@@ -56,6 +56,12 @@ def test_the_realistic_protocol_keeps_every_older_key() -> None:
         # issue 83: the built-in benchmark ships networks 0-4; network 99 was accepted and failed at its load
         (dict(dataset="cifar10_builtin", network=99), r"ships source networks 0–4; network=99 is none of them"),
         (dict(dataset="cifar10_builtin_8_2", network=5), r"ships source networks 0–4; network=5 is none of them"),
+        # where a data set has one network, the line names how to train another
+        (dict(dataset="digits", network=1), r"has one source network .*`python -m stamplib train-source --dataset NAME "
+                                            r"--seed 1 --data-root DIR`"),
+        (dict(dataset="cifar10_builtin", network=7), r"train it with `python -m stamplib train-source --dataset "
+                                                     r"cifar10_jpeg --recipe compact --seed 7 .*maintain "
+                                                     r"build-benchmark"),
     ],
 )
 def test_runspec_refuses_bad_names_and_values(kwargs: dict, match: str) -> None:
@@ -154,7 +160,8 @@ def test_building_a_method_from_a_spec_resolves_its_config_once(monkeypatch: pyt
     assert method.config is spec.config and spec.config.lr == 0.001
     assert spec.overrides == (("fisher_samples", 64), ("lr", 0.001))
     assert spec.with_(seed=1).config == spec.config  # a changed spec resolves its own, equal here
-    assert spec == RunSpec.make("eata", overrides={"lr": 0.001, "fisher_samples": 64})  # the config is no field: keys and equality as before
+    # the config is no field: keys and equality as before
+    assert spec == RunSpec.make("eata", overrides={"lr": 0.001, "fisher_samples": 64})
 
 
 def test_an_execution_option_is_no_hyperparameter_of_the_spec() -> None:

@@ -74,7 +74,9 @@ def test_imbalance_keeps_a_long_tail_and_the_outlier_share() -> None:
 
 
 def test_sorted_order_brings_the_classes_one_after_another_with_outliers_between() -> None:
-    stream = data.build_stream("cifar10_builtin", "noise", "contrast", max_id=1000, stream=StreamSpec(label_shift="sorted"))
+    stream = data.build_stream(
+        "cifar10_builtin", "noise", "contrast", max_id=1000, stream=StreamSpec(label_shift="sorted")
+    )
     known = stream.labels[stream.labels >= 0]
     assert torch.equal(known, known.sort().values) and known.unique().numel() == 10
     positions = torch.nonzero(stream.labels < 0).flatten().float()
@@ -109,8 +111,7 @@ def test_mixed_domains_is_one_stream_without_a_reset_with_metrics_per_corruption
     stream, source = data.interleave([assembly.build_stream(BASE, c) for c in BASE.corruptions], BASE.seed)
     assert 0.3 < source[:80].float().mean() < 0.7
     outputs = np.load(tmp_path / mixed.outputs)
-    assert sorted(outputs["contrast.label"].tolist()) == sorted(
-        assembly.build_stream(BASE, "contrast").labels.tolist())
+    assert sorted(outputs["contrast.label"].tolist()) == sorted(assembly.build_stream(BASE, "contrast").labels.tolist())
 
 
 def test_gradual_runs_severity_one_to_five_to_one_per_corruption_without_a_reset(
@@ -118,10 +119,14 @@ def test_gradual_runs_severity_one_to_five_to_one_per_corruption_without_a_reset
 ) -> None:
     resets, built = _resets(monkeypatch), []
     original = runner.build_stream
-    monkeypatch.setattr(runner, "build_stream",
-                        lambda spec, corruption, severity=None, data_root=None: (
-                            built.append((corruption, severity)),
-                            original(spec, corruption, severity=severity, data_root=data_root))[1])
+    monkeypatch.setattr(
+        runner,
+        "build_stream",
+        lambda spec, corruption, severity=None, data_root=None: (
+            built.append((corruption, severity)),
+            original(spec, corruption, severity=severity, data_root=data_root),
+        )[1],
+    )
     record = stamplib.run(BASE.with_stream(schedule="gradual"), context_for(tmp_path))
     levels = [1, 2, 3, 4, 5, 4, 3, 2, 1]
     assert built == [(c, s) for c in BASE.corruptions for s in levels] and len(resets) == 1
@@ -132,12 +137,17 @@ def test_gradual_runs_severity_one_to_five_to_one_per_corruption_without_a_reset
 
 @pytest.mark.parametrize("name", methods.available())
 def test_batch_size_one_runs_for_every_method_that_supports_it(name: str, tmp_path: Path, digits_model) -> None:
-    spec = BASE.with_(method=name, corruptions=("contrast",)) if methods.method_class(name).min_batch_size == 1 else None
+    spec = (
+        BASE.with_(method=name, corruptions=("contrast",)) if methods.method_class(name).min_batch_size == 1 else None
+    )
     if spec is None:
         with pytest.raises(ValueError, match=f"method '{name}' cannot adapt on a batch of 1: the smallest batch"):
             BASE.with_(method=name, stream=StreamSpec(batch_size=1))
-        spec = BASE.with_(method=name, corruptions=("contrast",),
-                          stream=StreamSpec(batch_size=methods.method_class(name).min_batch_size))
+        spec = BASE.with_(
+            method=name,
+            corruptions=("contrast",),
+            stream=StreamSpec(batch_size=methods.method_class(name).min_batch_size),
+        )
     else:
         spec = spec.with_stream(batch_size=1)
     record = stamplib.run(spec, context_for(tmp_path))
@@ -153,8 +163,14 @@ def test_notebook_13_plans_each_axis_against_the_paper_stream() -> None:
     plan = registry.plan("13_stress_streams", profile="quick", batch_sizes="1,4,16,64")
     table1 = {s.key() for s in registry.plan("02_table1_cifar_outlier_aware", profile="quick").specs}
     variants = {c.variant for c in plan.cells}
-    assert {"batch size=1", "batch size=64", "label shift=imbalance:10", "label shift=sorted",
-            "domains=mixed", "domains=separate"} <= variants
+    assert {
+        "batch size=1",
+        "batch size=64",
+        "label shift=imbalance:10",
+        "label shift=sorted",
+        "domains=mixed",
+        "domains=separate",
+    } <= variants
     paper = [c.spec for c in plan.cells if c.variant in ("label shift=none", "domains=separate", "batch size=64")]
     assert {s.key() for s in paper} <= table1  # the paper's stream is notebook 02's cell
     batches = [c for c in plan.cells if c.variant.startswith("batch size")]
@@ -166,9 +182,12 @@ def test_notebook_13_plans_each_axis_against_the_paper_stream() -> None:
     rows = len(methods.TABLE_ORDER)
     no_batch_of_one = sum(methods.method_class(m).min_batch_size > 1 for m in methods.TABLE_ORDER)
     assert len(plan.specs) == rows * (3 + 3) - no_batch_of_one + rows + 2 * rows  # and it over seeds 1, 2: the band
-    assert {c.variant for c in registry.plan("13_stress_streams", profile="quick").cells
-            if c.variant.startswith("batch")} == {"batch size=4", "batch size=16", "batch size=64"}
+    assert {
+        c.variant for c in registry.plan("13_stress_streams", profile="quick").cells if c.variant.startswith("batch")
+    } == {"batch size=4", "batch size=16", "batch size=64"}
     every = registry.plan("13_stress_streams", profile="quick", batch_corruptions="")
     assert {c.spec.key() for c in every.cells if c.variant == "batch size=64"} <= table1
     smoke = registry.plan("13_stress_streams", profile="smoke")
-    assert not any(c.spec.stream.schedule == "mixed" for c in smoke.cells) and any("two or more" in n for n in smoke.notes)
+    assert not any(c.spec.stream.schedule == "mixed" for c in smoke.cells) and any(
+        "two or more" in n for n in smoke.notes
+    )

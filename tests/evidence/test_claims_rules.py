@@ -113,7 +113,8 @@ def test_the_fifteen_corruptions_are_held_fixed_and_three_are_a_sample_of_them()
     effects = dict(zip(CORRUPTIONS, rng.normal(1.0, 5.0, len(CORRUPTIONS))))
     same = {c: 70.0 + effects[c] for c in CORRUPTIONS}
     fifteen = J.judge(ABOVE, STREAMS, _records({TENT: dict.fromkeys(range(5), same),
-                                                BN: dict.fromkeys(range(5), dict.fromkeys(CORRUPTIONS, 70.0))}, STREAMS))
+                                                BN: dict.fromkeys(range(5), dict.fromkeys(CORRUPTIONS, 70.0))},
+                                               STREAMS))
     assert fifteen.interval.low == pytest.approx(fifteen.interval.high) and fifteen.interval.finite_population is None
     three = {c: same[c] for c in THREE.corruptions}
     sampled = J.judge(ABOVE, THREE, _records({TENT: dict.fromkeys(range(3), three),
@@ -410,7 +411,8 @@ def _provenance(sha: str):  # noqa: ANN202 - a record's provenance naming one ch
                                                 "clean_test_accuracy": None}, "data": {}, "git": {}, "command": "test"})
 
 
-def test_claims_judge_refuses_two_checkpoints_under_one_network_in_one_line(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+# noqa: ANN001
+def test_claims_judge_refuses_two_checkpoints_under_one_network_in_one_line(tmp_path: Path, capsys) -> None:
     from stamplib import cli
 
     records = _records({TENT: {0: 71.2, 1: 71.1, 2: 71.3}, BN: {0: 70.0, 1: 70.0, 2: 70.0}}, REF_NETWORKS)

@@ -166,7 +166,8 @@ def four_gpus(monkeypatch):
 
 
 def test_cuda_workers_take_the_gpus_in_turn(four_gpus):
-    assert [grid.worker_device("cuda", i) for i in range(6)] == ["cuda:0", "cuda:1", "cuda:2", "cuda:3", "cuda:0", "cuda:1"]
+    assert [grid.worker_device("cuda", i) for i in range(6)] == ["cuda:0", "cuda:1", "cuda:2", "cuda:3", "cuda:0",
+                                                                 "cuda:1"]
     assert grid.worker_device("cpu", 5) == "cpu" and grid.worker_device("cuda:2", 0) == "cuda:2"
     assert grid.default_jobs("cuda") == 4 and grid.default_jobs("cpu") == processes.cores()
     assert grid.worker_threads("cpu", 4) == 1 and grid.worker_threads("cuda", 4) == max(1, (os.cpu_count() or 1) // 4)

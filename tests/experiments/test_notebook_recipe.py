@@ -60,7 +60,8 @@ def notebook() -> str:
                 "source": source.splitlines(keepends=True)}
 
     return json.dumps({"cells": [cell(PARAMETERS, tags=["parameters"]), cell(SETUP)],
-                       "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}},
+                       "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
+                                                   "name": "python3"}},
                        "nbformat": 4, "nbformat_minor": 5}, indent=1)
 
 

@@ -169,7 +169,7 @@ def test_ablation_rows_switch_the_documented_overrides():
 
 
 def test_ratio_sweep_reads_fractions_and_labels_rows_like_the_paper():
-    plan = registry.plan("08_table6_outlier_ratio", ratios="0.05,1/3")
+    plan = registry.plan("08_table6_outlier_ratio", outlier_ratios="0.05,1/3")
     assert [c.variant for c in plan.cells] == ["ratio=0.05", "ratio=0.3333"]
     assert math.isclose(plan.cells[1].spec.outlier_ratio, 1 / 3)
 
@@ -190,7 +190,8 @@ def test_seeds_multiply_cells():
 
 
 def test_the_stress_batch_axis_reads_the_paper_batch_from_table_1_and_leaves_one_to_the_full_profile():
-    quick, full = registry.plan("13_stress_streams", methods="stamp"), registry.plan("13_stress_streams", methods="stamp",
+    quick, full = registry.plan("13_stress_streams", methods="stamp"), registry.plan("13_stress_streams",
+                                                                                     methods="stamp",
                                                                          profile="full")
     sizes = [c.variant for c in quick.cells if c.variant.startswith(E.BATCH_AXIS)]
     assert sizes == ["batch size=4", "batch size=16", "batch size=64"]
@@ -224,8 +225,8 @@ def test_bad_notebook_parameters_name_the_parameter(params, message):
 
 @pytest.mark.parametrize("ratios", ["0,0.2", "0.2,1", "1/0", "a"])
 def test_bad_ratios_are_refused(ratios):
-    with pytest.raises(ValueError, match="ratios"):
-        registry.plan("08_table6_outlier_ratio", ratios=ratios)
+    with pytest.raises(ValueError, match="outlier_ratios"):
+        registry.plan("08_table6_outlier_ratio", outlier_ratios=ratios)
 
 
 def test_device_is_checked():

@@ -39,7 +39,8 @@ def test_grid_values_take_the_config_fields_types() -> None:
                     ("view_kind", ("crop_flip", "cotta")))
     assert [type(v) for _, values in grid for v in values] == [float] * 3 + [int] * 2 + [bool] * 2 + [str] * 2
     # an optional float: "none" is None; an integer spelling of a float field is a float
-    assert tune.parse_grid(["uncertainty_mass=none,8"], "tent_come", "cifar10_c") == (("uncertainty_mass", (None, 8.0)),)
+    assert tune.parse_grid(["uncertainty_mass=none,8"], "tent_come", "cifar10_c") == (("uncertainty_mass", (None, 8.0)),
+                                                                                      )
     assert tune.check_grid("tent", "cifar10_c", {"lr": (1, "0.5")}) == (("lr", (1.0, 0.5)),)
 
 
@@ -140,8 +141,8 @@ def test_newer_methods_script_runs_its_command_line(tmp_path: Path, digits_model
     assert done.returncode == 0, done.stderr
     assert "tent_come, optimiser of setting cifar10_c:" in done.stdout and "<- chosen" in done.stdout
     assert done.stdout.count("| 0.0001 |") == 1 and "config uses: lr=0.0001" in done.stdout
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["tune__tent_come__digits__noise__cifar10_c__smoke.csv",
-                                                              "tune__tent_come__digits__noise__cifar10_c__smoke.md"]
+    stem = "tune__tent_come__digits__noise__cifar10_c__smoke"
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [f"{stem}.csv", f"{stem}.md"]
 
 
 # ------------------------------------------------------------------------------- selection
@@ -151,7 +152,8 @@ class _FakeStore:
     """Records with chosen means, by key: select() only asks for them."""
 
     def __init__(self, job: tune.TuneJob, means: list[dict[str, float] | None]) -> None:
-        self.records = {s.key(): None if m is None else Record.from_json({"key": s.key(), "spec": s.to_dict(), "mean": m})
+        self.records = {s.key(): None if m is None else Record.from_json({"key": s.key(), "spec": s.to_dict(),
+                                                                          "mean": m})
                         for s, m in zip(job.specs(), means)}
 
     def get(self, spec: RunSpec) -> Record | None:

@@ -4,7 +4,8 @@ signals and full disks (tests/faces/test_signals.py, test_full_disk.py).
 Run as ``python pretend_cli.py COMMAND ...``: the real command line, grid, store and notebook
 runner, with one change. A cell (``grid``'s, ``run``'s) checks the free space as a real one does,
 touches ``$STAMPLIB_TEST_MARKS/<pid>-<key>`` if that is set, sleeps ``$STAMPLIB_TEST_CELL_S``
-seconds (default 0.2) behind a progress bar, as a real cell does (tqdm takes its lock), or until the file ``$STAMPLIB_TEST_GO`` exists where that is set, and stores a record with an outputs file of ``$STAMPLIB_TEST_SAMPLES``
+seconds (default 0.2) behind a progress bar, as a real cell does (tqdm takes its lock), or until the file
+``$STAMPLIB_TEST_GO`` exists where that is set, and stores a record with an outputs file of ``$STAMPLIB_TEST_SAMPLES``
 random scores (default 64: a few hundred bytes; 300,000 make about 1.2 MB); with
 ``$STAMPLIB_TEST_ENOSPC`` set, its write fails instead as a full disk does, with a raw ``OSError``
 (as a write outside the store would, a checkpoint's copy or a cache). Its module-level

@@ -53,7 +53,7 @@ def test_cli_run_under_the_realistic_protocol(tmp_path: Path, capsys: pytest.Cap
         (["--method", "tent", "--outliers", "cifar"], "unknown outlier set 'cifar'; choose one of"),
         (["--method", "tent", "--corruptions", "gaussian_noise,fogg"], "unknown corruption(s) 'fogg'; choose from"),
         (["--method", "tent", "--severity", "6"], "severity must be an integer from 1 to 5"),
-        (["--method", "tent", "--ratio", "1.0"], "must be in [0, 1)"),
+        (["--method", "tent", "--outlier-ratio", "1.0"], "must be in [0, 1)"),
         (["--method", "tent", "--seed", "-1"], "seed must be a non-negative integer"),
         (["--method", "tent", "--set", "lr"], "expected NAME=VALUE, got 'lr'"),
         (["--method", "tent", "--set", "learning_rate=0.1"], "unknown hyperparameter(s) ['learning_rate']"),
@@ -256,3 +256,12 @@ def test_a_record_computed_from_the_command_line_names_the_command(tmp_path: Pat
     assert cli.main(argv) == 0
     [record] = [p for p in tmp_path.glob("*.json")]
     assert f'"command": "python -m stamplib {" ".join(argv)}"' in record.read_text()
+
+
+def test_an_old_flag_still_works_with_one_line_naming_the_new(monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(models, "source_model", _boom)
+    assert cli.main(["run", "--method", "tent", "--ratio", "1.0"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "note: `--ratio` is now `--outlier-ratio`; the old spelling goes in the next release"
+    assert err[1].startswith("error: outlier_ratio") and len(err) == 2

@@ -39,7 +39,8 @@ def _with(flag: str) -> dict[str, argparse.Action]:
 
 
 def test_no_module_but_flags_declares_a_shared_flag() -> None:
-    shared = re.compile(r"""add_argument\(\s*["'](--data-root|--device|--results|--profile|--set|--param|--stream)["']""")
+    names = "--data-root|--device|--results|--profile|--set|--param|--stream"
+    shared = re.compile(rf"""add_argument\(\s*["']({names})["']""")
     found = [f"{path.relative_to(REPO)}: {m.group(1)}" for path in sorted(PACKAGE.rglob("*.py"))
              for m in shared.finditer(path.read_text())]
     assert found and all(line.startswith("stamplib/flags.py") for line in found), found
@@ -59,7 +60,7 @@ def test_every_command_with_a_device_reads_cuda_n_and_refuses_the_rest_alike() -
 @pytest.mark.parametrize("command", [["run", "--method", "tent"], ["grid", "--all"], ["notebooks"],
                                      ["tune", "tent"], ["train-source", "--dataset", "digits"],
                                      ["claims", "compute", "--benchmark", "builtin", "--design", "networks"],
-                                     ["reference", "compute"]])
+                                     ["claims", "compute", "--benchmark", "reference", "--cells", "core"]])
 def test_cuda_n_parses_in_every_command(command: list[str]) -> None:
     assert cli.build_parser().parse_args([*command, "--device", "cuda:1"]).device == "cuda:1"
 
@@ -106,7 +107,8 @@ def test_grid_and_notebooks_hand_the_same_parameters_on(monkeypatch: pytest.Monk
 # -- checked at the edge -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("item", ["lr=1e400", "lr=inf", "lr=-Infinity", "lr=nan", "lr=(1e-3, 1e400)", "lr=" + "9" * 400])
+@pytest.mark.parametrize("item", ["lr=1e400", "lr=inf", "lr=-Infinity", "lr=nan", "lr=(1e-3, 1e400)",
+                                  "lr=" + "9" * 400])
 @pytest.mark.parametrize("flag", ["--set", "--param", "--stream"])
 def test_a_number_that_is_not_finite_is_refused_by_the_parser(item: str, flag: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError, match="is not a finite number: give a finite value"):
@@ -137,7 +139,7 @@ def test_a_tuning_grid_that_is_not_finite_is_refused(monkeypatch: pytest.MonkeyP
                                      ["tune", "tent", "--profile", "smoke"],
                                      ["claims", "compute", "--benchmark", "builtin", "--design", "streams",
                                       "--replicates", "0"],
-                                     ["reference", "compute"]])
+                                     ["claims", "compute", "--benchmark", "reference", "--cells", "core"]])
 def test_a_results_folder_that_cannot_be_written_is_refused_before_anything_is_computed(
     command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -179,8 +181,10 @@ def test_writable_makes_the_folder_and_leaves_nothing_in_it(tmp_path: Path) -> N
     assert flags.writable(folder) == folder and folder.is_dir() and not list(folder.iterdir())
 
 
-@pytest.mark.parametrize("argv", [["run"], ["run", "--method", "tent", "--bogus"], ["grid", "--all", "--profile", "foo"],
-                                  ["notebooks", "--device", "tpu"], ["nonsense"], ["claims", "judge", "--profile", "smoke"]])
+@pytest.mark.parametrize("argv", [["run"], ["run", "--method", "tent", "--bogus"], ["grid", "--all", "--profile",
+                                                                                    "foo"],
+                                  ["notebooks", "--device", "tpu"], ["nonsense"], ["claims", "judge", "--profile",
+                                                                                   "smoke"]])
 def test_a_bad_command_line_is_one_line_and_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
@@ -242,11 +246,13 @@ def test_run_without_a_context_builds_the_default_one(builds: list[paths.RunCont
     stamplib.run(spec)
     stamplib.run(spec, builds[0], force=True)
     assert len(builds) == 1 and (builds[0].results, builds[0].device) == (paths.results_dir(), "cpu")
-    assert received == [(builds[0], {"force": False, "progress": False}), (builds[0], {"force": True, "progress": False})]
+    assert received == [(builds[0], {"force": False, "progress": False}), (builds[0], {"force": True,
+                                                                                       "progress": False})]
 
 
-def test_explore_without_a_context_builds_the_default_one(builds: list[paths.RunContext],
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_explore_without_a_context_builds_the_default_one(
+    builds: list[paths.RunContext], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from stamplib import explorer
 
     received = []
@@ -271,7 +277,13 @@ def test_the_command_line_builds_its_context_with_the_same_builder(builds: list[
 def test_explore_stamp_works_in_a_fresh_process(tmp_path: Path) -> None:
     """A fresh kernel's first line, with no context: STAMP over the smoke profile's stream."""
     code = "import stamplib; e = stamplib.explore('stamp', profile='smoke'); print(e.num_batches, e.title)"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=600,
-                          env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=600,
+        env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split()[1:3] == ["stamp", "on"]

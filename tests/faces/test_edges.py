@@ -50,7 +50,7 @@ def test_the_top_level_help_is_written_for_users_and_imports_no_torch() -> None:
 
 def test_the_listing_names_every_command_once() -> None:
     commands = next(a for a in cli.build_parser()._actions if a.dest == "command")
-    assert list(commands.choices) == list(cli.COMMANDS)
+    assert list(commands.choices) == [*cli.COMMANDS, *cli.MAINTAINER_COMMANDS]
     assert all(len(line) <= 54 for line in cli.COMMANDS.values())  # one line beside the name in 80 columns
 
 
@@ -137,7 +137,7 @@ def many_lines(args):
 def parser(sub):
     sub.add_parser("methods", help="many lines").set_defaults(func=many_lines)
 
-cli.PARSERS = tuple(parser if add is cli._methods_parser else add for add in cli.PARSERS)
+cli.PARSERS = tuple(parser if add is cli.setup.methods_parser else add for add in cli.PARSERS)
 sys.exit(cli.main(["methods"]))
 """
     proc = subprocess.Popen([sys.executable, "-c", probe], stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -76,7 +76,8 @@ def test_hyperparameters_from_a_notebook_parameter() -> None:
 
 @pytest.mark.parametrize("name", methods.available())
 def test_every_method_explores_the_smoke_stream(name: str, digits_model) -> None:
-    ex = stamplib.explore(name, context=stamplib.RunContext.build(), profile="smoke")  # built as the runner builds it: source data for EATA, OWTTT
+    # built as the runner builds it: source data for EATA, OWTTT
+    ex = stamplib.explore(name, context=stamplib.RunContext.build(), profile="smoke")
     assert ex.num_batches == 2 and len(ex.masks) == len(ex.lrs) == len(ex.memory_counts) == 2
     reports = methods.method_class(name).reports_trace  # the reporting methods give a step size and a filter
     assert np.isfinite(ex.lrs).all() if reports else np.isnan(ex.lrs).all()

@@ -126,11 +126,11 @@ def test_the_command_line_says_any_full_disk_in_one_line(monkeypatch: pytest.Mon
     def denied(args: object) -> int:
         raise PermissionError(errno.EACCES, "Permission denied")
 
-    monkeypatch.setattr(cli, "cmd_methods", full)  # the parser takes the command when it is built
+    monkeypatch.setattr(cli.setup, "cmd_methods", full)  # the parser takes the command when it is built
     assert cli.main(["methods"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: no space left on the disk while writing /home/me/"), err
-    monkeypatch.setattr(cli, "cmd_methods", denied)
+    monkeypatch.setattr(cli.setup, "cmd_methods", denied)
     with pytest.raises(PermissionError):
         cli.main(["methods"])
 

@@ -179,7 +179,8 @@ def test_jobs_beyond_the_cores_are_cut_with_a_line_and_the_dry_run_says_what_sta
 
     from stamplib.experiments import registry
 
-    specs = [RunSpec(method="source", dataset="digits", outliers="noise", profile="smoke", seed=s) for s in range(cells)]
+    specs = [RunSpec(method="source", dataset="digits", outliers="noise", profile="smoke",
+                     seed=s) for s in range(cells)]
     monkeypatch.setattr(registry, "cells_by_notebook", lambda chosen, **params: {"02": specs})
     monkeypatch.setattr(grid, "_prepare_sources", lambda specs: None)
     monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", _Pool)
@@ -219,8 +220,11 @@ def damaged_package_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
     shutil.copytree(builtin_cifar10.FOLDER, folder)
     shipped = tmp_path / "shipped"
     shutil.copytree(builtin.SHIPPED, shipped)
-    for path in (folder / builtin_cifar10.IMAGES_FILE, folder / "ResNetTiny_10_jpeg.pt",
-                 shipped / f"{builtin.DIGITS_CHECKPOINT}.pt"):
+    for path in (
+        folder / builtin_cifar10.IMAGES_FILE,
+        folder / "ResNetTiny_10_jpeg.pt",
+        shipped / f"{builtin.DIGITS_CHECKPOINT}.pt",
+    ):
         payload = bytearray(path.read_bytes())
         payload[len(payload) // 2] ^= 0xFF
         path.write_bytes(bytes(payload))
@@ -247,8 +251,9 @@ def test_the_doctor_reports_damaged_package_data_as_damaged(damaged_package_data
     assert "REFUSED" in next(line for line in doctor if line.strip().startswith("ResNetTiny_10_jpeg "))
 
 
-def test_the_doctor_exits_non_zero_when_it_finds_damage(damaged_package_data: Path, tmp_path: Path,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_doctor_exits_non_zero_when_it_finds_damage(
+    damaged_package_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """It printed DAMAGED and exited 0 (issue 83): a script could not tell."""
     assert cli.main(["doctor", "--data-root", str(tmp_path)]) == 1
     out, err = capsys.readouterr()
@@ -265,10 +270,12 @@ def test_the_doctor_reports_intact_package_data_as_ok() -> None:
 # -- claims judge reads the benchmark of a committed store ------------------------------------------------
 
 
-@pytest.mark.parametrize(("store", "name"), [("results/reference", "reference"),
-                                             ("results/builtin_benchmark", "builtin")])
+@pytest.mark.parametrize(
+    ("store", "name"), [("results/reference", "reference"), ("results/builtin_benchmark", "builtin")]
+)
 def test_claims_judge_on_a_committed_store_judges_its_own_benchmarks(
-        store: str, name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    store: str, name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from stamplib.evidence import judge, pages
 
     judged: list[Any] = []
@@ -290,11 +297,15 @@ def test_claims_judge_on_the_reference_store_prints_what_the_readme_counts(capsy
 # -- npz: data sets ----------------------------------------------------------------------------------------
 
 
-def test_run_refuses_a_data_set_read_from_files_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_refuses_a_data_set_read_from_files_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setattr(stamplib, "run", lambda *a, **k: pytest.fail("it ran"))
     for scheme in ("npz", "folder"):
-        assert cli.main(["run", "--method", "tent", "--dataset", f"{scheme}:{tmp_path}/x", "--results", str(tmp_path)]) == 2
+        assert (
+            cli.main(["run", "--method", "tent", "--dataset", f"{scheme}:{tmp_path}/x", "--results", str(tmp_path)])
+            == 2
+        )
         err = _one_error(capsys)
         assert "has no source network to adapt" in err and "--outliers" in err and "setting=" not in err
     assert cli.main(["run", "--method", "tent", "--dataset", "mnist", "--results", str(tmp_path)]) == 2

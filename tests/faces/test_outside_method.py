@@ -63,7 +63,8 @@ def _installed_wheel(tmp_path: Path) -> Path:
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=600)
     python = venv / "bin" / "python"
     (wheel,) = (tmp_path / "dist").glob("stamplib-*.whl")
-    subprocess.run([python, "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)], check=True, timeout=600)
+    subprocess.run([python, "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)], check=True,
+                   timeout=600)
     site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           check=True, capture_output=True, text=True).stdout.strip()
     (Path(site) / "dependencies.pth").write_text(str(Path(torch.__file__).parents[1]) + "\n")

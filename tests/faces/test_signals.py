@@ -178,7 +178,8 @@ def test_run_told_to_stop_releases_its_cell_and_says_one_line(tmp_path: Path, si
     _wait_for(lambda: _marks(tmp_path) >= 1 or proc.poll() is not None, 120, "the cell to start")
     assert len(_running(tmp_path / "results")) == 1, "run claims its cell"
     code, err, _ = _stop(proc, signum)
-    assert code == CODES[signum] and _lines(err) == ["interrupted: 0 of 1 cells done; its finished corruptions are kept; run "
+    assert code == CODES[signum] and _lines(err) == ["interrupted: 0 of 1 cells done; its finished corruptions are "
+                                                     "kept; run "
                                            "the same command again to go on"], err
     assert _running(tmp_path / "results") == []
 

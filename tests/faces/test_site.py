@@ -33,7 +33,8 @@ def _executed_notebook(path: Path, title: str, summary: str) -> None:
         "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
                      "language_info": {"name": "python"}},
         "cells": [
-            {"cell_type": "markdown", "id": "a", "metadata": {}, "source": f"# {title}\n\n{summary}\nsecond line.\n\nMore."},
+            {"cell_type": "markdown", "id": "a", "metadata": {}, "source": f"# {title}\n\n{summary}\nsecond "
+                                                                           f"line.\n\nMore."},
             {"cell_type": "code", "id": "b", "metadata": {}, "execution_count": 1, "source": "table; fig",
              "outputs": [
                  {"output_type": "execute_result", "execution_count": 1, "metadata": {},

@@ -30,7 +30,8 @@ import json
 from stamplib import methods
 from stamplib.experiments import registry
 print(json.dumps({{"available": methods.available(), "rows": list(methods.TABLE_ORDER),
-                  "cells": {{nb: [s.key() for s in registry.plan(nb, profile="quick").specs] for nb in {HEADLINE!r}}}}}))
+                  "cells": {{nb: [s.key() for s in registry.plan(nb, profile="quick").specs] for nb in
+                  {HEADLINE!r}}}}}))
 """
 
 

@@ -197,15 +197,19 @@ def test_batched_memory_equals_the_per_sample_loop() -> None:
             ours.reset()
             loop.reset()
         g = torch.Generator().manual_seed(s)  # a contrast and a shift per image: two classes predicted
-        x = (batch(14, seed=s) - 0.5) * 10 * torch.rand(14, 3, 1, 1, generator=g) + torch.randn(14, 3, 1, 1, generator=g)
+        x = (batch(14, seed=s) - 0.5) * 10 * torch.rand(14, 3, 1, 1, generator=g) + torch.randn(14, 3, 1, 1,
+                                                                                                generator=g)
         with torch.no_grad():
             a, b = ours.step(x), loop.step(x)
         assert_same((a.probs, a.ood_score), (b.probs, b.ood_score))
         ra, rb = ours.take_report(), loop.take_report()
-        assert_same((ra.passed, ra.memory_tags, ra.memory_labels, ra.loss),
-                    (rb.passed, rb.memory_tags, rb.memory_labels, rb.loss))
+        assert_same(
+            (ra.passed, ra.memory_tags, ra.memory_labels, ra.loss),
+            (rb.passed, rb.memory_tags, rb.memory_labels, rb.loss),
+        )
         assert_same(ours.memory.get_memory(), loop.memory.get_memory())
         discarded = discarded or not all(ra.passed.tolist())
     assert sum(n > 0 for n in ours.memory.occupancy()) >= 2 and ours.updates == loop.updates >= 2 and discarded
-    assert_same((ours.model.state_dict(), ours.teacher.state_dict()), (loop.model.state_dict(), loop.teacher.state_dict()))
-
+    assert_same(
+        (ours.model.state_dict(), ours.teacher.state_dict()), (loop.model.state_dict(), loop.teacher.state_dict())
+    )

@@ -179,7 +179,8 @@ def test_paper_variant_switches_every_row_of_section_9():
     assert (cfg.consistency_reference, cfg.compare_label, cfg.stored_label) == ("source_eval", "averaged", "averaged")
     assert (cfg.loss_scale, cfg.score_eps, cfg.schedule, cfg.xi_update) == ("sum", 0.0, "clamped", "after_step")
     stamp = methods.create("stamp", tiny_net(4), 4, setting="cifar10_c", variant="paper", num_views=2)
-    assert stamp.config == dataclasses.replace(cfg, num_views=2)  # one name for what runs: the method reads the switches from its config
+    # one name for what runs: the method reads the switches from its config
+    assert stamp.config == dataclasses.replace(cfg, num_views=2)
     assert isinstance(stamp.reference, nn.Module) and not stamp.reference.training  # row 1: the source in eval mode
     out = stamp.step(torch.rand(8, 3, 32, 32))
     assert torch.isfinite(out.probs).all()

@@ -81,7 +81,9 @@ def test_import_copies_verified_models_and_refuses_a_changed_one(shared: Path, h
     target = home / "checkpoints" / "ResNet18_8_jpeg.pt"
     assert copied == [target]
     assert target.read_bytes() == (shared / "ResNet18_8_jpeg.pt").read_bytes()
-    assert json.loads(target.with_suffix(".json").read_text())["sha256"] == checkpoints.sha256_bytes(target.read_bytes())
+    assert json.loads(target.with_suffix(".json").read_text())["sha256"] == checkpoints.sha256_bytes(
+        target.read_bytes()
+    )
 
     target.unlink()
     target.with_suffix(".json").unlink()
@@ -95,8 +97,9 @@ def test_import_copies_verified_models_and_refuses_a_changed_one(shared: Path, h
 
 def test_the_cli_lists_imports_and_the_doctor_names_where_each_model_was_found(shared: Path, home: Path) -> None:
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "stamplib", *args], capture_output=True, text=True,
-                              cwd=REPO, timeout=600)
+        return subprocess.run(
+            [sys.executable, "-m", "stamplib", *args], capture_output=True, text=True, cwd=REPO, timeout=600
+        )
 
     doctor = cli("doctor")
     assert doctor.returncode == 0, doctor.stderr

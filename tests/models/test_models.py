@@ -242,7 +242,8 @@ def test_corrupt_torchvision_cache_is_named(tmp_path, monkeypatch):
 
 def test_recipes_follow_protocol_4_2():
     c10, c100 = RECIPES["cifar10"].train, RECIPES["cifar100"].train
-    assert (c10.epochs, c10.lr, c10.momentum, c10.weight_decay, c10.nesterov, c10.batch_size) == (200, 0.1, 0.9, 2e-4, False, 128)
+    assert (c10.epochs, c10.lr, c10.momentum, c10.weight_decay, c10.nesterov, c10.batch_size) == (200, 0.1, 0.9, 2e-4,
+                                                                                                  False, 128)
     assert (c10.schedule, c10.milestones, c10.gamma, c10.rotation_degrees) == ("multistep", (60, 120, 160), 0.2, 0.0)
     assert (c100.weight_decay, c100.nesterov, c100.schedule, c100.rotation_degrees) == (5e-4, True, "cosine", 15.0)
     assert RECIPES["cifar10_8"].train == c10 and RECIPES["cifar10_8"].num_classes == 8

@@ -52,7 +52,8 @@ def test_paper_table_puts_ours_next_to_the_cell_it_stands_for(tmp_path):
     assert ranking.loc[0, "kendall_tau"] == 1.0 and ranking.loc[0, "ours_ranking"] == "STAMP > Tent"
     assert "STAMP > Tent" in files[4].read_text()
     # STAMP's place among the paper's methods is said under the table, for ours and the paper.
-    assert "STAMP ranks 1st of the paper's 2 methods by H (74.7; best other: Tent 70.0); in the paper it ranks 1st" in md
+    assert ("STAMP ranks 1st of the paper's 2 methods by H (74.7; best other: Tent 70.0); in the paper it ranks 1st"
+            in md)
     assert "a compact ResNet (0.3 M parameters" in md and "subset of the CIFAR-10 test photographs" in md
 
 

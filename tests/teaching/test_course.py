@@ -42,8 +42,9 @@ def test_the_lessons_are_notebooks_14_to_17_in_file_name_order() -> None:
 
 
 def test_the_lessons_plan_the_paper_notebooks_cells() -> None:
-    table1, closed, inside = keys("02_table1_cifar_outlier_aware"), keys("05_table4_closed_set"), keys("10_inside_the_stream")
-    ablation, views, stress = keys("06_table5_ablation"), keys("09_fig_augmentation_averaging"), keys("13_stress_streams")
+    table1, closed = keys("02_table1_cifar_outlier_aware"), keys("05_table4_closed_set")
+    inside, ablation = keys("10_inside_the_stream"), keys("06_table5_ablation")
+    views, stress = keys("09_fig_augmentation_averaging"), keys("13_stress_streams")
     adapting = registry.plan(LESSONS[0], profile="quick")
     long = [c.spec for c in adapting.cells if c.variant.startswith(course.LONG_STREAM)]
     assert len(long) == 4 and all(s.stream.schedule == "continual" and s.corruptions == CORRUPTIONS for s in long)
@@ -53,7 +54,8 @@ def test_the_lessons_plan_the_paper_notebooks_cells() -> None:
     assert keys(LESSONS[1]) - own <= table1 | closed | inside and keys(LESSONS[1]) & own == own
     assert keys(LESSONS[2]) <= ablation | table1
     off_path = course.off_path(registry.experiment(LESSONS[2]), NotebookParameters.parse(profile="quick"))
-    assert {s.key() for s in off_path.specs} <= ablation | views and not {s.key() for s in off_path.specs} & keys(LESSONS[2])
+    off_keys = {s.key() for s in off_path.specs}
+    assert off_keys <= ablation | views and not off_keys & keys(LESSONS[2])
     assert keys(LESSONS[3]) <= table1 | ablation | stress
     # the path ends at STAMP itself, the cell of Table 1 and of the overview
     assert registry.plan(LESSONS[2], profile="quick").cells[-1].spec.key() in keys("00_walkthrough")
@@ -160,14 +162,16 @@ def test_lesson_17s_harder_streams_are_the_cells_its_plan_filled_with_seeds() ->
 
 def _path(tent: dict, views: dict) -> pd.DataFrame:
     from stamplib.teaching import piece_by_piece
-    return pd.DataFrame([{"step": piece_by_piece.STEPS[0].name, **tent}, {"step": piece_by_piece.STEPS[1].name, **views}])
+    return pd.DataFrame([{"step": piece_by_piece.STEPS[0].name, **tent}, {"step": piece_by_piece.STEPS[1].name,
+                                                                          **views}])
 
 
 @pytest.mark.parametrize("auroc, words", [(28.9, ("AUROC falls from 57.9 to 28.9", "a worse OOD score")),
                                           (70.0, ("AUROC rises from 57.9 to 70.0", "a better OOD score"))])
 def test_lesson_16_says_what_views_averaging_did_to_the_ood_score(auroc: float, words: tuple[str, ...]) -> None:
     from stamplib.teaching import piece_by_piece
-    text = piece_by_piece.step_text(_path({"ACC": 60.0, "AUROC": 57.9, "H": 58.9}, {"ACC": 62.0, "AUROC": auroc, "H": 40.0}),
+    text = piece_by_piece.step_text(_path({"ACC": 60.0, "AUROC": 57.9, "H": 58.9}, {"ACC": 62.0, "AUROC": auroc,
+                                                                                    "H": 40.0}),
                                     "+ views averaging")
     assert all(w in text for w in words) and "ACC rises" in text and "H falls" in text, text
 
@@ -175,7 +179,8 @@ def test_lesson_16_says_what_views_averaging_did_to_the_ood_score(auroc: float, 
 def test_lesson_14_reads_the_direction_of_the_variance_and_the_drift_from_the_numbers() -> None:
     from stamplib.teaching import adapting
     frame = pd.DataFrame([{"stream": s, "layer": i, "mean_shift": shift * (i + 1), "variance_ratio": ratio}
-                          for s, shift, ratio in (("clean", 0.1, 0.49), ("gaussian_noise", 0.5, 0.65), ("contrast", 0.3, 0.2))
+                          for s, shift, ratio in (("clean", 0.1, 0.49), ("gaussian_noise", 0.5, 0.65), ("contrast", 0.3,
+                                                                                                        0.2))
                           for i in range(3)])
     text = adapting.batch_norm_shift_text(frame)
     assert "gaussian noise: mean shifted by up to 1.50 σ (layer 2), variance × 0.65 (layer 0, below training)" in text
@@ -191,7 +196,8 @@ def test_lesson_15_says_where_stamp_stands_against_bn_stats_in_the_committed_qui
     from stamplib.teaching import outliers
     plan = registry.plan(LESSONS[1], profile="quick")
     records = {s.key(): r for s in plan.specs if (r := QUICK_RUN.get(s)) is not None}
-    stamp, bn = (records[registry.plan("02_table1_cifar_outlier_aware", profile="quick", methods=m).specs[0].key()].mean.h
+    stamp, bn = (records[registry.plan("02_table1_cifar_outlier_aware", profile="quick",
+                                       methods=m).specs[0].key()].mean.h
                  for m in ("stamp", "bn_stats"))
     text = outliers.h_plane_text(plan, records)
     assert f"STAMP's mean H ({stamp:.1f}) is {'above' if stamp > bn else 'below'} BN Stats' ({bn:.1f})" in text, text
@@ -219,7 +225,8 @@ def test_lesson_15_calls_the_long_stream_collapsed_only_as_lesson_14_does() -> N
     from stamplib.teaching import outliers
 
     def text(share: float) -> str:
-        scores = pd.DataFrame([{"Method": "Tent", "batch": b, "score_known": 1.0, "score_outliers": 0.5} for b in range(3)])
+        scores = pd.DataFrame([{"Method": "Tent", "batch": b, "score_known": 1.0,
+                                "score_outliers": 0.5} for b in range(3)])
         shares = pd.DataFrame([{"Method": "Tent", "stream": course.LONG_STREAM, "top_class_share": share,
                                 "outliers_top_share": 0.8},
                                {"Method": "Tent", "stream": course.LONG_STREAM_CLOSED, "top_class_share": 0.15,
@@ -267,14 +274,20 @@ def test_lesson_17s_harder_streams_table_labels_what_each_column_is_taken_over()
                                   *[(f"mean over {corruptions} corruptions", f"{axis}={s}") for axis, s in streams[2:]]]
     assert wide.columns.names == ["H on", "stream"] and list(wide.index) == ["Source", "STAMP"]
     notebook = json.loads((notebooks_dir() / f"{LESSONS[3]}.ipynb").read_text())
-    assert "breaking.harder_streams_wide(stress_plan, harder" in "".join("".join(c["source"]) for c in notebook["cells"])
+    source = "".join("".join(c["source"]) for c in notebook["cells"])
+    assert "breaking.harder_streams_wide(stress_plan, harder" in source
 
 
 def test_the_overviews_table_names_methods_as_the_lessons_do() -> None:
     from stamplib.report import walkthrough
 
-    frame = pd.DataFrame([{"method": m, "corruption": c, "acc": 50.0, "auroc": 60.0, "h": 54.5, "collapsed": False}
-                          for m in ("source", "bn_stats", "tent", "stamp") for c in ("gaussian_noise", "mean")])
+    frame = pd.DataFrame(
+        [
+            {"method": m, "corruption": c, "acc": 50.0, "auroc": 60.0, "h": 54.5, "collapsed": False}
+            for m in ("source", "bn_stats", "tent", "stamp")
+            for c in ("gaussian_noise", "mean")
+        ]
+    )
     table = walkthrough.comparison_table(frame)
     assert list(table["Method"]) == ["Source", "BN Stats", "Tent", "STAMP"]
     assert list(table.columns) == ["Method", "ACC", "AUROC", "H", "collapsed"]

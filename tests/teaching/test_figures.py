@@ -84,7 +84,8 @@ def _text_corners(text: Text, renderer: object, slack: float) -> np.ndarray:
     w, h = max(upright.width - 2 * slack, 0.0), max(upright.height - 2 * slack, 0.0)
     centre = np.array([(box.x0 + box.x1) / 2, (box.y0 + box.y1) / 2])
     along, across = np.array([np.cos(theta), np.sin(theta)]), np.array([-np.sin(theta), np.cos(theta)])
-    return np.array([centre + sx * w / 2 * along + sy * h / 2 * across for sx, sy in ((-1, -1), (1, -1), (1, 1), (-1, 1))])
+    return np.array([centre + sx * w / 2 * along + sy * h / 2 * across for sx, sy in ((-1, -1), (1, -1), (1, 1),
+                                                                                      (-1, 1))])
 
 
 def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
@@ -199,7 +200,8 @@ def _long_stream_frame() -> pd.DataFrame:
 
     return pd.DataFrame([{"Method": method, "stream": stream, "position": i + 1, "corruption": c, "acc": 50.0 + i,
                           "top_class_share": 0.1 + 0.02 * i} for method in ("BN Stats", "Tent")
-                         for stream in (course.LONG_STREAM, course.LONG_STREAM_CLOSED) for i, c in enumerate(CORRUPTIONS)])
+                         for stream in (course.LONG_STREAM, course.LONG_STREAM_CLOSED) for i,
+                         c in enumerate(CORRUPTIONS)])
 
 
 def test_lesson_14s_long_stream_keeps_its_labels_apart_on_all_fifteen_corruptions() -> None:
@@ -249,7 +251,8 @@ def test_lesson_15s_roc_panels_name_their_method() -> None:
         rows = {c: Row({"acc": 50.0, "auroc": 60.0, "h": 54.5}, n_id=48, n_outliers=12) for c in cell.spec.corruptions}
         records[cell.spec.key()] = Record(key=cell.spec.key(), spec=cell.spec, per_corruption=rows, mean=Mean.of(rows))
         label = np.where(np.arange(60) < 12, -1, 1).astype(np.int16)
-        outputs[cell.spec.key()] = {c: StreamOutputs(prediction=np.ones(60, np.int16), ood_score=rng.random(60, np.float32),
+        outputs[cell.spec.key()] = {c: StreamOutputs(prediction=np.ones(60, np.int16),
+                                                     ood_score=rng.random(60, np.float32),
                                                      label=label, index=np.arange(60, dtype=np.int32))
                                     for c in cell.spec.corruptions}
     original = outliers.stream_outputs

@@ -48,7 +48,8 @@ def test_release_writes_student_copies_and_refuses_a_folder_that_is_not_empty(tm
     for copy_path in out.glob("*.ipynb"):
         committed, student = _read(notebooks_dir() / copy_path.name), _read(copy_path)
         assert student["metadata"]["stamplib"]["lesson"] == copy_path.stem
-        assert [c["metadata"].get("tags") for c in student["cells"]] == [c["metadata"].get("tags") for c in committed["cells"]]
+        tags = [c["metadata"].get("tags") for c in committed["cells"]]
+        assert [c["metadata"].get("tags") for c in student["cells"]] == tags
         assert [_source(c) for c in student["cells"]] == [_source(c) for c in committed["cells"]]
         for cell in student["cells"]:
             if cell["cell_type"] == "code":
@@ -75,7 +76,8 @@ def test_release_cuts_solution_blocks_and_refuses_to_show_a_solution(tmp_path: P
     stub = _source(_cell_of(nb, "exercise", ENTROPY))
     header = stub.split("    # YOUR CODE HERE")[0]
     exercise = _cell_of(nb, "exercise", ENTROPY)
-    exercise["source"] = header + "    ### BEGIN SOLUTION\n    return -(probs * probs.log()).sum(1)\n    ### END SOLUTION\n"
+    exercise["source"] = (header + "    ### BEGIN SOLUTION\n    return -(probs * probs.log()).sum(1)\n"
+                          "    ### END SOLUTION\n")
     exercise["outputs"], exercise["execution_count"] = [{"output_type": "stream", "name": "stdout", "text": "x"}], 3
     parameters = _cell_of(nb, "parameters", "solutions")
     parameters["source"] = _source(parameters).replace("solutions: bool = False", "solutions: bool = True")
@@ -227,7 +229,8 @@ def test_release_then_grade_made_up_submissions(tmp_path: Path, capsys) -> None:
              "correct (1).ipynb, the last modified, is graded in its place")]
     student_8 = {f.removeprefix("student_8/"): rs for f, rs in by_file.items() if f.startswith("student_8/")}
     assert [r["message"] for r in student_8["answers.py"]] == [
-        "not a notebook (.py): only .ipynb files are graded; hand in the lesson's notebook (File > Save, the .ipynb file)"]
+        "not a notebook (.py): only .ipynb files are graded; hand in the lesson's notebook (File > Save, the .ipynb "
+        "file)"]
     assert student_8["15.pdf"][0]["message"].startswith("not a notebook (.pdf) (its name says lesson 15)")
     assert student_8["16.ipynb.txt"][0]["message"].startswith(
         "not graded: a notebook saved as .ipynb.txt (its name says lesson 16); rename it to end in .ipynb")
@@ -267,7 +270,8 @@ def test_every_file_handed_in_is_sorted_before_anything_runs(tmp_path: Path) -> 
     released = (notebooks_dir() / f"{LESSON}.ipynb").read_text()
     for name, text in {"alice/14.ipynb": released, "alice/14 (1).ipynb": released, "alice/14-Copy1.ipynb": released,
                        "bob/14.ipynb": released, "bob/14 copy.ipynb": "", "bob/16_mine.ipynb": "\n",
-                       "bob/17.ipynb": json.dumps({"cells": [{"cell_type": "code", "id": "a", "source": "  ", "metadata": {},
+                       "bob/17.ipynb": json.dumps({"cells": [{"cell_type": "code", "id": "a", "source": "  ",
+                                                              "metadata": {},
                                                              "outputs": [], "execution_count": None}],
                                                   "metadata": {}, "nbformat": 4, "nbformat_minor": 5}),
                        "carol/answers.py": "x = 1\n", "carol/notes.ipynb": "{ not json",
@@ -374,7 +378,8 @@ def test_a_dead_kernel_and_a_loop_outside_the_exercises_stop_the_grading_of_what
     rows = lab.grade(folder, tmp_path / "grades.csv", TIME_LIMIT)
     got = {(r.file, r.exercise): (r.passed, r.message) for r in rows}
     assert got[("merged.ipynb", BN)] == got[("merged.ipynb", LOGITS)] == (True, "right")
-    assert re.search("^its check cell was edited .*the grader's own check says: right$", got[("merged.ipynb", ENTROPY)][1])
+    assert re.search("^its check cell was edited .*the grader's own check says: right$", got[("merged.ipynb",
+                                                                                              ENTROPY)][1])
     for file, why in (("exits.ipynb", "the kernel died"), ("loops.ipynb", "the time limit")):
         assert got[(file, BN)] == (True, "right")
         for exercise in (ENTROPY, LOGITS):

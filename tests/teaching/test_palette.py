@@ -105,17 +105,20 @@ def _figures() -> dict[str, plt.Figure]:
                              "precision": 0.9, "recall": 0.2} for m in ("eata", "sar", "stamp") for c in CORRUPTIONS
                             for b in range(3)])
     runs = pd.DataFrame([{"run": r, "corruption": c, "ACC": 50.0, "AUROC": 60.0, "H": 55.0}
-                         for r in ("STAMP", "STAMP, weighting=none", "BN Stats", "Tent") for c in (*CORRUPTIONS, "mean")])
+                         for r in ("STAMP", "STAMP, weighting=none", "BN Stats", "Tent") for c in (*CORRUPTIONS,
+                                                                                                   "mean")])
     harder = pd.DataFrame([{"method": method_label(m), "axis": axis, "stream": stream, "H": 50.0}
                            for m in course.STRESS_METHODS for axis, streams in
-                           ((plans.BATCH_AXIS, ("16", "64")), (plans.LABEL_AXIS, ("none", "sorted"))) for stream in streams])
+                           ((plans.BATCH_AXIS, ("16", "64")), (plans.LABEL_AXIS, ("none",
+                                                                                  "sorted"))) for stream in streams])
     long_frame = pd.DataFrame(long_rows)
     return {
         "00 comparison": walkthrough.plot_h_per_corruption(frame, "H"),
         "14 comparison": adapting.plot_comparison(frame, "acc"),
         "14 long stream": adapting.plot_long_stream(long_frame, (course.LONG_STREAM, course.LONG_STREAM_CLOSED)),
         "15 h plane": outliers.plot_h_plane(means),
-        "15 long-stream scores": outliers.plot_long_stream_scores(long_frame[long_frame["stream"] == course.LONG_STREAM]),
+        "15 long-stream "
+        "scores": outliers.plot_long_stream_scores(long_frame[long_frame["stream"] == course.LONG_STREAM]),
         "15 filters": outliers.plot_filters(filters),
         "17 accuracy": breaking.plot_per_corruption(runs),
         "17 harder streams": breaking.plot_harder_streams(harder),

@@ -1,7 +1,8 @@
 """Every section of the overview and the lessons shows something: each notebook's code
 runs in this process on a results store that holds its cells (the smoke profile's, computed here
 once), and no cell may print that records are missing, draw an axis with no data on it (or a legend
-against the palette: ``test_palette``), or end on an empty table. Lesson 17's harder streams were empty on every run while the records sat in
+against the palette: ``test_palette``), or end on an empty table. Lesson 17's harder streams were empty on every run
+while the records sat in
 the store, and nothing looked."""
 
 from __future__ import annotations

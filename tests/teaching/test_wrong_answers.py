@@ -249,7 +249,9 @@ WRONG: dict[str, list[tuple[Answer, str]]] = {
                        float((p & ~o).sum()) / float(p.sum()) if p.any() else math.nan), "swapped"),
         (lambda p, o: (100 * float((p & ~o).sum()) / float(p.sum()) if p.any() else math.nan,
                        100 * float((p & ~o).sum()) / float((~o).sum())), "fractions"),
-        (lambda p, o: (float((p & ~o).sum()) / len(p), float((p & ~o).sum()) / float((~o).sum())), "precision divides by the samples that passed"),
+        (lambda p, o: (float((p & ~o).sum()) / len(p), float((p & ~o).sum()) / float((~o).sum())), "precision divides "
+                                                                                                   "by the samples "
+                                                                                                   "that passed"),
         (lambda p, o: (float((p & ~o).sum()) / float(p.sum()) if p.any() else math.nan,
                        float((p & ~o).sum()) / len(p)), "recall divides by the known-class samples"),
         (lambda p, o: (float((p & o).sum()) / float(p.sum()) if p.any() else math.nan,
@@ -265,10 +267,12 @@ WRONG: dict[str, list[tuple[Answer, str]]] = {
                        float((p & ~o).sum()) / float((~o).sum()) * (1 - 1e-3)), "(expected"),
         (lambda p, o: _precision_recall(~p, o), "its mask is inverted"),
         (lambda p, o: list(_precision_recall(p, o)), "it returns a list; return two numbers as a tuple"),
-        (lambda p, o: ((p & ~o).sum() / p.sum(), (p & ~o).sum() / (~o).sum()), "precision and recall each as a Python float"),
+        (lambda p, o: ((p & ~o).sum() / p.sum(), (p & ~o).sum() / (~o).sum()), "precision and recall each as a Python "
+                                                                               "float"),
         # issue 83: the lesson did not say what recall is on a batch without known-class samples
         (lambda p, o: (float((p & ~o).sum()) / float(p.sum()) if p.any() else math.nan,
-                       float((p & ~o).sum()) / float((~o).sum())), "no known-class sample, 2 of them through it raised"),
+                       float((p & ~o).sum()) / float((~o).sum())),
+         "no known-class sample, 2 of them through it raised"),
         (lambda p, o: (float((p & ~o).sum()) / float(p.sum()) if p.any() else math.nan,
                        float((p & ~o).sum()) / max(1, int((~o).sum()))), "it gives recall 0.0: recall is undefined"),
     ],
@@ -329,7 +333,8 @@ WRONG: dict[str, list[tuple[Answer, str]]] = {
         (lambda p, c, r, a: _reliable(p, c, r, a, entropy_test=False), "whatever its entropy"),
         (lambda p, c, r, a: _reliable(p, c, r, a, low=False), "*low*"),
         (lambda p, c, r, a: _reliable(p, c, r, a, averaged_label=True), "clean view's label"),
-        (lambda p, c, r, a: _reliable(p, c, r, a, threshold=a * math.log(10)), "it rejects a sample whose labels agree"),
+        (lambda p, c, r, a: _reliable(p, c, r, a, threshold=a * math.log(10)),
+         "it rejects a sample whose labels agree"),
         (lambda p, c, r, a: _reliable(p, c, r, a, threshold=a * math.log10(p.shape[1])), "log₁₀"),
         (lambda p, c, r, a: _reliable(p, c, r, a, threshold=a * math.log(len(torch.unique(c)))),
          "it rejects a sample whose labels agree"),
@@ -396,7 +401,8 @@ RIGHT: dict[str, list[tuple[Answer, str]]] = {
          "exp(−H) / Σ exp(−H)"),
     ],
     "eviction_candidates": [
-        (lambda c, x, k: [] if sum(c) < k else (lambda t, present: [i for i in present if t[i] == max(t[j] for j in present)])(
+        (lambda c, x, k: [] if sum(c) < k else (lambda t,
+                                                present: [i for i in present if t[i] == max(t[j] for j in present)])(
             torch.tensor(x, dtype=torch.float32), [i for i, n in enumerate(c) if n > 0]), "float32 ξ"),
         (lambda c, x, k: [] if sum(c) < k else [int(i) for i in np.flatnonzero(
             np.where(np.asarray(c) > 0, np.asarray(x, dtype=np.float32), -np.inf)
@@ -555,7 +561,8 @@ def test_each_message_is_the_first_wrong_cases() -> None:
     inverted = check("filter_precision_recall", lambda p, o: _precision_recall(~p, o), seed=0).problems[0]
     assert "inverted" in inverted and "nothing passed" not in inverted
     first_wrong = check("filter_precision_recall",  # wrong on every batch but the first: not an inversion everywhere
-                        lambda p, o: _precision_recall(~p, o) if len(p) != 10 or p.sum() != 5 else _precision_recall(p, o),
+                        lambda p,
+                        o: _precision_recall(~p, o) if len(p) != 10 or p.sum() != 5 else _precision_recall(p, o),
                         seed=0).problems[0]
     assert first_wrong.startswith("nothing passed the filter"), first_wrong
     shifted = check("eviction_candidates", _off_by_one_when_alone, seed=0).problems[0]
