@@ -6,7 +6,7 @@ cd "$(dirname "$0")"
 tools/ensure_venv.sh
 export PATH="$PWD/.venv/bin:$PATH"
 echo "[run_tests] ruff check"
-ruff check stamplib tests benchmarks notebooks templates
+ruff check stamplib tests benchmarks notebooks templates tools
 echo "[run_tests] notebooks committed without outputs (as git would commit them)"
 python tools/check_notebooks_stripped.py
 echo "[run_tests] pytest"

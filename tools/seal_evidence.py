@@ -7,9 +7,10 @@ is never re-listed under another digest.
     PYTHONPATH=$PWD .venv/bin/python tools/seal_evidence.py STORE [STORE ...]
     PYTHONPATH=$PWD .venv/bin/python tools/seal_evidence.py --check STORE [STORE ...]
 
-Normally no one runs this: the commands that compute records (``claims compute``, ``reference
-compute``, and ``run``/``grid`` given ``--into-committed``) give each record and diagnostic they write
-into a sealed store its entry in the same step (``ResultsStore.put``, ``ResultsStore.put_file``). It is for two maintainer's cases:
+Normally no one runs this: the commands that compute records (``claims compute``, and
+``run``/``grid`` given ``--into-committed``) give each record and diagnostic they write into a
+sealed store its entry in the same step (``ResultsStore.put``, ``ResultsStore.put_file``). It is
+for two maintainer's cases:
 
 * the bootstrap: a store with no manifest yet gets one listing every record it holds (this is how
   ``results/builtin_benchmark`` and ``results/reference`` were sealed);
@@ -97,7 +98,9 @@ def problem_of(root: Path, name: str, keys: set[str], networks_planned: set[tupl
             return why
         record = read_record(root / name)
         assert not isinstance(record, str)
-        return None if record.key in keys else "it is not a cell of the benchmark's designs: only their cells are sealed"
+        if record.key in keys:
+            return None
+        return "it is not a cell of the benchmark's designs: only their cells are sealed"
     if "/" in name:  # a network diagnostic
         from stamplib.evidence import networks
         from stamplib.models import checkpoints
@@ -112,7 +115,8 @@ def problem_of(root: Path, name: str, keys: set[str], networks_planned: set[tupl
 
         expected = checkpoints.network_name(data.dataset(found.dataset).checkpoint, found.network)
         if found.checkpoint != expected or name != f"{networks.FOLDER}/{expected}.json":
-            return f"it names checkpoint {found.checkpoint}, but network {found.network} of {found.dataset} is {expected}"
+            return (f"it names checkpoint {found.checkpoint}, but network {found.network} of {found.dataset} "
+                    f"is {expected}")
         return None
     why = file_problem(root, root / name)  # whole, consistent (the mean recomputed from its rows), named for its cell
     if why is not None:
@@ -145,7 +149,8 @@ def seal(root: Path, check_only: bool, benchmark: object | None = None,
         added = {}
         for difference in manifest.differences(entries, present):
             if difference.kind == "absent":
-                problems.append(f"{difference.name}: listed but absent; restore it (git checkout -- {root / difference.name})")
+                problems.append(f"{difference.name}: listed but absent; restore it "
+                                f"(git checkout -- {root / difference.name})")
             elif difference.kind == "changed":
                 problems.append(f"{difference.name}: differs from its listed digest (edited); restore it "
                                 f"(git checkout -- {root / difference.name})")
