@@ -305,13 +305,21 @@ def add_outputs_digest(path: Path) -> str:
 def file_problem(root: Path, path: Path) -> str | None:
     """Why the file ``path`` is not a record the store at ``root`` may serve under its name:
     unreadable, inconsistent (:func:`record_problem`), or named for another cell; None if it is."""
+    record = checked_record(root, path)
+    return record if isinstance(record, str) else None
+
+
+def checked_record(root: Path, path: Path) -> Record | str:
+    """The record at ``path`` if the store at ``root`` may serve it under its name, else why not
+    (:func:`file_problem`), from one read of the file."""
     record = read_record(path)
     if isinstance(record, str):
         return record
     named = f"{record.spec.method}__{record.spec.dataset}__{record.spec.outliers}__{record.key}.json"
     if path.name != named or record.spec.key() != record.key:
         return f"it holds the record of cell {record.spec.key()} ({named}), not of its file name"
-    return record_problem(record, root, not (root / OUTPUTS_NOT_KEPT).is_file())
+    why = record_problem(record, root, not (root / OUTPUTS_NOT_KEPT).is_file())
+    return record if why is None else why
 
 
 def _shown(path: Path) -> str:

@@ -28,7 +28,7 @@ from stamplib.evaluation import manifest
 from stamplib.evaluation.manifest import EvidenceError
 from stamplib.evaluation.record import Record
 from stamplib.evaluation.spec import RunSpec
-from stamplib.evaluation.store import ResultsStore, file_problem, read_record
+from stamplib.evaluation.store import ResultsStore, checked_record
 from stamplib.evidence import benchmarks, factors, ledger, statistics
 from stamplib.evidence.benchmarks import Benchmark, Design, Replicate
 from stamplib.evidence.ledger import Arm, Claim, Difference, Lead, SmallerDrop, Within
@@ -342,17 +342,22 @@ def other_cpu_records(store: ResultsStore) -> dict[str, list[Record]]:
     store its manifest guards them (:data:`stamplib.evaluation.manifest.SUBFOLDERS`); a file
     that is no whole record of the cell its name says is refused in one line naming it."""
     folder = Path(store.root) / OTHER_CPUS
-    found: dict[str, list[Record]] = {}
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
-        if path.name.startswith("."):
-            continue
-        why = file_problem(folder, path)
-        if why is not None:
-            raise EvidenceError(f"{path}: {why}; restore it (git checkout -- {path}) or remove it")
-        record = read_record(path)
-        assert isinstance(record, Record)
-        found.setdefault(record.key, []).append(record)
-    return found
+    files = [p for p in sorted(folder.glob("*.json")) if not p.name.startswith(".")] if folder.is_dir() else []
+    # a page render asks for them once per section: each file is checked and read once while it is unchanged
+    unchanged = (str(folder.resolve()), tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in files))
+    if unchanged not in _OTHER_CPU_READS:
+        found: dict[str, list[Record]] = {}
+        for path in files:
+            record = checked_record(folder, path)
+            if isinstance(record, str):
+                raise EvidenceError(f"{path}: {record}; restore it (git checkout -- {path}) or remove it")
+            found.setdefault(record.key, []).append(record)
+        _OTHER_CPU_READS[unchanged] = found
+    return {key: list(records) for key, records in _OTHER_CPU_READS[unchanged].items()}
+
+
+#: :func:`other_cpu_records`' reads, by folder and its files' names, sizes and modification times.
+_OTHER_CPU_READS: dict[tuple[str, tuple[tuple[str, int, int], ...]], dict[str, list[Record]]] = {}
 
 
 def choose(verdicts: Sequence[Verdict]) -> Verdict:
