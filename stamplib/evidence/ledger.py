@@ -438,21 +438,31 @@ DIAGNOSTIC_CLAIMS: tuple[Claim, ...] = tuple(
 
 #: Each testable claim in a few words, for the claims page's first table (at most 30 characters).
 SHORT: dict[str, str] = {
-    "a_best_h": "(a) STAMP best H", "a_best_auroc": "(a) STAMP best AUROC",
-    "a_auroc_lead_size": "(a) AUROC lead ≥ +5.1", "a_best_acc": "(a) STAMP best ACC",
-    "stamp_over_bn_stats": "STAMP H above BN Stats (a, b)", "tta_auroc_over_source": "(a) STAMP AUROC above Source",
-    "tent_acc_over_bn_stats": "(a) Tent ACC above BN Stats", "tent_auroc_below_bn_stats": "(a) Tent AUROC below BN "
-                                                                                          "Stats",
-    "tent_auroc_below_source": "(a) Tent AUROC below Source", "b_best_h": "(b) STAMP best H",
-    "b_best_acc": "(b) STAMP best ACC", "b_best_auroc": "(b) STAMP best AUROC", "c_best_acc": "(c) STAMP best ACC",
-    "c_lead_size": "(c) ACC lead ≥ the paper's", "weights_adaptive_best": "adaptive self-weight best",
-    "ratio_steady": "H steady, 5 % to 50 % outliers", "ablation_full_best": "full STAMP beats ablations",
-    "ablation_step_decay_acc": "decay alone raises ACC", "ablation_step_decay_auroc": "decay alone lowers AUROC",
-    "ablation_decay_with_sam_h": "decay + SAM beats either", "ablation_sam_softens_decay_auroc": "SAM softens decay's "
-                                                                                                 "AUROC cost",
-    "ablation_self_weight_auroc": "self-weight raises AUROC", "ablation_memory_acc": "no memory lowers ACC",
-    "ablation_self_weight_with_memory_auroc": "no self-weight lowers AUROC", "views_16_over_1": "16 views beat 1 "
-                                                                                                "(AUROC)",
+    "a_best_h": "(a) STAMP best H",
+    "a_best_auroc": "(a) STAMP best AUROC",
+    "a_auroc_lead_size": "(a) AUROC lead ≥ +5.1",
+    "a_best_acc": "(a) STAMP best ACC",
+    "stamp_over_bn_stats": "STAMP H above BN Stats (a, b)",
+    "tta_auroc_over_source": "(a) STAMP AUROC above Source",
+    "tent_acc_over_bn_stats": "(a) Tent ACC above BN Stats",
+    "tent_auroc_below_bn_stats": "(a) Tent AUROC below BN Stats",
+    "tent_auroc_below_source": "(a) Tent AUROC below Source",
+    "b_best_h": "(b) STAMP best H",
+    "b_best_acc": "(b) STAMP best ACC",
+    "b_best_auroc": "(b) STAMP best AUROC",
+    "c_best_acc": "(c) STAMP best ACC",
+    "c_lead_size": "(c) ACC lead ≥ the paper's",
+    "weights_adaptive_best": "adaptive self-weight best",
+    "ratio_steady": "H steady, 5 % to 50 % outliers",
+    "ablation_full_best": "full STAMP beats ablations",
+    "ablation_step_decay_acc": "decay alone raises ACC",
+    "ablation_step_decay_auroc": "decay alone lowers AUROC",
+    "ablation_decay_with_sam_h": "decay + SAM beats either",
+    "ablation_sam_softens_decay_auroc": "SAM softens decay's AUROC cost",
+    "ablation_self_weight_auroc": "self-weight raises AUROC",
+    "ablation_memory_acc": "no memory lowers ACC",
+    "ablation_self_weight_with_memory_auroc": "no self-weight lowers AUROC",
+    "views_16_over_1": "16 views beat 1 (AUROC)",
 }
 
 #: The claims by key.
