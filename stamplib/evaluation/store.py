@@ -777,13 +777,22 @@ class ResultsStore:
         return _read_json(self.failure_path(spec))
 
     def status(self, specs: Iterable[RunSpec]) -> CellStatus:
-        """Split ``specs`` into done (a record is stored), running (a live job holds it) and missing."""
+        """Split ``specs`` into done (a record is stored), running (a live job holds it) and missing.
+
+        A job stores a cell's record before it removes the cell's marker, so a cell found with
+        neither is looked at once more: its job may have stored it between the two looks (a cell
+        seen as missing while another grid finishes it would be reported lost)."""
         done, missing, running = [], [], []
         for spec in specs:
-            if self.path(spec).is_file() and self.get(spec) is not None:
+            if self._stored(spec):
                 done.append(spec)
             elif self.running_marker(spec) is not None:
                 running.append(spec)
+            elif self._stored(spec):
+                done.append(spec)
             else:
                 missing.append(spec)
         return CellStatus(done, missing, running)
+
+    def _stored(self, spec: RunSpec) -> bool:
+        return self.path(spec).is_file() and self.get(spec) is not None

@@ -73,6 +73,25 @@ def test_status_done_missing_running(tmp_path):
 
 
 
+def test_a_cell_stored_between_the_two_looks_is_done_not_missing(tmp_path, monkeypatch):
+    """Another grid's job stores its cell and removes the marker after ``status`` found no record
+    and before it read the marker: the cell is done (it was once reported neither done nor
+    running, and a grid's report then counted five of six cells)."""
+    store = ResultsStore(tmp_path)
+    spec = _smoke("source")
+    _marker(store, spec, host=socket.gethostname(), pid=os.getpid(), deadline=None)
+    looked_at_marker = ResultsStore.running_marker
+
+    def job_finishes_first(self, spec_):
+        _fake_record(self, spec_)  # the job stores the record, then removes the marker
+        self.unmark_running(spec_)
+        return looked_at_marker(self, spec_)
+
+    monkeypatch.setattr(ResultsStore, "running_marker", job_finishes_first)
+    done, missing, running = store.status([spec])
+    assert (done, missing, running) == ([spec], [], [])
+
+
 def test_a_record_honours_the_umask(tmp_path: Path) -> None:
     """Records were written 0600 by mkstemp whatever the umask (issue 83)."""
     import stat
