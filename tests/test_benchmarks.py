@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from stamplib import methods
 
 REPO = Path(__file__).resolve().parents[1]
@@ -58,6 +60,7 @@ def test_launch_count_counts_operators_and_synchronisations_on_the_cpu(tmp_path:
     assert batched["ops_per_step"] < loop["cotta"]["ops_per_step"] / 1.5
 
 
+@pytest.mark.slow  # half a minute; the masked view paths' outputs are checked in tests/blocks/test_views.py
 def test_launch_count_counts_the_gpu_paths_on_the_cpu(tmp_path: Path) -> None:
     """``--gpu-paths`` (issue 51): STAMP's views take their masked GPU paths, and a STAMP step
     then has no device synchronisation, where the CPU's index-list paths have some."""

@@ -108,8 +108,9 @@ def test_below_the_edges_no_function_falls_back_to_a_default_place(monkeypatch: 
     from stamplib.data import loaders
 
     monkeypatch.setenv("STAMPLIB_DATA_ROOT", str(tmp_path))
-    assert data.build_stream("digits", "noise", "gaussian_noise", max_id=16).labels.numel() == 20
-    for read in (lambda: data.build_stream("cifar10", "none", "none"),
+    assert data.build_stream(data.CorruptionStreamSpec(
+        "digits", "noise", "gaussian_noise", max_id=16)).labels.numel() == 20
+    for read in (lambda: data.build_stream(data.CorruptionStreamSpec("cifar10", "none", "none")),
                  lambda: data.source_train("cifar10", None, limit=4),
                  lambda: data.check_available("cifar10_c", ("fog",)),
                  lambda: loaders.load_cifar("cifar10", "test", None)):

@@ -4,8 +4,9 @@
 ``continual``, ``mixed``, ``gradual``), the label order (i.i.d., Dirichlet δ, sorted, long-tail
 ρ), where the outliers go (spread, bursts of n), the batch size and the realistic protocol's
 speed. It is one frozen object, checked once where it is built, and passed whole: a RunSpec
-holds one, :func:`build_stream` and the stream cache take it. :func:`build_stream` turns (ID data
-set, outlier set, corruption, severity, ratio, seed, StreamSpec) into a :class:`Stream`, reading
+holds one, :func:`build_stream` and the stream cache take it. :func:`build_stream` turns a
+:class:`CorruptionStreamSpec` (ID data set, outlier set, corruption, severity, ratio, seed,
+StreamSpec), checked once where it was made, into a :class:`Stream`, reading
 both sets through the data set registry from the data root it is given (none: only the
 data sets that ship with the package).
 
@@ -252,8 +253,8 @@ PAPER_STREAM = StreamSpec()
 
 def outliers_for_ratio(num_id: int, ratio: float) -> int:
     """N outliers giving an outlier share ``ratio`` of the stream: N = num_id·r/(1−r)
-    (protocol.md §3.2; 0.2 → num_id/4)."""
-    validation.check_outlier_ratio(ratio)
+    (protocol.md §3.2; 0.2 → num_id/4). ``ratio`` is in [0, 1), as a stream's spec checked it."""
+    assert 0.0 <= ratio < 1.0, ratio
     return round(num_id * ratio / (1.0 - ratio))
 
 
@@ -365,51 +366,66 @@ def apply_corruption(images: torch.Tensor, corruption: str, severity: int, seed:
     return corrupt(images, corruption, severity, seed=seed)
 
 
-def check_stream_args(dataset: str, outliers: str, corruption: str, severity: int, outlier_ratio: float,
-                      seed: int, max_id: int | None) -> None:
-    """Everything :func:`build_stream` can refuse without reading a file (its StreamSpec was
-    checked when it was built), checked up front."""
-    check_names(dataset, outliers, (corruption,))
-    validation.check_severity(severity)
-    validation.check_outlier_ratio(outlier_ratio)
-    validation.check_seed(seed)
-    if max_id is not None:
-        validation.check_positive_int("max_id", max_id, "or None for every ID sample")
+@dataclass(frozen=True)
+class CorruptionStreamSpec:
+    """Which test stream of one corruption to build: the ID data set, the outlier set (or
+    ``"none"``), the corruption (or ``"none"``) at ``severity``, the outlier share, the stream
+    seed, at most ``max_id`` known-class samples (None: all), and how it is fed (``stream``).
+
+    Every field is checked here, once, when the spec is made, and before any file is read; a
+    RunSpec makes one per corruption of its cell (:meth:`stamplib.evaluation.spec.RunSpec.corruption_stream`),
+    so its values are checked by this class. :func:`build_stream` and the stream cache trust it.
+    A closed-set stream has no outliers: its ratio is 0, so one stream is built once.
+    """
+
+    dataset: str
+    outliers: str
+    corruption: str
+    severity: int = 5
+    outlier_ratio: float = 0.2
+    seed: int = 0
+    max_id: int | None = None
+    stream: StreamSpec = PAPER_STREAM
+
+    def __post_init__(self) -> None:
+        check_names(self.dataset, self.outliers, (self.corruption,))
+        object.__setattr__(self, "severity", validation.check_severity(self.severity))
+        validation.check_outlier_ratio(self.outlier_ratio)
+        if self.outliers == CLOSED_SET:
+            object.__setattr__(self, "outlier_ratio", 0.0)
+        object.__setattr__(self, "seed", validation.check_seed(self.seed))
+        if self.max_id is not None:
+            validation.check_positive_int("max_id", self.max_id, "or None for every ID sample")
+        if not isinstance(self.stream, StreamSpec):
+            raise ValueError(f"stream is a StreamSpec (stamplib.data.StreamSpec), got {self.stream!r}")
+
+    def building(self) -> CorruptionStreamSpec:
+        """This spec with the feeding options that do not change the images at their defaults
+        (:meth:`StreamSpec.building`): what the stream cache tells streams apart by."""
+        return dataclasses.replace(self, stream=self.stream.building())
 
 
-def build_stream(
-    dataset: str,
-    outliers: str,
-    corruption: str,
-    severity: int = 5,
-    outlier_ratio: float = 0.2,
-    seed: int = 0,
-    max_id: int | None = None,
-    stream: StreamSpec = PAPER_STREAM,
-    *,
-    data_root: str | os.PathLike | None = None,
-) -> Stream:
-    """The test stream of one corruption (kept in memory within the stream cache's budget:
-    every method of a table reuses it).
+def build_stream(spec: CorruptionStreamSpec, *, data_root: str | os.PathLike | None = None) -> Stream:
+    """The test stream ``spec`` names (kept in memory within the stream cache's budget: every
+    method of a table reuses it).
 
     ID images: the released corrupted set when the data set has one, else the clean test set
-    corrupted with ``seed``. Outliers: the *first* N of the pool (N from ``outlier_ratio``,
+    corrupted with the seed. Outliers: the *first* N of the pool (N from the outlier ratio,
     protocol.md §1.1/§3.2), corrupted like the ID images except Noise, resized to the ID size.
-    ``stream``: its label order, outlier placement and batch size. Both sets are read from
-    ``data_root`` (None: no data folder, so only data sets that ship with the package). Names
-    and numbers are checked before any image is read.
+    The spec's ``stream``: its label order, outlier placement and batch size. Both sets are read
+    from ``data_root`` (None: no data folder, so only data sets that ship with the package).
     """
-    if not isinstance(stream, StreamSpec):
-        raise TypeError(f"stream is a StreamSpec (stamplib.data.StreamSpec), got {type(stream).__name__}")
-    check_stream_args(dataset, outliers, corruption, severity, outlier_ratio, seed, max_id)
+    if not isinstance(spec, CorruptionStreamSpec):
+        raise TypeError(f"build_stream takes a CorruptionStreamSpec (stamplib.data.CorruptionStreamSpec(dataset, "
+                        f"outliers, corruption, ...)), got {type(spec).__name__}")
     root = Path(data_root) if data_root else None
-    key = (dataset, outliers, corruption, severity, outlier_ratio, seed, max_id, stream.building(), root)
-    return _CACHE.get(key, lambda: _build_stream(*key))
+    return _CACHE.get((spec.building(), root), lambda: _build_stream(spec, root))
 
 
-def _build_stream(dataset_name: str, outliers: str, corruption: str, severity: int, outlier_ratio: float,
-                  seed: int, max_id: int | None, stream: StreamSpec, root: Path | None) -> Stream:
-    data = dataset(dataset_name)
+def _build_stream(spec: CorruptionStreamSpec, root: Path | None) -> Stream:
+    outliers, corruption, severity, seed, max_id = spec.outliers, spec.corruption, spec.severity, spec.seed, spec.max_id
+    stream = spec.stream.building()
+    data = dataset(spec.dataset)
     if corruption != "none" and data.released is not None:
         id_images, id_labels = data.released(root, corruption, severity)
         if max_id is not None:
@@ -427,7 +443,7 @@ def _build_stream(dataset_name: str, outliers: str, corruption: str, severity: i
     n_out = 0
     if outliers != CLOSED_SET:
         source = outlier_set(outliers, data)
-        n_out = outliers_for_ratio(id_images.shape[0], outlier_ratio)
+        n_out = outliers_for_ratio(id_images.shape[0], spec.outlier_ratio)
         if source.corrupted and corruption != "none" and source.released is not None:
             pool = source.released(root, corruption, severity, n_out)
         if pool is None:

@@ -99,7 +99,4 @@ def build_stream(spec: RunSpec, corruption: str | None = None, max_id: int | Non
     enough for the data sets that ship with the package)."""
     if max_id is None:
         max_id = get_profile(spec.profile).id_limit(data.dataset(spec.dataset))
-    return data.build_stream(
-        spec.dataset, spec.outliers, corruption or spec.corruptions[0], spec.severity if severity is None else severity,
-        spec.outlier_ratio, spec.seed, max_id, spec.stream, data_root=data_root,
-    )
+    return data.build_stream(spec.corruption_stream(corruption, max_id, severity), data_root=data_root)

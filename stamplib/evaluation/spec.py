@@ -93,24 +93,24 @@ class RunSpec:
         if not self.corruptions:
             raise ValueError("corruptions is empty: name at least one (or 'none' for clean data)")
         object.__setattr__(self, "corruptions", tuple(self.corruptions))
-        data.check_names(self.dataset, self.outliers, self.corruptions)
+        if not isinstance(self.stream, data.StreamSpec):
+            raise ValueError(f"stream is a stamplib.data.StreamSpec (e.g. StreamSpec(schedule='continual')), "
+                             f"got {self.stream!r}")
+        # The stream's values (data set, outlier set, corruptions, severity, ratio, seed) are checked by the
+        # data layer's spec of one corruption's stream, the one place that checks them; the cell keeps them as
+        # that spec normalised them (an int severity, ratio 0 without outliers).
+        first, *_ = [self.corruption_stream(c) for c in self.corruptions]
+        for name in ("severity", "outlier_ratio", "seed"):
+            object.__setattr__(self, name, getattr(first, name))
         twice = sorted({c for c in self.corruptions if self.corruptions.count(c) > 1})
         if twice:  # a record keeps one row per corruption: a second run of one would be computed and lost
             raise ValueError(f"corruption(s) {', '.join(map(repr, twice))} named twice: a cell runs each corruption "
                              "once; name each once")
-        object.__setattr__(self, "severity", validation.check_severity(self.severity))
-        validation.check_outlier_ratio(self.outlier_ratio)
-        object.__setattr__(self, "seed", validation.check_seed(self.seed))
         object.__setattr__(self, "network", check_network(self.network, self.dataset))
         get_profile(self.profile)
-        if not isinstance(self.stream, data.StreamSpec):
-            raise ValueError(f"stream is a stamplib.data.StreamSpec (e.g. StreamSpec(schedule='continual')), "
-                             f"got {self.stream!r}")
         methods.check_batch_size(self.method, self.stream.batch_size)
         if self.stream.schedule == "mixed" and len(self.corruptions) < 2:
             raise ValueError("the mixed schedule mixes the cell's corruptions in one stream: name two or more")
-        if self.outliers == data.CLOSED_SET and self.outlier_ratio != 0.0:
-            object.__setattr__(self, "outlier_ratio", 0.0)
         setting = self.hyperparameter_setting()
         typed = methods.typed_overrides(self.method, setting, dict(self.overrides))
         object.__setattr__(self, "overrides", tuple(sorted(typed.items())))
@@ -130,6 +130,14 @@ class RunSpec:
         """True for the paper's protocol: the method is reset before each corruption (protocol.md
         §1.2); the continual, mixed-domain and gradual schedules reset once, before the first."""
         return self.stream.resets_per_corruption
+
+    def corruption_stream(self, corruption: str | None = None, max_id: int | None = None,
+                          severity: int | None = None) -> data.CorruptionStreamSpec:
+        """The spec of the test stream of ``corruption`` (default: the cell's first) at ``severity``
+        (default: the cell's) with at most ``max_id`` known-class samples (None: all)."""
+        return data.CorruptionStreamSpec(
+            self.dataset, self.outliers, self.corruptions[0] if corruption is None else corruption,
+            self.severity if severity is None else severity, self.outlier_ratio, self.seed, max_id, self.stream)
 
     def hyperparameter_setting(self) -> str:
         """``setting`` if given, else the data set's own (from the data set registry)."""

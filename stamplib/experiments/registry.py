@@ -263,7 +263,11 @@ def check_parameter_names(experiments: Sequence[str | Experiment], params: Itera
     accepted = {p for e in experiments for p in experiment(e).accepts} - set(flags)
     unknown = sorted(set(params) - accepted)
     if unknown:
-        raise ValueError(f"--param {unknown}: no chosen notebook takes it; they take {', '.join(sorted(accepted))}")
+        # a list takes the plural of its field's name (network → networks): say which one was meant
+        plurals = [f"{name}s=…" for name in unknown if f"{name}s" in accepted]
+        hint = f" (a list takes the plural: {', '.join(plurals)})" if plurals else ""
+        raise ValueError(f"--param {unknown}: no chosen notebook takes it; they take {', '.join(sorted(accepted))}"
+                         f"{hint}")
 
 
 def cells_by_notebook(notebooks: str | Experiment | Sequence[str | Experiment], **params: Any

@@ -54,7 +54,7 @@ def test_a_new_dataset_is_one_registry_entry_and_runs_end_to_end(toy_dataset, tm
     data.check_names("toy", "heldout_classes", ("fog",))
     assert data.setting_of("toy") == "cifar10_c" and data.num_classes("toy") == 4
     assert models.source_model("toy", progress=False).fc.out_features == 4
-    stream = data.build_stream("toy", "heldout_classes", "contrast", max_id=40)
+    stream = data.build_stream(data.CorruptionStreamSpec("toy", "heldout_classes", "contrast", max_id=40))
     assert stream.num_outliers == 10 and int(stream.labels.max()) == 3 and calls
     for method in ("stamp", "eata"):  # EATA also reads the source-training images
         spec = RunSpec(

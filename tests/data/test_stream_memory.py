@@ -44,7 +44,7 @@ def _released_copies(root: Path, n: int = 40) -> str:
 
 
 def _build(name: str, corruption: str) -> streams.Stream:
-    return data.build_stream(name, "noise", corruption, 5, 0.2, seed=0)
+    return data.build_stream(data.CorruptionStreamSpec(name, "noise", corruption, 5, 0.2, seed=0))
 
 
 def test_the_stream_cache_keeps_at_most_its_budget_least_recently_used_first(tmp_path: Path, budget: None) -> None:

@@ -40,7 +40,7 @@ def test_ratio_to_count_mapping() -> None:
     assert outliers_for_ratio(10_000, 0.33) == 4925  # the literal reading, not used
     assert outliers_for_ratio(8_000, 0.2) == 2000  # class splits: all 2,000 held-out images
     assert outliers_for_ratio(50_000, 0.2) == 12_500
-    with pytest.raises(ValueError):
+    with pytest.raises(AssertionError):  # a stream's spec refuses the ratio first (the bad-input test below)
         outliers_for_ratio(10, 1.0)
 
 
@@ -148,18 +148,20 @@ def test_cifar10_c_uses_released_files_and_clean_for_none(tmp_path: Path) -> Non
     clean, _ = write_cifar10(tmp_path, n_test=40)
     released = write_cifar_c(tmp_path, per=40)
     np.savez(tmp_path / "noise_like.npz", images=indexed_pool(100))
-    s = data.build_stream("cifar10_c", f"npz:{tmp_path}/noise_like.npz", "fog", 5, 0.2, seed=0, data_root=tmp_path)
+    s = data.build_stream(data.CorruptionStreamSpec(
+        "cifar10_c", f"npz:{tmp_path}/noise_like.npz", "fog", 5, 0.2, seed=0), data_root=tmp_path)
     assert s.images.shape[0] == 50 and s.num_outliers == 10
     id_rows = s.images[~s.is_outlier].numpy()
     block = released["fog"][160:200]
     assert sorted(map(bytes, id_rows)) == sorted(map(bytes, block))  # released images, not re-corrupted
-    none = data.build_stream("cifar10_c", "none", "none", data_root=tmp_path)
+    none = data.build_stream(data.CorruptionStreamSpec("cifar10_c", "none", "none"), data_root=tmp_path)
     assert sorted(map(bytes, none.images.numpy())) == sorted(map(bytes, clean)) and none.num_outliers == 0
 
 
 def test_class_split_heldout_classes_from_the_same_corrupted_stream(tmp_path: Path) -> None:
     released = write_cifar_c(tmp_path, per=50)
-    s = data.build_stream("cifar10_c_8_2", "heldout_classes", "gaussian_noise", 5, 0.2, seed=1, data_root=tmp_path)
+    s = data.build_stream(data.CorruptionStreamSpec(
+        "cifar10_c_8_2", "heldout_classes", "gaussian_noise", 5, 0.2, seed=1), data_root=tmp_path)
     labels_block = np.arange(50) % 10
     block = released["gaussian_noise"][200:250]
     assert int((s.labels >= 0).sum()) == 40 and s.num_outliers == 10  # 8:2
@@ -169,12 +171,13 @@ def test_class_split_heldout_classes_from_the_same_corrupted_stream(tmp_path: Pa
         assert torch.equal(batch.is_outlier, batch.y < 0)
     assert data.num_classes("cifar10_c_8_2") == 8 and data.num_classes("cifar100_c_80_20") == 80
     with pytest.raises(ValueError, match="class-split"):
-        data.build_stream("cifar10_c", "heldout_classes", "gaussian_noise", data_root=tmp_path)
+        data.build_stream(data.CorruptionStreamSpec(
+            "cifar10_c", "heldout_classes", "gaussian_noise"), data_root=tmp_path)
 
 
 def test_closed_set_stream(tmp_path: Path) -> None:
     write_cifar_c(tmp_path, per=30)
-    s = data.build_stream("cifar10_c", "none", "fog", 5, 0.2, seed=0, data_root=tmp_path)
+    s = data.build_stream(data.CorruptionStreamSpec("cifar10_c", "none", "fog", 5, 0.2, seed=0), data_root=tmp_path)
     assert s.num_outliers == 0 and s.images.shape[0] == 30 and (s.labels >= 0).all()
 
 
@@ -198,13 +201,15 @@ def test_clean_source_corrupted_on_the_fly_equals_generated_set(tmp_path: Path) 
     (tmp_path / "svhn").mkdir()
     scipy.io.savemat(tmp_path / "svhn" / "test_32x32.mat",
                      {"X": pool.transpose(1, 2, 3, 0), "y": np.ones((30, 1), np.uint8)})
-    fly = data.build_stream("cifar10", "svhn", "contrast", 5, 0.2, seed=0, data_root=tmp_path)
+    fly = data.build_stream(data.CorruptionStreamSpec(
+        "cifar10", "svhn", "contrast", 5, 0.2, seed=0), data_root=tmp_path)
     outliers = fly.images[fly.is_outlier].numpy()
     expected = corrupt(pool[:10], "contrast", 5, seed=outlier_c.GENERATION_SEED)
     assert sorted(map(bytes, outliers)) == sorted(map(bytes, expected))
     outlier_c.generate("svhn", ["contrast"], (5,), data_root=tmp_path, progress=False)
     data.build_stream.cache_clear()
-    cached = data.build_stream("cifar10", "svhn", "contrast", 5, 0.2, seed=0, data_root=tmp_path)
+    cached = data.build_stream(data.CorruptionStreamSpec(
+        "cifar10", "svhn", "contrast", 5, 0.2, seed=0), data_root=tmp_path)
     assert torch.equal(cached.images, fly.images)
 
 
@@ -212,7 +217,7 @@ def test_outliers_resized_to_id_size_after_corruption(tmp_path: Path) -> None:
     write_cifar10(tmp_path, n_test=40)
     pool = images(12, size=64, seed=3)
     write_folder(tmp_path / "Tiny-ImageNet-C" / "fog" / "5", {"n1": list(pool[:6]), "n2": list(pool[6:])})
-    s = data.build_stream("cifar10", "tiny", "fog", 5, 0.2, seed=0, data_root=tmp_path)
+    s = data.build_stream(data.CorruptionStreamSpec("cifar10", "tiny", "fog", 5, 0.2, seed=0), data_root=tmp_path)
     perm = np.load(tmp_path / "Tiny-ImageNet-C" / "permutation-12.npy")
     expected = loaders.resize_images(torch.from_numpy(pool[perm[:10]]), 32).numpy()
     assert s.images.shape[1:] == (32, 32, 3)
@@ -222,22 +227,24 @@ def test_outliers_resized_to_id_size_after_corruption(tmp_path: Path) -> None:
 def test_scheme_sources_for_id_and_outliers(tmp_path: Path) -> None:
     np.savez(tmp_path / "id.npz", images=images(20), labels=np.arange(20) % 4)
     write_folder(tmp_path / "out", {"a": list(indexed_pool(6)), "b": list(indexed_pool(8)[6:])})
-    s = data.build_stream(f"npz:{tmp_path}/id.npz", f"folder:{tmp_path}/out", "none", 5, 0.2, seed=2)
+    s = data.build_stream(data.CorruptionStreamSpec(
+        f"npz:{tmp_path}/id.npz", f"folder:{tmp_path}/out", "none", 5, 0.2, seed=2))
     assert data.num_classes(f"npz:{tmp_path}/id.npz") == 4
     assert sorted(pool_index(s.images[s.is_outlier])) == [0, 1, 2, 3, 4]  # first N in folder order
     # A template names already corrupted copies; they are used as they are.
     (tmp_path / "c" / "fog").mkdir(parents=True)
     np.savez(tmp_path / "c" / "fog" / "5.npz", images=indexed_pool(9))
-    s = data.build_stream(f"npz:{tmp_path}/id.npz", f"npz:{tmp_path}/c/{{corruption}}/{{severity}}.npz",
-                          "fog", 5, 0.2, seed=2)
+    s = data.build_stream(data.CorruptionStreamSpec(
+        f"npz:{tmp_path}/id.npz", f"npz:{tmp_path}/c/{{corruption}}/{{severity}}.npz",
+                          "fog", 5, 0.2, seed=2))
     assert sorted(pool_index(s.images[s.is_outlier])) == [0, 1, 2, 3, 4]
 
 
 def test_digits_unchanged_and_heldout_alias() -> None:
-    a = data.build_stream("digits", "digits_heldout", "none", max_id=100)
-    b = data.build_stream("digits", "heldout_classes", "none", max_id=100)
+    a = data.build_stream(data.CorruptionStreamSpec("digits", "digits_heldout", "none", max_id=100))
+    b = data.build_stream(data.CorruptionStreamSpec("digits", "heldout_classes", "none", max_id=100))
     assert torch.equal(a.images, b.images) and a.num_outliers == 25
-    assert data.build_stream("digits", "noise", "none", max_id=100).num_outliers == 25
+    assert data.build_stream(data.CorruptionStreamSpec("digits", "noise", "none", max_id=100)).num_outliers == 25
 
 
 def test_dataset_status(tmp_path: Path) -> None:
@@ -254,14 +261,14 @@ def test_registries_are_lazy(tmp_path: Path) -> None:
     for name in data.DATASETS:
         assert data.dataset(name).num_classes > 0 and data.setting_of(name)
     with pytest.raises(loaders.DatasetNotFound, match="CIFAR-10-C.tar"):
-        data.build_stream("cifar10_c", "none", "fog", data_root=tmp_path)
+        data.build_stream(data.CorruptionStreamSpec("cifar10_c", "none", "fog"), data_root=tmp_path)
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not SHARED_TARBALL.is_file(), reason="shared CIFAR-10 JPEG tarball not on this machine")
 def test_real_cifar10_jpeg(tmp_path: Path) -> None:
     shutil.copy(SHARED_TARBALL, tmp_path / SHARED_TARBALL.name)
-    s = data.build_stream("cifar10_jpeg_8_2", "heldout_classes", "none", data_root=tmp_path)
+    s = data.build_stream(data.CorruptionStreamSpec("cifar10_jpeg_8_2", "heldout_classes", "none"), data_root=tmp_path)
     assert s.images.shape == (10_000, 32, 32, 3) and s.num_outliers == 2000
     assert torch.bincount(s.labels[s.labels >= 0]).tolist() == [1000] * 8
     x, y = data.source_train("cifar10_jpeg_8_2", tmp_path)
@@ -297,10 +304,11 @@ def test_image_folder_pools_are_dealt_out_class_by_class():
         (("digits", "noise", "fog", 5, 0.2, 0, -3), r"max_id must be a positive integer \(or None"),
     ],
 )
-def test_build_stream_refuses_before_reading_anything(monkeypatch: pytest.MonkeyPatch, args: tuple, match: str) -> None:
+def test_a_streams_spec_refuses_before_reading_anything(monkeypatch: pytest.MonkeyPatch, args: tuple,
+                                                        match: str) -> None:
     monkeypatch.setattr(streams, "dataset", _boom)  # any file or image access goes through it
     with pytest.raises(ValueError, match=match):
-        data.build_stream(*args)
+        data.CorruptionStreamSpec(*args)
     for size in (0, -64):  # the stream's own options are checked where the StreamSpec is built
         with pytest.raises(ValueError, match="batch_size must be a positive integer"):
             StreamSpec(batch_size=size)
@@ -404,17 +412,18 @@ def test_harder_options_are_refused_clearly() -> None:
         StreamSpec(dirichlet=-1.0)
     with pytest.raises(ValueError, match="outlier_burst"):
         StreamSpec(outlier_burst=2.5)
-    with pytest.raises(TypeError, match="stream is a StreamSpec"):
-        data.build_stream("digits", "noise", "gaussian_noise", stream={"dirichlet": 0.1})
+    with pytest.raises(ValueError, match="stream is a StreamSpec"):
+        data.CorruptionStreamSpec("digits", "noise", "gaussian_noise", stream={"dirichlet": 0.1})
+    with pytest.raises(TypeError, match="build_stream takes a CorruptionStreamSpec"):
+        data.build_stream(("digits", "noise", "gaussian_noise"))
 
 
 def test_build_stream_serves_the_harder_orders_on_the_builtin_benchmark() -> None:
-    plain = data.build_stream("digits", "noise", "gaussian_noise", max_id=256, seed=2)
-    shifted = data.build_stream("digits", "noise", "gaussian_noise", max_id=256, seed=2,
-                                stream=StreamSpec(dirichlet=0.05))
-    bursty = data.build_stream(
-        "digits", "noise", "gaussian_noise", max_id=256, seed=2, stream=StreamSpec(outlier_burst=32)
-    )
+    plain = data.build_stream(data.CorruptionStreamSpec("digits", "noise", "gaussian_noise", max_id=256, seed=2))
+    shifted = data.build_stream(data.CorruptionStreamSpec("digits", "noise", "gaussian_noise", max_id=256, seed=2,
+                                stream=StreamSpec(dirichlet=0.05)))
+    bursty = data.build_stream(data.CorruptionStreamSpec(
+        "digits", "noise", "gaussian_noise", max_id=256, seed=2, stream=StreamSpec(outlier_burst=32)))
     for s in (shifted, bursty):
         assert s.num_outliers == plain.num_outliers == 64
         assert torch.equal(s.labels.sort().values, plain.labels.sort().values)

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import stamplib
-from stamplib import paths
+from stamplib import data, paths
 from stamplib.data import StreamSpec
 from stamplib.evaluation import runner
 from stamplib.evaluation.outputs import load_outputs, outputs_path
@@ -72,9 +72,9 @@ def _built_corruptions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     built: list[str] = []
     real_build = runner.data.build_stream
 
-    def build_stream(dataset: str, outliers: str, corruption: str, *args: Any, **kwargs: Any):
-        built.append(corruption)
-        return real_build(dataset, outliers, corruption, *args, **kwargs)
+    def build_stream(spec: data.CorruptionStreamSpec, **kwargs: Any) -> data.Stream:
+        built.append(spec.corruption)
+        return real_build(spec, **kwargs)
 
     monkeypatch.setattr(runner.data, "build_stream", build_stream)
     return built

@@ -30,8 +30,9 @@ def test_the_new_fields_leave_every_older_key_and_stream_as_it_was() -> None:
     for changed in (dict(batch_size=4), dict(label_shift="sorted"), dict(schedule="mixed"), dict(schedule="gradual")):
         spec = BASE.with_stream(**changed)
         assert spec.key() != BASE.key() and RunSpec.from_dict(spec.to_dict()) == spec
-    plain = data.build_stream("digits", "noise", "contrast", max_id=64)
-    same = data.build_stream("digits", "noise", "contrast", max_id=64, stream=StreamSpec(batch_size=64, label_shift=""))
+    plain = data.build_stream(data.CorruptionStreamSpec("digits", "noise", "contrast", max_id=64))
+    same = data.build_stream(data.CorruptionStreamSpec(
+        "digits", "noise", "contrast", max_id=64, stream=StreamSpec(batch_size=64, label_shift="")))
     assert torch.equal(plain.images, same.images) and torch.equal(plain.labels, same.labels)
 
 
@@ -65,8 +66,8 @@ def test_batch_size_cuts_the_stream_into_batches_of_that_size() -> None:
 
 def test_imbalance_keeps_a_long_tail_and_the_outlier_share() -> None:
     assert long_tail_counts(10, 200, 10.0) == [200, 155, 120, 93, 72, 56, 43, 33, 26, 20]  # 200·10^(−c/9), rounded
-    stream = data.build_stream("cifar10_builtin", "noise", "contrast", max_id=1000,
-                               stream=StreamSpec(label_shift="imbalance:10"))
+    stream = data.build_stream(data.CorruptionStreamSpec("cifar10_builtin", "noise", "contrast", max_id=1000,
+                               stream=StreamSpec(label_shift="imbalance:10")))
     known = stream.labels[stream.labels >= 0]
     counts = torch.bincount(known, minlength=10).tolist()
     assert counts == long_tail_counts(10, 100, 10.0) and counts[0] / counts[-1] == 10
@@ -74,14 +75,13 @@ def test_imbalance_keeps_a_long_tail_and_the_outlier_share() -> None:
 
 
 def test_sorted_order_brings_the_classes_one_after_another_with_outliers_between() -> None:
-    stream = data.build_stream(
-        "cifar10_builtin", "noise", "contrast", max_id=1000, stream=StreamSpec(label_shift="sorted")
-    )
+    stream = data.build_stream(data.CorruptionStreamSpec(
+        "cifar10_builtin", "noise", "contrast", max_id=1000, stream=StreamSpec(label_shift="sorted")))
     known = stream.labels[stream.labels >= 0]
     assert torch.equal(known, known.sort().values) and known.unique().numel() == 10
     positions = torch.nonzero(stream.labels < 0).flatten().float()
     assert positions.min() < 0.1 * stream.labels.numel() and positions.max() > 0.9 * stream.labels.numel()
-    iid = data.build_stream("cifar10_builtin", "noise", "contrast", max_id=1000)
+    iid = data.build_stream(data.CorruptionStreamSpec("cifar10_builtin", "noise", "contrast", max_id=1000))
     assert sorted(iid.labels.tolist()) == sorted(stream.labels.tolist())  # same samples, another order
     order = stream_order(torch.tensor([2, 0, 1, 0, 2, 1]), 0, seed=3, stream=StreamSpec(label_shift="sorted"))
     assert torch.tensor([2, 0, 1, 0, 2, 1])[order].tolist() == [0, 0, 1, 1, 2, 2]

@@ -92,7 +92,8 @@ def test_methods_without_reports_trace_only_the_stream_and_tracing_changes_no_ou
     assert set(trace.columns()) == {"seconds", "peak_memory_mb", "n_known", "n_correct", "n_outliers"}
     assert all(0 <= c <= k for c, k in zip(trace.n_correct, trace.n_known))
     assert all(k + o > 0 for k, o in zip(trace.n_known, trace.n_outliers))  # every sample is known or an outlier
-    stream = stamplib.data.build_stream("digits", "noise", "gaussian_noise", max_id=96)
+    stream = stamplib.data.build_stream(stamplib.data.CorruptionStreamSpec(
+        "digits", "noise", "gaussian_noise", max_id=96))
     plain, traced = (methods.create("sotta", digits_model, 8, seed=0) for _ in range(2))
     a = run_stream(plain, stream)
     b = run_stream(traced, stream, tracer=StreamTracer(stream, 8))
@@ -120,7 +121,8 @@ class _Recorder(StreamTracer):
 
 @pytest.mark.parametrize("name", ["stamp", "sotta", "rotta"])
 def test_memories_carry_each_items_stream_position_and_tracing_changes_no_output(name: str, digits_model) -> None:
-    stream = stamplib.data.build_stream("digits", "noise", "gaussian_noise", max_id=192)
+    stream = stamplib.data.build_stream(stamplib.data.CorruptionStreamSpec(
+        "digits", "noise", "gaussian_noise", max_id=192))
     plain, traced = (methods.create(name, digits_model, 8, seed=0) for _ in range(2))
     recorder = _Recorder(stream, traced)
     a, b = run_stream(plain, stream), run_stream(traced, stream, tracer=recorder)

@@ -87,6 +87,7 @@ def test_local_failure_is_reported_with_its_cell_and_log_then_retried_alone(tmp_
     assert store.failure(bad) is None
 
 
+@pytest.mark.slow  # a minute of job subprocesses; submitit is an extra (a cluster), the local grid is tested above
 def test_submitit_grid_survives_a_killed_job_and_matches_in_process_runs(tmp_path, monkeypatch, digits_model):
     """Acceptance: a grid through submitit's local executor (job subprocesses); one job is
     SIGKILLed after its first cell; re-running computes only what is missing, and every cell

@@ -100,20 +100,37 @@ def test_the_old_spelling_of_a_notebook_list_still_plans_with_a_note(capsys: pyt
     assert "`ratios` is now `outlier_ratios`" in capsys.readouterr().err
 
 
+def test_a_list_parameter_given_by_its_singular_is_refused_naming_the_plural() -> None:
+    with pytest.raises(ValueError, match=r"a list takes the plural: networks="):
+        registry.check_parameter_names(["02_table1_cifar_outlier_aware"], ["network"])
+    with pytest.raises(ValueError) as refused:
+        registry.check_parameter_names(["02_table1_cifar_outlier_aware"], ["netwrok"])
+    assert "plural" not in str(refused.value)
+
+
 def test_a_cells_values_are_checked_by_the_spec_alone_above_the_data_layer() -> None:
-    """Severity, outlier ratio and network are checked in RunSpec; the notebook parameters and
-    the command line hand them over unchecked (the data layer's own functions, callable
-    without a spec, keep theirs)."""
+    """Severity and outlier ratio are checked by the spec of one corruption's stream
+    (``data.CorruptionStreamSpec``), which RunSpec makes for each of its corruptions, and the
+    network by RunSpec; the notebook parameters, the command line and the layers below the specs
+    hand them over unchecked (the data layer's own functions that a caller uses without a spec,
+    the corruption generator among them, keep theirs)."""
     checks = ("check_severity", "check_outlier_ratio", "check_network")
     found = []
     for path in sorted((REPO / "stamplib").rglob("*.py")):
-        if path.parts[-2] in ("data", "blocks") or path.name == "validation.py":
+        if path.name == "validation.py":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call):
                 name = getattr(node.func, "attr", getattr(node.func, "id", ""))
                 if name in checks:
                     found.append(f"{path.relative_to(REPO)}: {name}")
-    assert sorted(found) == [f"stamplib/evaluation/spec.py: {name}" for name in sorted(checks)], found
+    by_the_specs = ["stamplib/data/streams.py: check_outlier_ratio", "stamplib/data/streams.py: check_severity",
+                    "stamplib/evaluation/spec.py: check_network"]
+    # the corruption generator and the released-set reader, and the gradual schedule's peak: callable alone
+    standalone = ["stamplib/data/corruptions.py: check_severity", "stamplib/data/loaders.py: check_severity",
+                  "stamplib/data/streams.py: check_severity"]
+    assert sorted(found) == sorted(by_the_specs + standalone), found
     with pytest.raises(ValueError, match="must be in"):
         registry.plan("02_table1_cifar_outlier_aware", profile="smoke", outlier_ratio="1.5")
+    with pytest.raises(ValueError, match="severity must be an integer"):
+        RunSpec(method="source", corruptions=("fog", "contrast"), severity=6)

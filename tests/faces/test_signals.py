@@ -106,7 +106,9 @@ def _records(results: Path) -> list[str]:
 GRID = [sys.executable, str(PRETEND), "grid", "--notebook", "02", "--profile", "smoke", "--results", "results"]
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name)
+# SIGTERM in the default run; the other two take the same path through the handler (-m slow)
+@pytest.mark.parametrize("signum", [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.slow),
+                                    pytest.param(signal.SIGHUP, marks=pytest.mark.slow)], ids=lambda s: s.name)
 def test_a_grid_told_to_stop_ends_its_workers_says_one_line_and_a_rerun_goes_on(tmp_path: Path, signum: int) -> None:
     results = tmp_path / "results"
     first = _start([*GRID, "--jobs", "2"], tmp_path, cell_s=0.5)
@@ -221,7 +223,8 @@ if __name__ == "__main__":
 """
 
 
-@pytest.mark.parametrize(("jobs", "signum"), [("1", signal.SIGTERM), ("2", signal.SIGHUP), ("2", signal.SIGINT)],
+@pytest.mark.parametrize(("jobs", "signum"), [("1", signal.SIGTERM), ("2", signal.SIGHUP),
+                                               pytest.param("2", signal.SIGINT, marks=pytest.mark.slow)],
                          ids=["1-SIGTERM", "2-SIGHUP", "2-SIGINT"])
 def test_notebooks_told_to_stop_end_their_kernels(tmp_path: Path, jobs: str, signum: int) -> None:
     """Each notebook's kernel runs in a session of its own (jupyter_client starts it so), outside
@@ -263,7 +266,8 @@ def _scratch_run_all(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name)
+@pytest.mark.parametrize("signum", [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.slow),
+                                    pytest.param(signal.SIGHUP, marks=pytest.mark.slow)], ids=lambda s: s.name)
 def test_run_all_told_to_stop_ends_the_grid_and_its_workers(tmp_path: Path, signum: int) -> None:
     root = _scratch_run_all(tmp_path)
     results = tmp_path / "results"

@@ -99,9 +99,8 @@ def test_imagenet_setting_uses_sgd_with_momentum():
 
 @pytest.mark.parametrize("dataset", ["digits"])
 def test_runs_on_the_digits_benchmark(dataset, digits_model):
-    stream = data.build_stream(
-        dataset, "noise", "gaussian_noise", max_id=48, seed=3, stream=data.StreamSpec(batch_size=20)
-    )
+    stream = data.build_stream(data.CorruptionStreamSpec(
+        dataset, "noise", "gaussian_noise", max_id=48, seed=3, stream=data.StreamSpec(batch_size=20)))
     m = methods.create("ostta", digits_model, 8, setting=data.setting_of(dataset))
     result = runner.run_stream(m, stream)
     assert result.probs.shape == (60, 8) and torch.isfinite(result.ood_score).all()

@@ -182,8 +182,8 @@ def test_score_is_energy_of_the_pre_update_logits_and_reset_is_exact(name):
 
 @pytest.mark.parametrize("name", ["unient", "unient_plus"])
 def test_runs_on_the_digits_benchmark(name, digits_model):
-    stream = data.build_stream("digits", "noise", "gaussian_noise", max_id=48, seed=3,
-                               stream=data.StreamSpec(batch_size=20))
+    stream = data.build_stream(data.CorruptionStreamSpec("digits", "noise", "gaussian_noise", max_id=48, seed=3,
+                               stream=data.StreamSpec(batch_size=20)))
     m = methods.create(name, digits_model, 8, setting=data.setting_of("digits"))
     result = runner.run_stream(m, stream)
     assert result.probs.shape == (60, 8) and torch.isfinite(result.ood_score).all()
