@@ -24,6 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from stamplib.methods import TABLE_ORDER  # noqa: E402
+from stamplib.report.guides import hyperparameter_set_of_row  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHAPE = "cifar10_c"
@@ -38,7 +39,8 @@ def rates(report: dict[str, Any] | None) -> dict[str, float]:
     """images/s per method of the CIFAR shape (methods that failed are left out)."""
     if report is None:
         return {}
-    return {r["method"]: r["images_per_s"] for r in report["rows"] if r["setting"] == SHAPE and not r["error"]}
+    return {r["method"]: r["images_per_s"] for r in report["rows"]
+            if hyperparameter_set_of_row(r) == SHAPE and not r["error"]}
 
 
 def table_hours(per_s: dict[str, float], shape_row: dict[str, Any]) -> float:
@@ -51,7 +53,7 @@ def render(folder: Path) -> str:
     before, after, graphs = (load(folder, n) for n in ("before", "after", "graphs"))
     assert after is not None, f"{folder}/after.json is missing: run benchmarks/gpu_session.sh"
     old, new, replayed = rates(before), rates(after), rates(graphs)
-    shape_row = next(r for r in after["rows"] if r["setting"] == SHAPE)
+    shape_row = next(r for r in after["rows"] if hyperparameter_set_of_row(r) == SHAPE)
     env = after
     lines = [
         f"Measured by `benchmarks/gpu_session.sh` in one call on one {env['device_name']} (driver {env['driver']}, "
@@ -116,7 +118,7 @@ def render_pairs(folders: list[Path]) -> str:
     lines += [f"| {i + 1} | {name} |" for i, (name, _) in enumerate(columns)]
     lines += ["", "| method | " + " | ".join(str(i + 1) for i in range(len(columns))) + " |",
               "| --- |" + " --- |" * len(columns)]
-    per_column = [(rates(report), {r["method"]: r for r in report["rows"] if r["setting"] == SHAPE})
+    per_column = [(rates(report), {r["method"]: r for r in report["rows"] if hyperparameter_set_of_row(r) == SHAPE})
                   for _, report in columns]
     for method in methods:
         cells = []

@@ -1,6 +1,6 @@
 """Images per second of every method on one corruption at the paper's shapes (issue 27, item 5).
 
-Two shapes, each with the paper's network and hyperparameter setting:
+Two shapes, each with the paper's network and hyperparameter set:
 
 * ``cifar10_c`` — 32-px images, ResNet-18 (CIFAR variant), 10 classes; a corruption's stream is
   12,500 images (10,000 + 2,500 outliers);
@@ -61,7 +61,7 @@ CORRUPTIONS = 15
 
 @dataclass(frozen=True)
 class Shape:
-    setting: str  # the methods' hyperparameter setting, and the data set of --data real
+    hyperparameter_set: str  # the methods', and the data set of --data real (a row's "setting" before the rename)
     network: str
     size: int  # image side in pixels
     classes: int
@@ -74,7 +74,7 @@ PAPER = {
     "cifar10_c": Shape("cifar10_c", "resnet18_cifar", 32, 10, 12_500, 4, "Table 1, CIFAR-10"),
     "imagenet_c": Shape("imagenet_c", "resnet50", 224, 1000, 62_500, 2, "Table 2"),
 }
-SMALL = {name: Shape(s.setting, "resnet_cifar_tiny", 32, 10, s.stream_images, s.outlier_sets, s.table)
+SMALL = {name: Shape(s.hyperparameter_set, "resnet_cifar_tiny", 32, 10, s.stream_images, s.outlier_sets, s.table)
          for name, s in PAPER.items()}
 
 
@@ -115,7 +115,7 @@ class Synthetic:
         self.probe = Probe(partial(models.create, shape.network), shape.classes, shape.size, calibration)
         self.net = self.probe.net()
         n_source = 32 if args.small else 2000  # EATA's Fisher reads 2,000 at paper scale
-        self.source = methods.SourceData(f"synthetic-{shape.setting}-{shape.network}-{shape.size}",
+        self.source = methods.SourceData(f"synthetic-{shape.hyperparameter_set}-{shape.network}-{shape.size}",
                                          source_images(n_source, 1, shape.size), torch.arange(n_source) % shape.classes)
         self.stream = synthetic_stream(shape, args.batches * args.batch_size, args.batch_size)
 
@@ -129,7 +129,7 @@ class Synthetic:
             overrides = {"clip_normalized_inputs": False, **overrides}
         source = self.source if methods.method_class(name).needs_source_data else None
         net = graphs.replayed(self.net.to(device)) if replay_graphs else self.net.to(device)
-        return methods.create(name, net, self.shape.classes, setting=self.shape.setting,
+        return methods.create(name, net, self.shape.classes, hyperparameter_set=self.shape.hyperparameter_set,
                               seed=0, source_data=source, execution=execution, **overrides)
 
 
@@ -148,7 +148,7 @@ class Real:
 
     def __init__(self, shape: Shape, args: argparse.Namespace) -> None:
         self.shape = shape
-        self.spec = RunSpec(method="source", dataset=shape.setting, outliers="noise",
+        self.spec = RunSpec(method="source", dataset=shape.hyperparameter_set, outliers="noise",
                             corruptions=("gaussian_noise",), profile="full")
         stream = build_stream(self.spec, max_id=args.batches * args.batch_size * 4 // 5)
         self.stream = data.Stream(stream.images, stream.labels, args.batch_size)
@@ -238,11 +238,11 @@ def report(env: dict[str, Any], rows: list[dict[str, Any]], tables: dict[str, fl
     print(f"{'shape':<11} {'method':<12} {'images/s':>9} {'h/corruption':>13} {'GPU MiB':>8}")
     for r in rows:
         if r["error"]:
-            print(f"{r['setting']:<11} {r['method']:<12} failed: {r['error']}")
+            print(f"{r['hyperparameter_set']:<11} {r['method']:<12} failed: {r['error']}")
             continue
         gpu = "" if r["peak_gpu_memory_mib"] is None else r["peak_gpu_memory_mib"]
-        print(f"{r['setting']:<11} {r['method']:<12} {r['images_per_s']:9.1f} {r['hours_per_corruption']:13.3f} "
-              f"{gpu:>8}")
+        print(f"{r['hyperparameter_set']:<11} {r['method']:<12} {r['images_per_s']:9.1f} "
+              f"{r['hours_per_corruption']:13.3f} {gpu:>8}")
     for table, hours in tables.items():
         timed = [r for r in rows if r["table"] == table]
         shown = "incomplete (a method failed)" if hours is None else f"{hours:.1f} h"

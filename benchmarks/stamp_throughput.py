@@ -1,6 +1,6 @@
 """Throughput of STAMP's per-batch step against its compute floor (issue 9).
 
-CIFAR-10 setting (stamp.md §6, §7): K = 16 views, batch 64, a memory that is full before the
+CIFAR-10 hyperparameter set (stamp.md §6, §7): K = 16 views, batch 64, a memory that is full before the
 first timed batch (64 random samples with known labels), so every batch adapts. Paths:
 
 (a) fast     ``Stamp.step``: fast views, view forwards chunked as ``view_chunk`` says (auto:
@@ -82,7 +82,7 @@ def build_stamp(args: argparse.Namespace, **execution) -> Stamp:
         torch.manual_seed(0)
         net = models.create(ARCHITECTURES[args.model], CLASSES)
     stamp = methods.create(
-        "stamp", net.to(args.device), CLASSES, setting="cifar10_c",
+        "stamp", net.to(args.device), CLASSES, hyperparameter_set="cifar10_c",
         execution=methods.Execution(channels_last=args.channels_last, bf16_autocast=args.bf16, **execution),
     )
     assert isinstance(stamp, Stamp)

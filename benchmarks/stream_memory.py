@@ -78,7 +78,7 @@ def register(folder: Path, checkpoint: Path) -> None:
     if not checkpoint.is_file():
         torch.manual_seed(0)
         torch.save(models.ARCHITECTURES[STAND_IN](CLASSES).state_dict(), checkpoint)
-    data.register_dataset(Dataset(NAME, classes=CLASSES, setting="imagenet_c", test=None, released=released,
+    data.register_dataset(Dataset(NAME, classes=CLASSES, hyperparameter_set="imagenet_c", test=None, released=released,
                                   architecture=STAND_IN, checkpoint=str(checkpoint)))
 
 
@@ -127,7 +127,7 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
     register(folder, folder / "stand_in.pt")
     data.set_stream_cache_budget(args.budget)
     spec = RunSpec(method=args.method, dataset=NAME, outliers="noise", corruptions=CORRUPTIONS,
-                   profile="full", setting="imagenet_c")
+                   profile="full", hyperparameter_set="imagenet_c")
     models.source_model(NAME)  # the network, before the baseline is read
     data.outlier_set("noise").load(folder, None)
     before = {"max_rss_mib": max_rss_mib(), "rss_anon_mib": (AnonymousPeak.now_kib() or 0) / 1024}

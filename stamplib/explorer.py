@@ -257,7 +257,7 @@ def explore(
     outlier_ratio: float = 0.2,
     max_id: int | None = None,
     seed: int = 0,
-    setting: str = "",
+    hyperparameter_set: str = "",
     profile: str = "quick",
     progress: bool = True,
     reuse: bool = True,
@@ -267,8 +267,9 @@ def explore(
     (``explorer.widget()`` in JupyterLab; :func:`show` picks the widget or the static summary).
     ``dataset``: the known-class data set (default: the profile's built-in benchmark, the
     CIFAR-10 photographs in the quick profile); ``max_id`` known-class samples (default: as
-    many as ``profile`` uses); ``hyperparameters`` override the method's setting (e.g.
-    ``alpha=0.4`` for STAMP); ``context``: the data root the data sets are read from and the
+    many as ``profile`` uses); ``hyperparameter_set``: the methods' hyperparameters to run instead
+    of the data set's own (e.g. ``"imagenet_c"``); ``hyperparameters`` override single ones of it
+    (e.g. ``alpha=0.4`` for STAMP); ``context``: the data root the data sets are read from and the
     device the method runs on (a notebook's, built from its parameters cell; without one, the
     default that :meth:`stamplib.paths.RunContext.build` builds, as ``stamplib.run`` and the
     command line do, so that ``stamplib.explore("stamp")`` works in a fresh kernel).
@@ -277,9 +278,9 @@ def explore(
     context = context if context is not None else paths.RunContext.build()
     dataset = dataset or get_profile(profile).builtin
     spec = RunSpec.make(
-        method, overrides={**stand_in_overrides(method, dataset, setting), **hyperparameters}, dataset=dataset,
-        outliers=outliers, corruptions=(corruption,), severity=severity, outlier_ratio=outlier_ratio, seed=seed,
-        profile=profile, setting=setting,
+        method, overrides={**stand_in_overrides(method, dataset, hyperparameter_set), **hyperparameters},
+        dataset=dataset, outliers=outliers, corruptions=(corruption,), severity=severity, outlier_ratio=outlier_ratio,
+        seed=seed, profile=profile, hyperparameter_set=hyperparameter_set,
     )
     extra = ", ".join(f"{k}={v}" for k, v in hyperparameters.items())
     title = f"{method}{f' ({extra})' if extra else ''} on {dataset} / {corruption} {severity} + {outliers}"

@@ -19,9 +19,9 @@ methods are such files; docs/architecture.md, "Adding a method"). The README's w
 template are followed on a scratch copy of the package by ``tests/recipes/test_method_template.py``.
 
 What a method must do (``stamplib.methods.base.TTAMethod``): hold its hyperparameters in a
-frozen config, one ``fallback_config`` for every setting (as here) or one per hyperparameter
-setting in ``configs`` (the five settings of the paper, each falling back to
-``fallback_config`` when missing; a setting with neither is refused when the method is
+frozen config, one ``fallback_config`` for every hyperparameter set (as here) or one per
+hyperparameter set in ``configs`` (the paper's five, each falling back to
+``fallback_config`` when missing; a hyperparameter set with neither is refused when the method is
 created), build its optimiser
 and BN configuration in ``setup()`` (``self.adapt_bn_affine`` makes Tent's), and in
 ``step(x)`` adapt on the batch and return the class probabilities [B, C] and an OOD score
@@ -54,7 +54,7 @@ class ConfidentTentConfig:
 
 class ConfidentTent(TTAMethod):
     config_cls = ConfidentTentConfig
-    fallback_config = ConfidentTentConfig()  # every setting; add configs = {"imagenet_c": ...} to tune one
+    fallback_config = ConfidentTentConfig()  # every hyperparameter set; add configs = {"imagenet_c": ...} to tune one
 
     def setup(self) -> None:
         params = self.adapt_bn_affine(exclude_last_stage=False)

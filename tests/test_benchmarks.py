@@ -28,7 +28,7 @@ def test_gpu_throughput_runs_small_on_the_cpu(tmp_path: Path) -> None:
     assert {"device", "device_name", "torch", "cuda", "cudnn", "bf16", "channels_last", "tf32"} <= set(report)
     assert report["device"] == "cpu" and report["small"] and report["tf32"] == {"matmul": False, "cudnn": False}
     rows = report["rows"]
-    assert [(r["setting"], r["method"]) for r in rows] == [
+    assert [(r["hyperparameter_set"], r["method"]) for r in rows] == [
         (shape, name) for shape in ("cifar10_c", "imagenet_c") for name in methods.TABLE_ORDER]
     for row in rows:
         assert row["error"] is None and row["images"] == 16 and row["images_per_s"] > 0, row

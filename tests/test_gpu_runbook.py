@@ -54,3 +54,19 @@ def test_the_before_and_after_reports_still_render() -> None:
     assert "| **Table 1, CIFAR-10 half (h)** | 1.72 | 1.58 |" in pairs and "| owttt | 1,633 | 2,552 | fails |" in pairs
     text = RUNBOOK.read_text()
     assert "benchmarks/gpu_report.py" in text and "findings.json" in text
+
+
+def test_a_report_written_after_the_rename_renders_as_the_committed_ones() -> None:
+    """A throughput row names its hyperparameter set ``hyperparameter_set``; the committed reports,
+    written before the rename, call it ``setting``: the runbook's table reads both alike."""
+    import json
+
+    from stamplib.report import guides
+
+    measured = REPO / "results" / "gpu_throughput"
+    committed = [(name, json.loads((measured / name).read_text())) for name in guides.GPU_REPORTS]
+    assert all("setting" in row and "hyperparameter_set" not in row for _, r in committed for row in r["rows"])
+    renamed = [(name, {**report, "rows": [{("hyperparameter_set" if k == "setting" else k): v for k, v in row.items()}
+                                          for row in report["rows"]]}) for name, report in committed]
+    assert guides.gpu_table(renamed) == guides.gpu_table(committed)
+    assert "| STAMP | 717 | 126 | 769 | 1,527 |" in guides.gpu_table(renamed)  # every column found its rows

@@ -1,6 +1,6 @@
 """Count, on the path that builds one EATA from a spec (RunSpec.make with one override given as
 text, then assembly.build_method): config resolutions (EATAConfig instances made from the
-setting's config with the overrides: its __post_init__ runs once per dataclasses.replace) and
+hyperparameter set's config with the overrides: its __post_init__ runs once per dataclasses.replace) and
 override typings (calls of methods.base.typed_overrides; and of validation.coerce, per value).
 Issue 50, item 4: 3 configs made and 4 typings before (9c2f35d), 1 and 1 after.
 

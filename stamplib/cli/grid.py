@@ -135,7 +135,10 @@ def tune_parser(sub: Any) -> None:
     p.add_argument("--preset", default=None, help="a named grid (see --list-presets)")
     p.add_argument("--list-presets", action="store_true", help="list the presets and exit")
     p.add_argument("--criterion", default="h", help="the metric to select by: h, acc, auroc, fpr95 (lowest wins), ...")
-    p.add_argument("--setting", default="", help="hyperparameter setting (default: the data set's own)")
+    p.add_argument("--hyperparameter-set", default="", metavar="NAME",
+                   help="the methods' hyperparameter set, one of the paper's five, e.g. imagenet_c (default: the "
+                        "data set's own)")
+    common.old_flag(p, "--setting", "--hyperparameter-set")
     p.add_argument("--seed", type=flags.read_seed, default=0)
     flags.add(p, profile=True, data_root=True, device=True, results=True)
     p.add_argument("--out", default=None, help="folder of the table and heatmap files (default: figures/tune)")
@@ -173,7 +176,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         corruption=args.corruption,
         profile=args.profile,
         seed=args.seed,
-        setting=args.setting,
+        hyperparameter_set=args.hyperparameter_set,
         criterion=args.criterion,
     )
     store = ResultsStore(context.results)

@@ -63,7 +63,7 @@ def methods_parser(sub: Any) -> None:
 def cmd_methods(args: argparse.Namespace) -> int:
     from stamplib import data, methods
 
-    print("\n".join(methods.listing_lines(data.setting_of(args.dataset))))
+    print("\n".join(methods.listing_lines(data.hyperparameter_set_of(args.dataset))))
     return 0
 
 

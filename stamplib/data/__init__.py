@@ -22,9 +22,9 @@ from stamplib.data.lookup import (
     class_split_names,
     dataset,
     dataset_status,
+    hyperparameter_set_of,
     num_classes,
     outlier_set,
-    setting_of,
     source_train,
 )
 from stamplib.data.orders import LabelShift
@@ -85,6 +85,7 @@ __all__ = [
     "dataset",
     "dataset_status",
     "gradual_severities",
+    "hyperparameter_set_of",
     "interleave",
     "interleave_classes",
     "mix",
@@ -94,7 +95,6 @@ __all__ = [
     "register_dataset",
     "register_outlier_set",
     "set_stream_cache_budget",
-    "setting_of",
     "source_train",
     "stream_cache_budget",
 ]

@@ -76,7 +76,7 @@ DIGITS_HELDOUT = register_outlier_set(OutlierSet(
 ))
 
 register_dataset(Dataset(
-    "digits", classes=10, known=8, setting="cifar10_c",  # CIFAR10-C values, untuned (README)
+    "digits", classes=10, known=8, hyperparameter_set="cifar10_c",  # CIFAR10-C values, untuned (README)
     test=_digits_test, train=_digits_train, heldout=DIGITS_HELDOUT,
     architecture="resnet_cifar_tiny", checkpoint="digits_resnet_cifar_tiny", builtin=True,
 ))
@@ -112,12 +112,13 @@ CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog
 
 # Compared with the paper's CIFAR10-C (Table 1) and 8:2 split (Table 3) by rank, not by value.
 _BUILTIN_CIFAR10 = register_dataset(Dataset(
-    "cifar10_builtin", classes=10, setting="cifar10_c", test=_builtin_cifar10_test, train=_builtin_cifar10_train,
-    architecture="resnet_cifar_tiny", checkpoint="ResNetTiny_10_jpeg", paper_name="cifar10_c", builtin=True,
+    "cifar10_builtin", classes=10, hyperparameter_set="cifar10_c", test=_builtin_cifar10_test,
+    train=_builtin_cifar10_train, architecture="resnet_cifar_tiny", checkpoint="ResNetTiny_10_jpeg",
+    paper_name="cifar10_c", builtin=True,
     locate=_locate_builtin_cifar10, class_names=CIFAR10_CLASSES,
 ))
 register_dataset(class_split(
-    _BUILTIN_CIFAR10, 8, "cifar10_builtin_8_2", setting="cifar10_c_8_2", checkpoint="ResNetTiny_8_jpeg",
+    _BUILTIN_CIFAR10, 8, "cifar10_builtin_8_2", hyperparameter_set="cifar10_c_8_2", checkpoint="ResNetTiny_8_jpeg",
     paper_name="cifar10_c_8_2",
 ))
 
@@ -191,23 +192,23 @@ def _register_cifar(name: str, classes: int, known: int, clean_file: str, c_fold
     """The clean set (corrupted on the fly), the released -C set, and the class split of each."""
     split = f"_{known}_{classes - known}"
     clean = Dataset(
-        name, classes=classes, setting=f"{name}_c", test=_cifar_test(name), train=_cifar_train(name),
+        name, classes=classes, hyperparameter_set=f"{name}_c", test=_cifar_test(name), train=_cifar_train(name),
         architecture="resnet18_cifar", checkpoint=f"ResNet18_{classes}", paper_name=f"{name}_c",
         locate=_locate_cifar(name, clean_file, name),
     )
     released = Dataset(
-        f"{name}_c", classes=classes, setting=f"{name}_c", test=_cifar_test(name), released=_cifar_c(name),
+        f"{name}_c", classes=classes, hyperparameter_set=f"{name}_c", test=_cifar_test(name), released=_cifar_c(name),
         train=_cifar_train(name), architecture="resnet18_cifar", checkpoint=f"ResNet18_{classes}",
         paper_name=f"{name}_c", locate=_locate_cifar_c(c_folder, f"{name}_c"),
         missing=_missing_cifar_c(c_folder, f"{name}_c"),
     )
-    split_setting = f"{name}_c{split}"
+    split_set = f"{name}_c{split}"  # the split's hyperparameter set, and its paper name
     for entry in (clean, released):
         register_dataset(entry)
     for entry in (released, clean):
         register_dataset(class_split(
-            entry, known, f"{entry.name}{split}", setting=split_setting, checkpoint=f"ResNet18_{known}",
-            paper_name=split_setting,
+            entry, known, f"{entry.name}{split}", hyperparameter_set=split_set, checkpoint=f"ResNet18_{known}",
+            paper_name=split_set,
         ))
 
 
@@ -255,7 +256,7 @@ def _missing_imagenet_c(root: Path, corruptions: Sequence[str], severity: int) -
 
 
 register_dataset(Dataset(
-    "imagenet_c", classes=1000, setting="imagenet_c", test=None, released=_imagenet_c, train=_imagenet_val,
+    "imagenet_c", classes=1000, hyperparameter_set="imagenet_c", test=None, released=_imagenet_c, train=_imagenet_val,
     architecture="resnet50", checkpoint="IMAGENET1K_V1", paper_name="imagenet_c",
     locate=_locate_imagenet_c, missing=_missing_imagenet_c,
 ))
@@ -303,16 +304,17 @@ def _locate_jpeg(root: Path) -> tuple[bool, str]:
 
 
 _JPEG = register_dataset(Dataset(
-    "cifar10_jpeg", classes=10, setting="cifar10_c", test=_jpeg_test, train=_jpeg_train,
+    "cifar10_jpeg", classes=10, hyperparameter_set="cifar10_c", test=_jpeg_test, train=_jpeg_train,
     architecture="resnet18_cifar", checkpoint="ResNet18_10_jpeg", locate=_locate_jpeg, archive="cifar10_jpeg",
     class_names=CIFAR10_CLASSES,
 ))
-register_dataset(class_split(_JPEG, 8, "cifar10_jpeg_8_2", setting="cifar10_c_8_2", checkpoint="ResNet18_8_jpeg"))
+register_dataset(class_split(_JPEG, 8, "cifar10_jpeg_8_2", hyperparameter_set="cifar10_c_8_2",
+                             checkpoint="ResNet18_8_jpeg"))
 # The compact network of the built-in benchmark on all 10,000 JPEG test images: the paper's stream
 # length per corruption (10,000 + 2,500 outliers) at about 0.016 CPU-s a sample, where the
 # ResNet-18 with 16 views costs hours a row.
 register_dataset(Dataset(
-    "cifar10_jpeg_compact", classes=10, setting="cifar10_c", test=_jpeg_test, train=_jpeg_train,
+    "cifar10_jpeg_compact", classes=10, hyperparameter_set="cifar10_c", test=_jpeg_test, train=_jpeg_train,
     architecture="resnet_cifar_tiny", checkpoint="ResNetTiny_10_jpeg", locate=_locate_jpeg, archive="cifar10_jpeg",
     class_names=CIFAR10_CLASSES,
 ))

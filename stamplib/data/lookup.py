@@ -2,7 +2,7 @@
 
 Besides the registered names, every role takes a path scheme: ``npz:/path/file.npz`` or
 ``folder:/path/dir`` (an ImageFolder); a path containing ``{corruption}`` and ``{severity}``
-names already corrupted copies. Such a data set has no setting and no source model of its own.
+names already corrupted copies. Such a data set has no hyperparameter set and no source model of its own.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def _scheme_dataset(name: str, scheme: str, path: str) -> Dataset:
     return Dataset(
         name,
         classes=classes,
-        setting="",
+        hyperparameter_set="",
         test=None if template else (lambda root: pool(path)),
         released=(lambda root, c, s: pool(path.format(corruption=c, severity=s))) if template else None,
         missing=_scheme_missing(name, scheme, path),
@@ -118,10 +118,10 @@ def dataset(name: str) -> Dataset:
     return DATASETS[name]
 
 
-def setting_of(name: str) -> str:
-    """The hyperparameter setting of data set ``name`` ("" for a scheme data set); reads no file."""
+def hyperparameter_set_of(name: str) -> str:
+    """The hyperparameter set of data set ``name`` ("" for a scheme data set); reads no file."""
     check_names(name)
-    return "" if parse_scheme(name) else DATASETS[name].setting
+    return "" if parse_scheme(name) else DATASETS[name].hyperparameter_set
 
 
 def num_classes(name: str) -> int:

@@ -1,7 +1,7 @@
 """The data set registry: one frozen description per ID data set and per outlier set.
 
 A :class:`Dataset` says everything the layers above need to know about an ID data set: its
-classes and known classes, the set it is cut from, the methods' hyperparameter setting, the
+classes and known classes, the set it is cut from, the methods' hyperparameter set, the
 source network, the paper's name for it, and the loaders of its test, source-training and
 held-out pools. An :class:`OutlierSet` says how to read an outlier pool and whether it carries
 the stream's corruption. Entries are descriptions only: building one reads no file; the
@@ -77,7 +77,7 @@ class Dataset:
 
     name: str
     classes: int  # classes of the full test set
-    setting: str  # hyperparameter setting of the methods ("" = none: a RunSpec must name one)
+    hyperparameter_set: str  # of the methods ("" = none: a RunSpec must name one)
     test: Callable[[Path], Pool] | None
     released: Callable[[Path, str, int], Pool] | None = None
     train: Callable[[Path, int | None], Pool] | None = None  # (root, first N or None = all)
@@ -127,7 +127,7 @@ def _first(pool: Pool, limit: int | None) -> Pool:
 def class_split(base: Dataset, known: int, name: str, **fields: object) -> Dataset:
     """Classes 0..known−1 of ``base`` stay ID; the rest become the ``heldout_classes`` outlier
     pool, taken from the same (released or on-the-fly) corrupted images (protocol.md §1, 8:2 /
-    80:20). ``fields`` set the split's own setting, source model and paper name."""
+    80:20). ``fields`` set the split's own hyperparameter set, source model and paper name."""
     test, released, train = base.test, base.released, base.train
     heldout = OutlierSet(
         name=HELDOUT,

@@ -20,12 +20,12 @@ from stamplib.evaluation.profiles import get_profile
 from stamplib.evaluation.spec import RunSpec
 
 
-def stand_in_overrides(method: str, dataset: str, setting: str) -> dict[str, Any]:
-    """Overrides a method needs to run another data set's hyperparameter ``setting`` on
+def stand_in_overrides(method: str, dataset: str, hyperparameter_set: str) -> dict[str, Any]:
+    """Overrides a method needs to run another data set's ``hyperparameter_set`` on
     ``dataset``: the ImageNet quirk of clipping *normalised* inputs (CoTTA, RoTTA;
     baselines.md §4) has no meaning for a model that takes raw [0, 1] images, so it is switched
     off. They belong in the spec's overrides (and so in its key): give them to ``RunSpec.make``."""
-    if not setting or setting == data.setting_of(dataset):
+    if not hyperparameter_set or hyperparameter_set == data.hyperparameter_set_of(dataset):
         return {}
     fields = {f.name for f in dataclasses.fields(methods.method_class(method).config_cls)}
     return {"clip_normalized_inputs": False} if "clip_normalized_inputs" in fields else {}

@@ -373,7 +373,8 @@ class Record:
         )
 
     def to_json(self) -> dict[str, Any]:
-        """The stored JSON dict: for a loaded record, the dict it was loaded from."""
+        """The stored JSON dict: for a loaded record, the dict it was loaded from (a spec field
+        renamed since it was written under its new name: :meth:`RunSpec.from_dict`)."""
         out: dict[str, Any] = {
             "key": self.key,
             "spec": self.spec.to_dict(),

@@ -13,7 +13,9 @@ from stamplib.evaluation import diagnostics
 from stamplib.evaluation.profiles import get_profile
 
 #: Fields added after the first records were written, with the default that leaves them out.
-_LATER_FIELDS: dict[str, Any] = {"setting": "", "network": 0, "diagnostic": ""}
+_LATER_FIELDS: dict[str, Any] = {"hyperparameter_set": "", "network": 0, "diagnostic": ""}
+#: Renamed fields → the name the key hashes, so that keys written before the rename stay valid.
+_KEY_NAMES: dict[str, str] = {"hyperparameter_set": "setting"}
 
 
 def check_network(network: object, dataset: str) -> int:
@@ -74,7 +76,7 @@ class RunSpec:
     outlier_ratio: float = 0.2  # outliers / (ID + outliers)
     seed: int = 0
     profile: str = "quick"
-    setting: str = ""  # hyperparameter setting to use instead of the dataset's own (e.g. "imagenet_c")
+    hyperparameter_set: str = ""  # the methods' hyperparameters to use instead of the dataset's own (e.g. "imagenet_c")
     overrides: tuple[tuple[str, Any], ...] = field(default_factory=tuple)
     stream: data.StreamSpec = data.PAPER_STREAM
     #: The source network: the training seed of the data set's checkpoint (0 = the registered one,
@@ -111,18 +113,18 @@ class RunSpec:
         methods.check_batch_size(self.method, self.stream.batch_size)
         if self.stream.schedule == "mixed" and len(self.corruptions) < 2:
             raise ValueError("the mixed schedule mixes the cell's corruptions in one stream: name two or more")
-        setting = self.hyperparameter_setting()
-        typed = methods.typed_overrides(self.method, setting, dict(self.overrides))
+        hyperparameter_set = self.resolved_hyperparameter_set()
+        typed = methods.typed_overrides(self.method, hyperparameter_set, dict(self.overrides))
         object.__setattr__(self, "overrides", tuple(sorted(typed.items())))
-        config = methods.config_with(self.method, setting, typed)
+        config = methods.config_with(self.method, hyperparameter_set, typed)
         counterfactual = diagnostics.diagnostic(self.diagnostic, self.method)
         # Not a field: it follows from the fields, so neither the key nor equality reads it.
         object.__setattr__(self, "_config", counterfactual.apply(config) if counterfactual else config)
 
     @property
     def config(self) -> Any:
-        """The method's hyperparameters: its setting's config with the overrides applied (checked
-        by the config itself), resolved once, when the spec was made."""
+        """The method's hyperparameters: its hyperparameter set's config with the overrides applied
+        (checked by the config itself), resolved once, when the spec was made."""
         return self._config
 
     @property
@@ -139,23 +141,23 @@ class RunSpec:
             self.dataset, self.outliers, self.corruptions[0] if corruption is None else corruption,
             self.severity if severity is None else severity, self.outlier_ratio, self.seed, max_id, self.stream)
 
-    def hyperparameter_setting(self) -> str:
-        """``setting`` if given, else the data set's own (from the data set registry)."""
-        setting = self.setting or data.setting_of(self.dataset)
-        if not setting:
+    def resolved_hyperparameter_set(self) -> str:
+        """``hyperparameter_set`` if given, else the data set's own (from the data set registry)."""
+        hyperparameter_set = self.hyperparameter_set or data.hyperparameter_set_of(self.dataset)
+        if not hyperparameter_set:
             raise ValueError(
-                f"dataset {self.dataset!r} has no hyperparameter setting of its own; give setting= one "
-                f"of {', '.join(methods.SETTINGS)}"
+                f"dataset {self.dataset!r} has no hyperparameter set of its own; give hyperparameter_set= one "
+                f"of {', '.join(methods.HYPERPARAMETER_SETS)}"
             )
-        return setting
+        return hyperparameter_set
 
     @classmethod
     def make(cls, method: str, overrides: dict[str, Any] | None = None, **kwargs: Any) -> RunSpec:
         return cls(method=method, overrides=tuple((overrides or {}).items()), **kwargs)
 
     def to_dict(self) -> dict[str, Any]:
-        """The spec as its key hashes it: fields added after records existed (the stream's
-        among them) are left out at their defaults, so old keys stay valid."""
+        """The spec by its fields' names (a record's ``spec``): fields added after records existed
+        (the stream's among them) are left out at their defaults, so old keys stay valid."""
         d = asdict(self)
         for name, default in _LATER_FIELDS.items():
             if d[name] == default:
@@ -168,8 +170,14 @@ class RunSpec:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunSpec:
-        """The spec of :meth:`to_dict`'s dict (a record's ``spec``)."""
+        """The spec of :meth:`to_dict`'s dict (a record's ``spec``), a field under its name or
+        under the name it had when the record was written (:data:`_KEY_NAMES`)."""
         d = dict(d)
+        for name, old in _KEY_NAMES.items():
+            if old in d:
+                if name in d:
+                    raise ValueError(f"a spec names {name!r} twice, as {name!r} and as its old name {old!r}")
+                d[name] = d.pop(old)
         stream_names = data.StreamSpec.key_names()
         d["stream"] = data.StreamSpec.from_key_fields(**{k: d.pop(k) for k in list(d) if k in stream_names})
         d["corruptions"] = tuple(d["corruptions"])
@@ -177,8 +185,10 @@ class RunSpec:
         return cls(**d)
 
     def key(self) -> str:
-        """Stable 16-hex-digit hash of the spec (names the results record)."""
-        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        """Stable 16-hex-digit hash of the spec (names the results record): :meth:`to_dict` with
+        each renamed field under the name it had (:data:`_KEY_NAMES`)."""
+        hashed = {_KEY_NAMES.get(name, name): value for name, value in self.to_dict().items()}
+        canonical = json.dumps(hashed, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
     def with_(self, **changes: Any) -> RunSpec:

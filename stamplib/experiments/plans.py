@@ -61,8 +61,8 @@ WEIGHT_STRATEGIES = ("adaptive", "static", "eata")
 
 
 def _stand_in(dataset: str, outliers: tuple[str, ...], paper_dataset: str, paper_outliers: tuple[str, ...],
-              setting: str = "") -> Setup:
-    return Setup(dataset, outliers, paper_dataset, paper_outliers, setting)
+              hyperparameter_set: str = "") -> Setup:
+    return Setup(dataset, outliers, paper_dataset, paper_outliers, hyperparameter_set)
 
 
 _CIFAR_SETS = ("noise", "svhn", "lsun", "tiny")
@@ -73,15 +73,15 @@ Setups = dict[str, list[Setup]]
 
 
 def _noise_stand_in(paper: list[Setup], paper_dataset: str, paper_outliers: tuple[str, ...],
-                    setting: str = "") -> Setups:
+                    hyperparameter_set: str = "") -> Setups:
     """The paper's cells, and at teaching scale Noise outliers on the JPEG (real) or built-in
     CIFAR-10 in their place."""
     return {
         "paper": paper,
-        "real": [_stand_in("cifar10_jpeg", ("noise",), paper_dataset, paper_outliers, setting)],
-        "builtin": [_stand_in("cifar10_builtin", ("noise",), paper_dataset, paper_outliers, setting)],
+        "real": [_stand_in("cifar10_jpeg", ("noise",), paper_dataset, paper_outliers, hyperparameter_set)],
+        "builtin": [_stand_in("cifar10_builtin", ("noise",), paper_dataset, paper_outliers, hyperparameter_set)],
         # The paper's stream length: the compact built-in network on all 10,000 JPEG test images.
-        "stream": [_stand_in("cifar10_jpeg_compact", ("noise",), paper_dataset, paper_outliers, setting)],
+        "stream": [_stand_in("cifar10_jpeg_compact", ("noise",), paper_dataset, paper_outliers, hyperparameter_set)],
     }
 
 
@@ -139,7 +139,7 @@ def _setups(experiment: Experiment, params: NotebookParameters) -> list[Setup]:
         digits = [builtin_setup(s, "digits") for s in experiment.setups.get("builtin", [])]
         known = {s.dataset: s for s in [*others, *digits, *defaults]}
         first = defaults[0]
-        setups = [known.get(ds, Setup(ds, first.outliers, "", ("",) * len(first.outliers), first.setting))
+        setups = [known.get(ds, Setup(ds, first.outliers, "", ("",) * len(first.outliers), first.hyperparameter_set))
                   for ds in params.datasets]
     else:
         setups = list(defaults)
@@ -169,7 +169,7 @@ def _cells(experiment: Experiment, params: NotebookParameters, rows: Sequence[st
             for method in rows:
                 for label, overrides, ratio in variants:
                     own = overrides if method in experiment.variant_methods else {}
-                    stand_ins = stand_in_overrides(method, setup.dataset, setup.setting)
+                    stand_ins = stand_in_overrides(method, setup.dataset, setup.hyperparameter_set)
                     share = 0.0 if o == data.CLOSED_SET else (params.outlier_ratio if ratio is None else ratio)
                     for network in params.networks:
                         # another network is a row of its own: its table reads beside network 0's
@@ -178,7 +178,8 @@ def _cells(experiment: Experiment, params: NotebookParameters, rows: Sequence[st
                             spec = RunSpec.make(
                                 method, overrides={**stand_ins, **own}, dataset=setup.dataset, outliers=o,
                                 corruptions=params.corruptions, severity=params.severity, outlier_ratio=share,
-                                seed=seed, profile=params.profile, setting=setup.setting, network=network,
+                                seed=seed, profile=params.profile, hyperparameter_set=setup.hyperparameter_set,
+                                network=network,
                             )
                             cells.append(PlannedCell(spec, row, setup.paper_dataset, po))
     return cells

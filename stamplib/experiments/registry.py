@@ -87,13 +87,13 @@ def distinct(specs: Iterable[RunSpec]) -> list[RunSpec]:
 @dataclass(frozen=True)
 class Setup:
     """One ID data set of a notebook with its outlier sets, what each stands in for in the
-    paper's table, and the hyperparameter setting to run it with ("" = the data set's own)."""
+    paper's table, and the hyperparameter set to run it with ("" = the data set's own)."""
 
     dataset: str
     outliers: tuple[str, ...]
     paper_dataset: str = ""
     paper_outliers: tuple[str, ...] = ()
-    setting: str = ""
+    hyperparameter_set: str = ""
 
     @classmethod
     def same(cls, dataset: str, outliers: tuple[str, ...]) -> Setup:

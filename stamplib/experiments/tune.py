@@ -8,7 +8,7 @@ evaluates only that first corruption. There is no separate validation split: the
 stream is the test stream of that corruption.
 
 A :class:`TuneJob` names one such selection: a method, the data set and outlier set, the
-selection corruption, profile, seed, hyperparameter setting, the grid (ordered name → values)
+selection corruption, profile, seed, hyperparameter set, the grid (ordered name → values)
 and the criterion (any registered metric; H by default; a lower-is-better metric such as FPR95
 picks its minimum). Its cells are ordinary :class:`~stamplib.evaluation.spec.RunSpec` s that go
 through the results store, so a second call computes nothing and a grid can be computed on
@@ -58,7 +58,7 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def check_grid(method: str, setting: str,
+def check_grid(method: str, hyperparameter_set: str,
                grid: Mapping[str, Iterable[Any]] | Iterable[tuple[str, Iterable[Any]]]) -> Grid:
     """``grid`` with every value typed as ``method``'s config field expects (the one rule of
     :func:`stamplib.validation.coerce`, as ``--set`` has it), in the given order. Unknown names, empty or repeated
@@ -67,7 +67,7 @@ def check_grid(method: str, setting: str,
     items = list(grid.items()) if isinstance(grid, Mapping) else list(grid)
     if not items:
         raise ValueError(f"the grid is empty: give at least one {GRID_SYNTAX}, or --preset NAME")
-    types_ = methods.field_types(method, setting)
+    types_ = methods.field_types(method, hyperparameter_set)
     out: list[tuple[str, tuple[Any, ...]]] = []
     for name, values in items:
         if name in dict(out):
@@ -88,9 +88,9 @@ def check_grid(method: str, setting: str,
     return tuple(out)
 
 
-def parse_grid(items: Sequence[str], method: str, setting: str) -> Grid:
+def parse_grid(items: Sequence[str], method: str, hyperparameter_set: str) -> Grid:
     """The grid of repeated ``--grid NAME=V1,V2,...`` arguments, typed for ``method`` under
-    hyperparameter ``setting`` (see :func:`check_grid`)."""
+    ``hyperparameter_set`` (see :func:`check_grid`)."""
     pairs: list[tuple[str, tuple[str, ...]]] = []
     for item in items:
         name, sep, text = item.partition("=")
@@ -102,7 +102,7 @@ def parse_grid(items: Sequence[str], method: str, setting: str) -> Grid:
             raise ValueError(f"--grid {item!r} has an empty value: separate the values by single commas, "
                              f"{GRID_SYNTAX}")
         pairs.append((name, values))
-    return check_grid(method, setting, pairs)
+    return check_grid(method, hyperparameter_set, pairs)
 
 
 def format_value(value: Any) -> str:
@@ -115,23 +115,24 @@ def format_value(value: Any) -> str:
 
 @dataclass(frozen=True)
 class Preset:
-    """A named grid of one method, per hyperparameter setting (the grids differ by data set)."""
+    """A named grid of one method, per hyperparameter set (the grids differ by data set)."""
 
     name: str
     method: str
-    grids: Mapping[str, Mapping[str, tuple[Any, ...]]]  # setting → ordered name → values
+    grids: Mapping[str, Mapping[str, tuple[Any, ...]]]  # hyperparameter set → ordered name → values
     source: str
 
-    def grid(self, setting: str) -> dict[str, tuple[Any, ...]]:
-        if setting not in self.grids:
-            raise ValueError(f"preset {self.name!r} has no grid for setting {setting!r} (it has "
-                             f"{', '.join(self.grids)}); give the grid with {GRID_SYNTAX}")
-        return dict(self.grids[setting])
+    def grid(self, hyperparameter_set: str) -> dict[str, tuple[Any, ...]]:
+        if hyperparameter_set not in self.grids:
+            raise ValueError(f"preset {self.name!r} has no grid for hyperparameter set {hyperparameter_set!r} (it "
+                             f"has {', '.join(self.grids)}); give the grid with {GRID_SYNTAX}")
+        return dict(self.grids[hyperparameter_set])
 
 
-def _every_setting(grid: Mapping[str, tuple[Any, ...]], settings: Iterable[str] = methods.SETTINGS
-                   ) -> dict[str, dict[str, tuple[Any, ...]]]:
-    return {s: dict(grid) for s in settings}
+def _every_hyperparameter_set(grid: Mapping[str, tuple[Any, ...]],
+                              hyperparameter_sets: Iterable[str] = methods.HYPERPARAMETER_SETS
+                              ) -> dict[str, dict[str, tuple[Any, ...]]]:
+    return {s: dict(grid) for s in hyperparameter_sets}
 
 
 _CIFAR10 = ("cifar10_c", "cifar10_c_8_2")
@@ -142,14 +143,14 @@ _CIFAR = _CIFAR10 + _CIFAR100
 def _by_family(cifar10: Mapping[str, tuple[Any, ...]], cifar100: Mapping[str, tuple[Any, ...]],
                imagenet: Mapping[str, tuple[Any, ...]]) -> dict[str, dict[str, tuple[Any, ...]]]:
     """The baselines' grids of ``test-time-val.sh`` choose by ``grep cifar100``, ``cifar10``,
-    ``imagenet`` on the data set's name: the class-split settings follow their family."""
-    return {**_every_setting(cifar10, _CIFAR10), **_every_setting(cifar100, _CIFAR100),
+    ``imagenet`` on the data set's name: the class-split hyperparameter sets follow their family."""
+    return {**_every_hyperparameter_set(cifar10, _CIFAR10), **_every_hyperparameter_set(cifar100, _CIFAR100),
             "imagenet_c": dict(imagenet)}
 
 
 _AUTHORS = "yuyongcan/STAMP test-time-val.sh (stamp.md §7 'Hyper-parameter search', baselines.md §10)"
 
-#: STAMP's LR × α grids of ``test-time-val.sh`` (yuyongcan/STAMP at dbdb2a9), per setting. The
+#: STAMP's LR × α grids of ``test-time-val.sh`` (yuyongcan/STAMP at dbdb2a9), per hyperparameter set. The
 #: script chose the branch by ``grep`` on the data set's name: ``cifar100_c`` (cifar100_c*),
 #: ``cifar10_c`` (cifar10_c, cifar10_c_svhn, ...), ``cifar10c`` (cifar10c_8_2), ``imagenet``,
 #: ``cifar100c`` (cifar100c_80_20).
@@ -193,7 +194,7 @@ TENT_LRS = (1e-4, 2.5e-4, 1e-3, 5e-3)
 PRESETS: dict[str, Preset] = {p.name: p for p in [
     Preset("stamp", "stamp", STAMP_GRIDS, _AUTHORS + "; the stray \"$lamb\" of 1e60cb3 left out (yuyongcan/STAMP issue "
                                                      "#5: a typo, the author said)"),
-    Preset("tent", "tent", _every_setting({"lr": TENT_LRS}), _AUTHORS),
+    Preset("tent", "tent", _every_hyperparameter_set({"lr": TENT_LRS}), _AUTHORS),
     Preset("cotta", "cotta", _by_family(
         {"lr": (1e-4, 1e-3, 5e-3), "restore_prob": (0.005, 0.01, 0.02), "aug_threshold": (0.8, 0.92, 0.95)},
         {"lr": (1e-4, 1e-3, 5e-3), "restore_prob": (0.005, 0.01, 0.02), "aug_threshold": (0.5, 0.72, 0.9)},
@@ -209,7 +210,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
         {"lr": (1e-3, 5e-3, 0.01), "reset_constant": (0.1, 0.2, 0.3)},
         {"lr": (1e-4, 2.5e-4, 5e-4), "reset_constant": (0.1, 0.2, 0.3)},
     ), _AUTHORS),
-    Preset("rotta", "rotta", _every_setting({"lr": (1e-4, 1e-3, 5e-3)}), _AUTHORS),
+    Preset("rotta", "rotta", _every_hyperparameter_set({"lr": (1e-4, 1e-3, 5e-3)}), _AUTHORS),
     # The authors' OWTTT never read --OWTTT_DA_SCALE (baselines.md §10: λ = 1 everywhere); here
     # da_scale sets λ, so this grid varies what their runs did not.
     Preset("owttt", "owttt", _by_family(
@@ -222,34 +223,34 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
         {"lr": (1e-4, 1e-3, 5e-3), "threshold": (0.5, 0.66, 0.8)},
         {"lr": (1e-4, 1e-3, 5e-3), "threshold": (0.2, 0.33, 0.5)},
     ), _AUTHORS),
-    # The newer methods (benchmarks/tune_newer_methods.py): the optimiser is the setting's
-    # (Adam in the CIFAR settings, SGD in imagenet_c), so each setting is its own selection.
-    Preset("unient", "unient", _every_setting({"alpha_marginal": UNIENT_ALPHAS, "alpha_ood": UNIENT_ALPHAS}),
+    # The newer methods (benchmarks/tune_newer_methods.py): the optimiser is the hyperparameter
+    # set's (Adam in the CIFAR ones, SGD in imagenet_c), so each hyperparameter set is its own selection.
+    Preset("unient", "unient", _every_hyperparameter_set({"alpha_marginal": UNIENT_ALPHAS, "alpha_ood": UNIENT_ALPHAS}),
            "gaozhengqing/UniEnt run.sh α grid, for α₁ × α₂"),
     Preset("unient_plus", "unient_plus",
-           _every_setting({"alpha_marginal": UNIENT_ALPHAS, "alpha_ood": UNIENT_ALPHAS}),
+           _every_hyperparameter_set({"alpha_marginal": UNIENT_ALPHAS, "alpha_ood": UNIENT_ALPHAS}),
            "gaozhengqing/UniEnt run.sh α grid, for α₁ × α₂"),
-    Preset("ostta", "ostta", _every_setting({"alpha_marginal": UNIENT_ALPHAS}),
+    Preset("ostta", "ostta", _every_hyperparameter_set({"alpha_marginal": UNIENT_ALPHAS}),
            "gaozhengqing/UniEnt run.sh α grid"),
-    # Tent's grid, CIFAR settings only: the ImageNet-C value is the COME authors' (SGD, 2.5e-4).
-    Preset("tent_come", "tent_come", _every_setting({"lr": TENT_LRS}, _CIFAR),
-           "Tent's LR grid of yuyongcan/STAMP test-time-val.sh (CIFAR settings)"),
+    # Tent's grid, CIFAR hyperparameter sets only: the ImageNet-C value is the COME authors' (SGD, 2.5e-4).
+    Preset("tent_come", "tent_come", _every_hyperparameter_set({"lr": TENT_LRS}, _CIFAR),
+           "Tent's LR grid of yuyongcan/STAMP test-time-val.sh (CIFAR hyperparameter sets)"),
 ]}
 
 
-def preset_grid(name: str, method: str, setting: str) -> dict[str, tuple[Any, ...]]:
-    """The grid of preset ``name`` for ``method`` under hyperparameter ``setting``."""
+def preset_grid(name: str, method: str, hyperparameter_set: str) -> dict[str, tuple[Any, ...]]:
+    """The grid of preset ``name`` for ``method`` under ``hyperparameter_set``."""
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}, or give {GRID_SYNTAX}")
     preset = PRESETS[name]
     if preset.method != method:
         raise ValueError(f"preset {name!r} is a grid of method {preset.method!r}, not {method!r}")
-    return preset.grid(setting)
+    return preset.grid(hyperparameter_set)
 
 
 def preset_lines() -> list[str]:
-    """``tune --list-presets``: each preset's name, method, settings and source."""
-    return [f"{name:12s} method {p.method:12s} settings {', '.join(p.grids)}  ({p.source})" for name,
+    """``tune --list-presets``: each preset's name, method, hyperparameter sets and source."""
+    return [f"{name:12s} method {p.method:12s} hyperparameter sets {', '.join(p.grids)}  ({p.source})" for name,
             p in PRESETS.items()]
 
 
@@ -267,8 +268,8 @@ class TuneJob:
 
     ``grid`` is an ordered mapping name → values (given as a dict or as pairs; kept as a tuple
     of pairs, so the job is hashable); its values are typed as the method's config fields
-    expect. ``setting`` "" means the data set's own hyperparameter setting; the cells' RunSpecs
-    carry it as given (an explicit setting is part of a record's key)."""
+    expect. ``hyperparameter_set`` "" means the data set's own; the cells' RunSpecs carry it as
+    given (an explicit hyperparameter set is part of a record's key)."""
 
     method: str
     dataset: str = "digits"
@@ -276,15 +277,15 @@ class TuneJob:
     corruption: str = SELECTION_CORRUPTION
     profile: str = "quick"
     seed: int = 0
-    setting: str = ""
+    hyperparameter_set: str = ""
     grid: Grid = field(default_factory=tuple)
     criterion: str = "h"
 
     def __post_init__(self) -> None:
         methods.method_class(self.method)
         check_metrics([self.criterion])
-        probe = self._spec({})  # names, profile, seed, setting: RunSpec's checks (reads no file)
-        object.__setattr__(self, "grid", check_grid(self.method, probe.hyperparameter_setting(), self.grid))
+        probe = self._spec({})  # names, profile, seed, hyperparameter set: RunSpec's checks (reads no file)
+        object.__setattr__(self, "grid", check_grid(self.method, probe.resolved_hyperparameter_set(), self.grid))
         for overrides in self.cells():
             self._spec(overrides)  # every value within its config's bounds
 
@@ -292,15 +293,15 @@ class TuneJob:
         # A value out of its config's bounds (e.g. lr > 0) is a ValueError from resolve_config.
         return RunSpec.make(self.method, overrides=dict(overrides), dataset=self.dataset, outliers=self.outliers,
                             corruptions=(self.corruption,), profile=self.profile, seed=self.seed,
-                            setting=self.setting)
+                            hyperparameter_set=self.hyperparameter_set)
 
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.grid)
 
-    def hyperparameter_setting(self) -> str:
-        """``setting``, or the data set's own."""
-        return self._spec({}).hyperparameter_setting()
+    def resolved_hyperparameter_set(self) -> str:
+        """``hyperparameter_set``, or the data set's own."""
+        return self._spec({}).resolved_hyperparameter_set()
 
     def cells(self) -> list[dict[str, Any]]:
         """The overrides of every cell, in grid order (the first name varies slowest)."""
@@ -312,13 +313,14 @@ class TuneJob:
     def current(self) -> dict[str, Any]:
         """The values the method's config uses today for the grid's hyperparameters (the paper's
         where the config follows the paper)."""
-        config = methods.resolve_config(self.method, self.hyperparameter_setting())
+        config = methods.resolve_config(self.method, self.resolved_hyperparameter_set())
         return {name: getattr(config, name) for name in self.names}
 
     def file_stem(self) -> str:
-        """``tune__<method>__<dataset>__<outliers>__<setting>__<profile>``, and the corruption,
-        seed and criterion where they are not the protocol's defaults."""
-        parts = ["tune", self.method, self.dataset, self.outliers, self.hyperparameter_setting(), self.profile]
+        """``tune__<method>__<dataset>__<outliers>__<hyperparameter set>__<profile>`` (the
+        hyperparameter set's name, e.g. ``cifar10_c``), and the corruption, seed and criterion
+        where they are not the protocol's defaults."""
+        parts = ["tune", self.method, self.dataset, self.outliers, self.resolved_hyperparameter_set(), self.profile]
         if self.corruption != SELECTION_CORRUPTION:
             parts.append(self.corruption)
         if self.seed:
@@ -337,16 +339,16 @@ def make_job(method: str, *, grid_items: Sequence[str] = (), preset: str | None 
     probe = RunSpec.make(method, dataset=fields.get("dataset", "digits"), outliers=fields.get("outliers", "noise"),
                          corruptions=(fields.get("corruption", SELECTION_CORRUPTION),),
                          profile=fields.get("profile", "quick"), seed=fields.get("seed", 0),
-                         setting=fields.get("setting", ""))
-    setting = probe.hyperparameter_setting()
+                         hyperparameter_set=fields.get("hyperparameter_set", ""))
+    hyperparameter_set = probe.resolved_hyperparameter_set()
     if preset is None and not grid_items:
         preset = default_preset(method)
         if preset is None:
             raise ValueError(f"method {method!r} has no preset grid: give {GRID_SYNTAX} (presets exist for "
                              f"{', '.join(PRESETS)})")
-    grid: dict[str, tuple[Any, ...]] = dict(preset_grid(preset, method, setting)) if preset else {}
+    grid: dict[str, tuple[Any, ...]] = dict(preset_grid(preset, method, hyperparameter_set)) if preset else {}
     if grid_items:
-        grid.update(dict(parse_grid(grid_items, method, setting)))
+        grid.update(dict(parse_grid(grid_items, method, hyperparameter_set)))
     return TuneJob(method, grid=tuple(grid.items()), **fields)
 
 

@@ -1,4 +1,4 @@
-"""TTA methods: ``available()`` lists them, ``create(name, model, num_classes, setting=...)``
+"""TTA methods: ``available()`` lists them, ``create(name, model, num_classes, hyperparameter_set=...)``
 builds one (``config=`` a resolved config instead, e.g. a RunSpec's; ``execution=`` how it
 computes). Every module of this package is imported here, so a new method module registers
 itself with its ``@register`` decorator and nothing else needs editing."""
@@ -7,16 +7,16 @@ import importlib
 import pkgutil
 
 from stamplib.methods.base import (
+    HYPERPARAMETER_SETS,
     PAPER_ORDER,
     RECORD_EXECUTION,
-    SETTINGS,
     Execution,
     SourceData,
     TTAMethod,
     TTAOutput,
     available,
     check_batch_size,
-    check_setting,
+    check_hyperparameter_set,
     config_with,
     create,
     field_types,
@@ -39,7 +39,7 @@ TABLE_ORDER = table_order()
 __all__ = [
     "PAPER_ORDER",
     "TABLE_ORDER",
-    "SETTINGS",
+    "HYPERPARAMETER_SETS",
     "RECORD_EXECUTION",
     "Execution",
     "SourceData",
@@ -47,7 +47,7 @@ __all__ = [
     "TTAOutput",
     "available",
     "check_batch_size",
-    "check_setting",
+    "check_hyperparameter_set",
     "config_with",
     "create",
     "field_types",

@@ -10,9 +10,10 @@ method documents with the switch that clears it (SAR and SoTTA: the base optimis
 inside SAM; EATA: the moving probability vector).
 
 Hyperparameters live in one frozen dataclass per method, with one instance per
-*hyperparameter setting* (the five settings of baselines.md §0.1). ``create`` takes the
-setting by name and applies keyword overrides, refusing unknown names. Methods never see a
-data set's name: the evaluation layer looks its setting up in the data set registry.
+*hyperparameter set* (the paper's five, baselines.md §0.1, which calls them settings). ``create``
+takes the hyperparameter set by name and applies keyword overrides, refusing unknown names.
+Methods never see a data set's name: the evaluation layer looks its hyperparameter set up in the
+data set registry.
 """
 
 from __future__ import annotations
@@ -33,9 +34,9 @@ from stamplib.blocks.entropy import energy_score, logit_entropy
 from stamplib.blocks.sam import SAM
 from stamplib.validation import coerce
 
-#: The hyperparameter settings of the paper (baselines.md §0.1, stamp.md §7). Which setting a
-#: data set uses is the data set's business (``stamplib.data``); a method only sees the setting.
-SETTINGS = ("cifar10_c", "cifar100_c", "imagenet_c", "cifar10_c_8_2", "cifar100_c_80_20")
+#: The hyperparameter sets of the paper (baselines.md §0.1, stamp.md §7). Which one a data set
+#: uses is the data set's business (``stamplib.data``); a method only sees the hyperparameter set.
+HYPERPARAMETER_SETS = ("cifar10_c", "cifar100_c", "imagenet_c", "cifar10_c_8_2", "cifar100_c_80_20")
 
 #: The ten methods of the paper in the row order of its Tables 1–3: the first rows of the method
 #: tables and the rows its numbers are compared with. Being registered adds no row: a method
@@ -151,23 +152,24 @@ class TTAMethod:
 
     name: ClassVar[str] = ""
     config_cls: ClassVar[type]
-    #: One frozen config per hyperparameter setting (the paper's five, :data:`SETTINGS`). A
-    #: setting without one takes :attr:`fallback_config`; without that either, asking for it is
-    #: an error naming the setting and the method (:meth:`config_for`).
+    #: One frozen config per hyperparameter set (the paper's five, :data:`HYPERPARAMETER_SETS`).
+    #: A hyperparameter set without one takes :attr:`fallback_config`; without that either, asking
+    #: for it is an error naming the hyperparameter set and the method (:meth:`config_for`).
     configs: ClassVar[dict[str, Any]] = {}
-    #: The config of every setting missing from :attr:`configs` (None: those settings are refused).
+    #: The config of every hyperparameter set missing from :attr:`configs` (None: those are refused).
     #: A method of one's own may give only this (``templates/my_method.py``).
     fallback_config: ClassVar[Any] = None
 
     @classmethod
-    def config_for(cls, setting: str) -> Any:
-        """The config of ``setting``: its own, else :attr:`fallback_config`, else a ValueError."""
-        setting = check_setting(setting)
-        config = cls.configs.get(setting, cls.fallback_config)
+    def config_for(cls, hyperparameter_set: str) -> Any:
+        """The config of ``hyperparameter_set``: its own, else :attr:`fallback_config`, else a ValueError."""
+        hyperparameter_set = check_hyperparameter_set(hyperparameter_set)
+        config = cls.configs.get(hyperparameter_set, cls.fallback_config)
         if config is None:
             have = ", ".join(cls.configs) or "none"
-            raise ValueError(f"method {cls.name or cls.__name__!r} has no hyperparameters for setting {setting!r} "
-                             f"(it has: {have}); add configs[{setting!r}] or a fallback_config to the class")
+            raise ValueError(f"method {cls.name or cls.__name__!r} has no hyperparameters for hyperparameter set "
+                             f"{hyperparameter_set!r} (it has: {have}); add configs[{hyperparameter_set!r}] or a "
+                             "fallback_config to the class")
         return config
 
     #: Set True by methods that need :class:`SourceData` (``create`` then insists on it).
@@ -415,8 +417,8 @@ def _add_outside(name: str, cls: object, origin: str) -> type[TTAMethod]:
     if not (isinstance(cls, type) and issubclass(cls, TTAMethod)):
         raise ValueError(f"{origin} is not a TTAMethod subclass (see templates/my_method.py)")
     if not cls.configs and cls.fallback_config is None:
-        raise ValueError(f"{origin} has no hyperparameters: give it configs per setting or a fallback_config "
-                         "(see templates/my_method.py)")
+        raise ValueError(f"{origin} has no hyperparameters: give it configs per hyperparameter set or a "
+                         "fallback_config (see templates/my_method.py)")
     cls.name = name
     _REGISTRY[name] = cls
     return cls
@@ -461,9 +463,9 @@ def table_order() -> tuple[str, ...]:
     return PAPER_ORDER + tuple(rows[row] for row in sorted(rows))
 
 
-def listing_lines(setting: str) -> list[str]:
-    """Every method with its hyperparameters under ``setting``, one line each (``methods``)."""
-    return [f"{name:11s} {resolve_config(name, setting)}" for name in available()]
+def listing_lines(hyperparameter_set: str) -> list[str]:
+    """Every method with its hyperparameters under ``hyperparameter_set``, one line each (``methods``)."""
+    return [f"{name:11s} {resolve_config(name, hyperparameter_set)}" for name in available()]
 
 
 def check_batch_size(name: str, batch_size: object) -> int:
@@ -522,18 +524,19 @@ def _unregistered(name: str) -> str | None:
             "method\"), or keep the file outside the package and name it package.module:Class")
 
 
-def check_setting(setting: str) -> str:
-    """``setting`` if it is one of :data:`SETTINGS`, else a ValueError naming them."""
-    if setting not in SETTINGS:
-        raise ValueError(f"unknown hyperparameter setting {setting!r}; choose one of {', '.join(SETTINGS)}")
-    return setting
+def check_hyperparameter_set(hyperparameter_set: str) -> str:
+    """``hyperparameter_set`` if it is one of :data:`HYPERPARAMETER_SETS`, else a ValueError naming them."""
+    if hyperparameter_set not in HYPERPARAMETER_SETS:
+        raise ValueError(f"unknown hyperparameter set {hyperparameter_set!r}; choose one of "
+                         f"{', '.join(HYPERPARAMETER_SETS)}")
+    return hyperparameter_set
 
 
-def field_types(name: str, setting: str) -> dict[str, Any]:
+def field_types(name: str, hyperparameter_set: str) -> dict[str, Any]:
     """Hyperparameter name → type of method ``name``'s config (its typed dataclass); an
     annotation that cannot be resolved (an outside method's module may not import what it
-    names) falls back to the type of the value the config of ``setting`` holds."""
-    config = method_class(name).config_for(setting)
+    names) falls back to the type of the value the config of ``hyperparameter_set`` holds."""
+    config = method_class(name).config_for(hyperparameter_set)
     try:
         hints = typing.get_type_hints(type(config))
     except Exception:
@@ -541,11 +544,11 @@ def field_types(name: str, setting: str) -> dict[str, Any]:
     return {f.name: hints.get(f.name, type(getattr(config, f.name))) for f in dataclasses.fields(config)}
 
 
-def typed_overrides(name: str, setting: str, overrides: dict[str, Any]) -> dict[str, Any]:
+def typed_overrides(name: str, hyperparameter_set: str, overrides: dict[str, Any]) -> dict[str, Any]:
     """``overrides`` with each value as its field's type holds it (:func:`stamplib.validation.coerce`:
     text from the command line is read as the type says); an unknown name, or a value its type
     refuses, is one ValueError that names the hyperparameter."""
-    types_ = field_types(name, setting)
+    types_ = field_types(name, hyperparameter_set)
     unknown = sorted(set(overrides) - set(types_))
     if unknown:
         raise ValueError(
@@ -555,18 +558,18 @@ def typed_overrides(name: str, setting: str, overrides: dict[str, Any]) -> dict[
             for field, value in overrides.items()}
 
 
-def resolve_config(name: str, setting: str, **overrides: Any) -> Any:
-    """The method's typed hyperparameters for ``setting`` with ``overrides`` applied: each value
+def resolve_config(name: str, hyperparameter_set: str, **overrides: Any) -> Any:
+    """The method's typed hyperparameters for ``hyperparameter_set`` with ``overrides`` applied: each value
     is checked against (and text converted to) its field's type, then the config's own checks
     run; either failure is one ValueError that names the hyperparameter."""
-    return config_with(name, setting, typed_overrides(name, setting, overrides))
+    return config_with(name, hyperparameter_set, typed_overrides(name, hyperparameter_set, overrides))
 
 
-def config_with(name: str, setting: str, typed: dict[str, Any]) -> Any:
-    """The config of ``setting`` with overrides already typed (:func:`typed_overrides`) applied,
+def config_with(name: str, hyperparameter_set: str, typed: dict[str, Any]) -> Any:
+    """The config of ``hyperparameter_set`` with overrides already typed (:func:`typed_overrides`) applied,
     after the config's own checks: for whoever keeps the typed overrides too (a RunSpec), so
     that they are typed once."""
-    base = method_class(name).config_for(setting)
+    base = method_class(name).config_for(hyperparameter_set)
     try:
         return dataclasses.replace(base, **typed)
     except AssertionError as err:
@@ -579,7 +582,7 @@ def create(
     name: str,
     model: nn.Module,
     num_classes: int,
-    setting: str | None = None,
+    hyperparameter_set: str | None = None,
     seed: int = 0,
     source_data: SourceData | None = None,
     *,
@@ -590,16 +593,16 @@ def create(
     """Build method ``name`` around a private copy of ``model`` (the caller's model is untouched).
 
     The hyperparameters are ``config`` as given (resolved already, e.g. a RunSpec's ``config``),
-    or else resolved here: ``setting``'s (one of :data:`SETTINGS`; cifar10_c if not named) with
+    or else resolved here: ``hyperparameter_set``'s (one of :data:`HYPERPARAMETER_SETS`; cifar10_c if not named) with
     ``overrides`` replacing single hyperparameters; giving both is refused. ``execution``: how
     the method computes (:class:`Execution`: speed, not numbers). ``source_data`` is required by
     methods that compute source statistics (EATA, OWTTT).
     """
     cls = method_class(name)
     if config is None:
-        config = resolve_config(name, setting or "cifar10_c", **overrides)
-    elif setting is not None or overrides:
-        raise ValueError(f"give method {name!r} a resolved config= or a setting= with overrides, not both")
+        config = resolve_config(name, hyperparameter_set or "cifar10_c", **overrides)
+    elif hyperparameter_set is not None or overrides:
+        raise ValueError(f"give method {name!r} a resolved config= or a hyperparameter_set= with overrides, not both")
     elif not isinstance(config, cls.config_cls):
         raise ValueError(f"method {name!r} takes a {cls.config_cls.__name__}, got a {type(config).__name__}")
     return cls(copy.deepcopy(model), num_classes, config, seed=seed, source_data=source_data, execution=execution)

@@ -10,7 +10,7 @@ import torch
 
 from stamplib.blocks.bn import use_batch_statistics
 from stamplib.blocks.entropy import logit_entropy
-from stamplib.methods.base import SETTINGS, TTAMethod, TTAOutput, register
+from stamplib.methods.base import HYPERPARAMETER_SETS, TTAMethod, TTAOutput, register
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class BNStatsConfig:
 @register("bn_stats")
 class BNStats(TTAMethod):
     config_cls = BNStatsConfig
-    configs = {s: BNStatsConfig() for s in SETTINGS}
+    configs = {s: BNStatsConfig() for s in HYPERPARAMETER_SETS}
 
     def setup(self) -> None:
         use_batch_statistics(self.model).eval()

@@ -11,8 +11,8 @@ tests/methods/test_contract.py both call them):
 * randomness comes from the method's own generators, never from the global RNG;
 * ``predict`` (the answer to a batch that arrives while the method is busy, without adapting)
   returns the same kind of output and changes no state at all;
-* the caller's model is left untouched; unknown hyperparameters are refused; every setting
-  has typed, frozen hyperparameters.
+* the caller's model is left untouched; unknown hyperparameters are refused; every
+  hyperparameter set has typed, frozen hyperparameters.
 
 Each check raises ``AssertionError`` (or the method's own exception) when the property does
 not hold and :class:`NotApplicable` when it does not concern the method. The checks run the
@@ -40,7 +40,7 @@ import torch
 from torch import nn
 
 from stamplib.methods.base import (
-    SETTINGS,
+    HYPERPARAMETER_SETS,
     SourceData,
     TTAMethod,
     TTAOutput,
@@ -103,7 +103,7 @@ class Probe:
 
     def create(self, name: str, net: nn.Module | None = None, **overrides: Any) -> TTAMethod:
         source = self.source_data() if method_class(name).needs_source_data else None
-        return create(name, net if net is not None else self.net(), self.num_classes, setting="cifar10_c",
+        return create(name, net if net is not None else self.net(), self.num_classes, hyperparameter_set="cifar10_c",
                       seed=3, source_data=source, **overrides)
 
     def batches(self, count: int = 3, n: int = 24, seed: int = 10) -> list[torch.Tensor]:
@@ -282,18 +282,18 @@ def check_model_untouched(name: str, probe: Probe) -> None:
 
 
 def check_refuses_unknown_hyperparameters(name: str, probe: Probe) -> None:
-    """Unknown hyperparameters and settings are refused by name."""
+    """Unknown hyperparameters and hyperparameter sets are refused by name."""
     _refused(lambda: probe.create(name, no_such_knob=1), r"unknown hyperparameter\(s\) \['no_such_knob'\]")
-    _refused(lambda: resolve_config(name, "digits"), "unknown hyperparameter setting 'digits'")
+    _refused(lambda: resolve_config(name, "digits"), "unknown hyperparameter set 'digits'")
 
 
 def check_typed_frozen_hyperparameters(name: str, probe: Probe) -> None:
-    """Every setting has hyperparameters, a frozen config_cls instance; exact_reset names fields."""
+    """Every hyperparameter set has hyperparameters, a frozen config_cls instance; exact_reset names fields."""
     cls = method_class(name)
-    for setting in SETTINGS:
-        config = resolve_config(name, setting)
+    for hyperparameter_set in HYPERPARAMETER_SETS:
+        config = resolve_config(name, hyperparameter_set)
         assert isinstance(config, cls.config_cls) and dataclasses.is_dataclass(config), (
-            f"{name}: the {setting} hyperparameters are not a {cls.config_cls.__name__} dataclass")
+            f"{name}: the {hyperparameter_set} hyperparameters are not a {cls.config_cls.__name__} dataclass")
         try:
             copy.copy(config).x = 1  # on a copy: a mutable config must not gain the attribute
         except dataclasses.FrozenInstanceError:

@@ -8,7 +8,7 @@ Adam. Per batch (§4 steps 1–9):
 3. teacher logits t = teacher(x) — unless a < AP, in which case t is the mean of the teacher
    *logits* over 32 CoTTA augmentations of the batch (one random parameter draw per
    augmentation, shared by the whole batch; the un-augmented logits are not included);
-4. loss = mean cross-entropy of s against softmax(t) (CIFAR settings) or its symmetric
+4. loss = mean cross-entropy of s against softmax(t) (CIFAR hyperparameter sets) or its symmetric
    version (ImageNet), Adam step;
 5. teacher ← m·teacher + (1 − m)·student (m = 0.999), all parameters;
 6. stochastic restore: each element of every trainable tensor returns to its source value with

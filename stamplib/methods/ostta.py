@@ -40,10 +40,10 @@ class OSTTAConfig:
     CIFAR-10-C and CIFAR-100-C (``cifar/main.py``); SGD with momentum 0.9, lr 1e-3 for
     ImageNet-C (``imagenet/main.py``). The class splits take their CIFAR parent's values.
 
-    α is *not* published per setting: ``run.sh`` grid-searches α ∈ {1, 0.5, 0.2, 0.1}. Ours
+    α is *not* published per hyperparameter set: ``run.sh`` grid-searches α ∈ {1, 0.5, 0.2, 0.1}. Ours
     was chosen on that grid by the paper's protocol (H-score on gaussian noise + Noise
     outliers, the first corruption) on the built-in digits benchmark (quick profile, seed 0) —
-    ``benchmarks/tune_newer_methods.py`` — once with Adam (used for all four CIFAR settings) and
+    ``benchmarks/tune_newer_methods.py`` — once with Adam (used for all four CIFAR hyperparameter sets) and
     once with the ImageNet-C SGD (used for ImageNet-C). A teaching-scale choice, not the
     authors'; re-run the script on real data to replace it.
     """

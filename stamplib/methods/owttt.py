@@ -16,9 +16,9 @@ of the clean source training set (the *prototypes*), with temperature δ = 0.1. 
    once the pool existed at step 1; SGD (momentum 0.9) over *all* network parameters;
 5. a fresh eval-mode forward gives the prediction softmax(cos_src/δ) and the score.
 
-λ as the authors ran it (§9 "Correction"): 1 in every setting. ``setup_owttt`` never passes the
+λ as the authors ran it (§9 "Correction"): 1 in every hyperparameter set. ``setup_owttt`` never passes the
 run script's DA_SCALE (5/1/1/1/0.2 for C10/C100/IN/C10s/C100s) to the method, whose default
-is 1. ``da_scale_as_intended=True`` uses the intended per-setting value (``intended_da_scale``);
+is 1. ``da_scale_as_intended=True`` uses the intended value of each hyperparameter set (``intended_da_scale``);
 ``da_scale`` sets λ directly.
 
 OOD score (§0.2): the authors return max cos_src (ID-positive) from the forward *after* the
@@ -62,7 +62,7 @@ class OWTTTConfig:
     lr: float
     #: λ, weight of the distribution-alignment loss, as run: 1 everywhere (§9 "Correction").
     da_scale: float = 1.0
-    #: The run script's DA_SCALE for this setting, which never reached the authors' method.
+    #: The run script's DA_SCALE for this hyperparameter set, which never reached the authors' method.
     intended_da_scale: float = 1.0
     #: True: λ = ``intended_da_scale`` (the corrected reading) instead of ``da_scale``.
     da_scale_as_intended: bool = False

@@ -1,7 +1,7 @@
 """RoTTA (Yuan et al., CVPR 2023) as run in the official STAMP evaluation (baselines.md §7).
 
 Every BatchNorm2d becomes a :class:`~stamplib.blocks.robust_bn.RobustBN2d` (momentum 0.05)
-whose affine parameters are the only trainable tensors (Adam, LR 5e-3 in every setting).
+whose affine parameters are the only trainable tensors (Adam, LR 5e-3 in every hyperparameter set).
 A teacher (deep copy, detached parameters, own robust-BN buffers) labels the stream:
 
 1. student and teacher in eval mode; t = teacher(x); p = softmax(t); pseudo-label argmax p,

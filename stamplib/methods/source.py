@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from stamplib.blocks.entropy import logit_entropy
-from stamplib.methods.base import SETTINGS, TTAMethod, TTAOutput, register
+from stamplib.methods.base import HYPERPARAMETER_SETS, TTAMethod, TTAOutput, register
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,7 @@ class SourceConfig:
 @register("source")
 class Source(TTAMethod):
     config_cls = SourceConfig
-    configs = {s: SourceConfig() for s in SETTINGS}
+    configs = {s: SourceConfig() for s in HYPERPARAMETER_SETS}
 
     def setup(self) -> None:
         self.model.eval()

@@ -34,14 +34,14 @@ from stamplib.methods.base import TTAMethod, TTAOutput, register
 class TentCOMEConfig:
     """Hyperparameters of Tent+COME.
 
-    ImageNet-C is the authors' ResNet-50 setting (``main.py`` ``get_model``/``get_adapt_model``):
+    ImageNet-C's hyperparameter set is the authors' ResNet-50 one (``main.py`` ``get_model``/``get_adapt_model``):
     SGD with momentum 0.9, lr 2.5e-4 for batch 64 — the same optimiser as their Tent, COME
     being a drop-in replacement of the loss. The authors give no CIFAR values; for the CIFAR
-    settings we keep this project's Tent optimiser (Adam) and chose the learning rate from the
+    hyperparameter sets we keep this project's Tent optimiser (Adam) and chose the learning rate from the
     STAMP Tent grid {1e-4, 2.5e-4, 1e-3, 5e-3} (``test-time-val.sh``, baselines.md §10) by the
     paper's protocol (H-score on gaussian noise + Noise outliers, the first corruption) on the
     built-in digits benchmark (quick profile, seed 0): ``benchmarks/tune_newer_methods.py``,
-    used for all four CIFAR settings. A teaching-scale choice, not the authors'; re-run the
+    used for all four CIFAR hyperparameter sets. A teaching-scale choice, not the authors'; re-run the
     script on real CIFAR-10 (and CIFAR-100) to replace it.
     """
 

@@ -48,7 +48,7 @@ class UniEntConfig:
     lr 1e-3 for ImageNet-C (``imagenet/main.py``, batch 32 ID + 32 OOD = our 64). The class
     splits have no values of their own; they take their CIFAR parent's.
 
-    The weights α₁, α₂ are *not* published per setting: ``run.sh`` grid-searches
+    The weights α₁, α₂ are *not* published per hyperparameter set: ``run.sh`` grid-searches
     α₁, α₂ ∈ {1, 0.5, 0.2, 0.1}. Ours are chosen on that grid by the paper's protocol (H-score
     on gaussian noise + Noise outliers, the first corruption; ``python -m stamplib tune``):
     for CIFAR-10-C and its 8:2 split on real images (the JPEG CIFAR-10 with the reference run's

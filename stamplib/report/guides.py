@@ -47,6 +47,12 @@ GPU_REPORTS = ("2026-11-25-h100/report.json", "2026-11-27-h200-issue51-steady/af
 SIZES = {"cifar10_c": "32 px", "imagenet_c": "224 px"}
 
 
+def hyperparameter_set_of_row(row: Record) -> str:
+    """The hyperparameter set (the shape) of a row of ``benchmarks/gpu_throughput.py``'s report;
+    reports written before the rename, committed ones among them, call it ``setting``."""
+    return row["hyperparameter_set"] if "hyperparameter_set" in row else row["setting"]
+
+
 #: What a guide does not tell: an issue number or a commit named in a record's free text (the
 #: record keeps it; the guide shows the commit in its own column where it has one).
 HISTORY = re.compile(r"\bissues? \d+|\b[0-9a-f]{7,40}\b")
@@ -117,12 +123,12 @@ def _label(method: str) -> str:
 def gpu_table(reports: Sequence[tuple[str, Record]]) -> str:
     """Images/s per method, one column per report and shape, with the peak memory at 224 px and
     the hours of the shape's table at those rates (as each report states them)."""
-    columns = []  # (header, report, setting)
+    columns = []  # (header, report, hyperparameter set)
     for _, report in reports:
         precision = "TF32" if report["tf32"]["cudnn"] or report["tf32"]["matmul"] else "float32"
         device = report["device_name"].removeprefix("NVIDIA ").split()[0]
-        for setting in [s for s in SIZES if any(r["setting"] == s for r in report["rows"])]:
-            columns.append((f"{device} {SIZES[setting]}, {precision}", report, setting))
+        for shape in [s for s in SIZES if any(hyperparameter_set_of_row(r) == s for r in report["rows"])]:
+            columns.append((f"{device} {SIZES[shape]}, {precision}", report, shape))
     methods = list(dict.fromkeys(r["method"] for _, report, _ in columns for r in report["rows"]))
     header = [c[0] for c in columns] + [f"{c[0].split(',')[0]} peak MiB" for c in columns if c[2] == "imagenet_c"]
     lines = [
@@ -138,17 +144,18 @@ def gpu_table(reports: Sequence[tuple[str, Record]]) -> str:
     lines += ["", "| method | " + " | ".join(header) + " |", "| --- |" + " ---: |" * len(header)]
     for method in methods:
         rates, peaks = [], []
-        for _, report, setting in columns:
-            row = next((r for r in report["rows"] if r["method"] == method and r["setting"] == setting), None)
+        for _, report, shape in columns:
+            row = next((r for r in report["rows"] if r["method"] == method and hyperparameter_set_of_row(r) == shape),
+                       None)
             failed = row is None or row.get("error")
             rate = "" if row is None else f"{row['images_per_s']:,.0f}"
             rates.append("fails" if row is not None and failed else rate)
-            if setting == "imagenet_c":
+            if shape == "imagenet_c":
                 peaks.append("" if failed else f"{row['peak_gpu_memory_mib']:,}")
         lines.append(f"| {_label(method)} | " + " | ".join(rates + peaks) + " |")
     hours = []
-    for _, report, setting in columns:
-        table = next(r["table"] for r in report["rows"] if r["setting"] == setting)
+    for _, report, shape in columns:
+        table = next(r["table"] for r in report["rows"] if hyperparameter_set_of_row(r) == shape)
         stated = report["table_hours"].get(table)
         hours.append("" if stated is None else f"**{stated:g} h**")
     lines.append("| hours of the table | " + " | ".join(hours + [""] * (len(header) - len(hours))) + " |")

@@ -2,7 +2,7 @@
 prints it, its CSV and Markdown files, and a heatmap of a two-dimensional grid.
 
 Files are named after the job (:meth:`~stamplib.experiments.tune.TuneJob.file_stem`:
-``tune__<method>__<dataset>__<outliers>__<setting>__<profile>``), go to ``figures/tune`` unless
+``tune__<method>__<dataset>__<outliers>__<hyperparameter set>__<profile>``), go to ``figures/tune`` unless
 the command line names another folder, and are each written to a temporary file and renamed."""
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ def summary(result: TuneResult) -> list[str]:
     direction = "highest" if higher_is_better(job.criterion) else "lowest"
     lines = [
         f"{job.method} on {job.dataset} + {job.outliers} outliers, corruption {job.corruption}, profile "
-        f"{job.profile}, seed {job.seed}, setting {job.hyperparameter_setting()}: {len(result.table)} cells, "
-        f"{direction} {label} chosen (ties: the first in grid order)",
+        f"{job.profile}, seed {job.seed}, hyperparameter set {job.resolved_hyperparameter_set()}: "
+        f"{len(result.table)} cells, {direction} {label} chosen (ties: the first in grid order)",
         f"chosen:      {_values(result.chosen)}  ({label} {result.value:.2f})",
     ]
     row = result.current_row

@@ -492,7 +492,7 @@ def stamp_for_checks(num_classes: int, seed: int, sharpen: float = 1.0, **overri
     last = [m for m in network.modules() if isinstance(m, torch.nn.Linear)][-1]
     with torch.no_grad():
         last.weight.mul_(sharpen)
-    return methods.create("stamp", network, num_classes, setting="cifar10_c", seed=seed, **overrides)
+    return methods.create("stamp", network, num_classes, hyperparameter_set="cifar10_c", seed=seed, **overrides)
 
 
 @functools.cache

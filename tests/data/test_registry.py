@@ -35,7 +35,7 @@ def toy_dataset(tmp_path: Path):
     weights = tmp_path / "toy-source.pt"
     torch.save(models.create("resnet_cifar_tiny", 4).state_dict(), weights)
     full = data.Dataset(
-        "toy_full", classes=5, setting="cifar10_c", test=load_test, train=lambda root, limit=None: train
+        "toy_full", classes=5, hyperparameter_set="cifar10_c", test=load_test, train=lambda root, limit=None: train
     )
     entry = data.class_split(
         full, 4, "toy", architecture="resnet_cifar_tiny", checkpoint=str(weights), paper_name="cifar10_c_8_2"
@@ -50,9 +50,9 @@ def toy_dataset(tmp_path: Path):
 def test_a_new_dataset_is_one_registry_entry_and_runs_end_to_end(toy_dataset, tmp_path: Path) -> None:
     entry, calls = toy_dataset
     assert not calls  # registering reads nothing
-    # every layer above knows it now: names, setting, source model, streams, runs, plans, reports
+    # every layer above knows it now: names, hyperparameter set, source model, streams, runs, plans, reports
     data.check_names("toy", "heldout_classes", ("fog",))
-    assert data.setting_of("toy") == "cifar10_c" and data.num_classes("toy") == 4
+    assert data.hyperparameter_set_of("toy") == "cifar10_c" and data.num_classes("toy") == 4
     assert models.source_model("toy", progress=False).fc.out_features == 4
     stream = data.build_stream(data.CorruptionStreamSpec("toy", "heldout_classes", "contrast", max_id=40))
     assert stream.num_outliers == 10 and int(stream.labels.max()) == 3 and calls
@@ -85,9 +85,9 @@ def test_unknown_names_are_refused_with_the_list_and_registration_is_checked() -
         data.register_outlier_set(data.OutlierSet("none", lambda root, limit=None: torch.zeros(0)))
 
 
-def test_every_entry_names_a_setting_the_methods_know_and_a_source_model() -> None:
+def test_every_entry_names_a_hyperparameter_set_the_methods_know_and_a_source_model() -> None:
     for name, entry in data.DATASETS.items():
-        assert entry.setting in methods.SETTINGS, name
+        assert entry.hyperparameter_set in methods.HYPERPARAMETER_SETS, name
         assert entry.architecture in models.ARCHITECTURES and entry.checkpoint, name
         assert 2 <= entry.known <= entry.classes
         assert (entry.heldout is not None) == (entry.known < entry.classes), name
@@ -101,4 +101,4 @@ def test_missing_files_of_a_templated_npz_dataset_are_listed(tmp_path: Path) -> 
     data.check_available(name, ("fog",))
     with pytest.raises(loaders.DatasetNotFound, match="snow-5.npz"):
         data.check_available(name, ("fog", "snow"))
-    assert data.setting_of(name) == ""  # a path names no hyperparameter setting
+    assert data.hyperparameter_set_of(name) == ""  # a path names no hyperparameter set

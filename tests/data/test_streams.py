@@ -259,7 +259,7 @@ def test_dataset_status(tmp_path: Path) -> None:
 def test_registries_are_lazy(tmp_path: Path) -> None:
     """Looking every entry up reads nothing: an empty data root is fine until images are used."""
     for name in data.DATASETS:
-        assert data.dataset(name).num_classes > 0 and data.setting_of(name)
+        assert data.dataset(name).num_classes > 0 and data.hyperparameter_set_of(name)
     with pytest.raises(loaders.DatasetNotFound, match="CIFAR-10-C.tar"):
         data.build_stream(data.CorruptionStreamSpec("cifar10_c", "none", "fog"), data_root=tmp_path)
 

@@ -48,9 +48,10 @@ def test_every_committed_tuning_table_names_the_keys_of_its_cells() -> None:
     tables = sorted((RESULTS / "tuning_real_images").glob("tune__*.csv"))
     assert tables
     for path in tables:
-        _, method, dataset, outliers, setting, profile = path.stem.split("__")
+        _, method, dataset, outliers, hyperparameter_set, profile = path.stem.split("__")
         table = pd.read_csv(path)
         names = list(table.columns[: list(table.columns).index("ACC")])
         grid = tuple((name, tuple(dict.fromkeys(table[name].tolist()))) for name in names)
-        job = tune.TuneJob(method, dataset=dataset, outliers=outliers, setting=setting, profile=profile, grid=grid)
+        job = tune.TuneJob(method, dataset=dataset, outliers=outliers, hyperparameter_set=hyperparameter_set,
+                           profile=profile, grid=grid)
         assert [s.key() for s in job.specs()] == table["key"].tolist(), path.name

@@ -23,7 +23,7 @@ from stamplib.evaluation import runner
 from stamplib.evaluation.record import Record
 from stamplib.evaluation.spec import RunSpec
 from stamplib.evaluation.store import ResultsStore
-from stamplib.methods.base import SETTINGS, TTAMethod, TTAOutput, register
+from stamplib.methods.base import HYPERPARAMETER_SETS, TTAMethod, TTAOutput, register
 from tests.data.files import write_cifar_c
 from tests.support import context_for
 
@@ -155,7 +155,7 @@ def test_killed_grid_resumes_without_recomputing_or_trusting_partial_files(
 @pytest.mark.parametrize("name", methods.available())
 def test_every_method_runs_a_cell_on_the_digits_benchmark(name: str, tmp_path: Path, digits_model) -> None:
     """End to end through run(): the source model, source data where a method needs it, the
-    setting from the data set registry, finite numbers for every corruption."""
+    hyperparameter set from the data set registry, finite numbers for every corruption."""
     spec = RunSpec(method=name, corruptions=("none", "gaussian_noise"), profile="smoke")
     record = stamplib.run(spec, context_for(tmp_path))
     for m in record.per_corruption.values():
@@ -199,7 +199,7 @@ class _NaNOnSecondStream(TTAMethod):
     """Source predictions, but non-finite outputs on the second corruption's stream."""
 
     config_cls = _NoConfig
-    configs = dict.fromkeys(SETTINGS, _NoConfig())
+    configs = dict.fromkeys(HYPERPARAMETER_SETS, _NoConfig())
 
     def setup(self) -> None:
         self.model.eval()
@@ -218,7 +218,7 @@ class _NaNOnSecondStream(TTAMethod):
 
 class _AlwaysClassZero(TTAMethod):
     config_cls = _NoConfig
-    configs = dict.fromkeys(SETTINGS, _NoConfig())
+    configs = dict.fromkeys(HYPERPARAMETER_SETS, _NoConfig())
 
     def step(self, x: torch.Tensor) -> TTAOutput:
         probs = torch.zeros(x.shape[0], self.num_classes)

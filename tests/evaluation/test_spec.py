@@ -25,7 +25,7 @@ def test_runspec_validates_and_hashes_stably():
 
 def test_the_realistic_protocol_keeps_every_older_key() -> None:
     older = RunSpec(method="tent", dataset="digits", outliers="noise", corruptions=("gaussian_noise", "contrast"),
-                    profile="smoke", setting="imagenet_c", overrides=(("lr", 0.01),))
+                    profile="smoke", hyperparameter_set="imagenet_c", overrides=(("lr", 0.01),))
     assert older.with_stream(realistic=False, relative_speed=0).key() == "afdd9fd681a664f5"
     measured, fixed = older.with_stream(realistic=True), older.with_stream(realistic=True, relative_speed=17)
     assert len({older.key(), measured.key(), fixed.key()}) == 3
@@ -84,22 +84,23 @@ def test_runspec_takes_a_single_corruption_name() -> None:
 
 
 
-def test_the_setting_comes_from_the_dataset_registry_or_is_named() -> None:
-    assert RunSpec(method="tent").hyperparameter_setting() == "cifar10_c"  # the digits entry's
-    assert RunSpec(method="tent", dataset="cifar100_c_80_20").hyperparameter_setting() == "cifar100_c_80_20"
-    assert RunSpec(method="tent", setting="imagenet_c").hyperparameter_setting() == "imagenet_c"
-    with pytest.raises(ValueError, match="has no hyperparameter setting of its own; give setting="):
+def test_the_hyperparameter_set_comes_from_the_dataset_registry_or_is_named() -> None:
+    assert RunSpec(method="tent").resolved_hyperparameter_set() == "cifar10_c"  # the digits entry's
+    assert RunSpec(method="tent", dataset="cifar100_c_80_20").resolved_hyperparameter_set() == "cifar100_c_80_20"
+    assert RunSpec(method="tent", hyperparameter_set="imagenet_c").resolved_hyperparameter_set() == "imagenet_c"
+    with pytest.raises(ValueError, match="has no hyperparameter set of its own; give hyperparameter_set="):
         RunSpec(method="tent", dataset="npz:/nowhere/x.npz")
-    assert RunSpec(method="tent", dataset="npz:/nowhere/x.npz", setting="cifar10_c").dataset == "npz:/nowhere/x.npz"
-    with pytest.raises(ValueError, match="unknown hyperparameter setting 'digits'"):
-        RunSpec(method="tent", setting="digits")
+    spec = RunSpec(method="tent", dataset="npz:/nowhere/x.npz", hyperparameter_set="cifar10_c")
+    assert spec.dataset == "npz:/nowhere/x.npz"
+    with pytest.raises(ValueError, match="unknown hyperparameter set 'digits'"):
+        RunSpec(method="tent", hyperparameter_set="digits")
 
 
 def test_keys_of_specs_written_before_the_stream_options_are_unchanged() -> None:
     # Computed by the code before `continual`, `dirichlet` and `outlier_burst` existed.
     assert RunSpec(method="stamp").key() == "8c92a55947dd4606"
     older = RunSpec(method="tent", dataset="digits", outliers="noise", corruptions=("gaussian_noise", "contrast"),
-                    profile="smoke", setting="imagenet_c", overrides=(("lr", 0.01),))
+                    profile="smoke", hyperparameter_set="imagenet_c", overrides=(("lr", 0.01),))
     assert older.key() == "afdd9fd681a664f5"
     harder = older.with_stream(schedule="continual", dirichlet=0.1, outlier_burst=16)
     assert harder.key() != older.key() and RunSpec.from_dict(harder.to_dict()) == harder

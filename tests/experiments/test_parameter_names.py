@@ -14,8 +14,10 @@ import pytest
 
 from stamplib import cli
 from stamplib.data import SCHEDULE_FLAGS, StreamSpec
+from stamplib.evaluation.record import Mean, Record, Row
 from stamplib.evaluation.spec import RunSpec
-from stamplib.experiments import registry
+from stamplib.evaluation.store import ResultsStore
+from stamplib.experiments import registry, tune
 from stamplib.experiments.parameters import NotebookParameters
 
 REPO = Path(__file__).resolve().parents[2]
@@ -106,6 +108,63 @@ def test_a_list_parameter_given_by_its_singular_is_refused_naming_the_plural() -
     with pytest.raises(ValueError) as refused:
         registry.check_parameter_names(["02_table1_cifar_outlier_aware"], ["netwrok"])
     assert "plural" not in str(refused.value)
+
+
+def test_the_old_setting_flag_of_tune_sets_the_hyperparameter_set_with_a_note(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    made = []
+
+    def capture(method: str, **fields: object) -> None:
+        made.append(fields["hyperparameter_set"])
+        raise ValueError("captured")
+
+    monkeypatch.setattr(tune, "make_job", capture)
+    for flag in ("--hyperparameter-set", "--setting"):
+        assert cli.main(["tune", "tent", flag, "imagenet_c", "--profile", "smoke", "--results", str(tmp_path)]) == 2
+    assert made == ["imagenet_c", "imagenet_c"]
+    err = capsys.readouterr().err.splitlines()
+    notes = [line for line in err if line.startswith("note:")]
+    assert notes == ["note: `--setting` is now `--hyperparameter-set`; the old spelling goes in the next release"]
+
+
+#: A committed tuning table: its cells' keys were computed before the rename, from spec dicts that
+#: named the hyperparameter set explicitly under the old name, "setting".
+TUNED_BEFORE_THE_RENAME = REPO / "results/tuning_real_images/tune__stamp__cifar10_jpeg__noise__cifar10_c__quick.csv"
+
+
+def test_a_record_written_before_the_rename_loads_and_keeps_its_key(tmp_path: Path) -> None:
+    header, first = TUNED_BEFORE_THE_RENAME.read_text().splitlines()[:2]
+    row = dict(zip(header.split(","), first.split(",")))
+    old = {"method": "stamp", "dataset": "cifar10_jpeg", "outliers": "noise", "corruptions": ["gaussian_noise"],
+           "severity": 5, "outlier_ratio": 0.2, "seed": 0, "profile": "quick", "setting": "cifar10_c",
+           "overrides": {"lr": float(row["lr"]), "alpha": float(row["alpha"])}}
+    spec = RunSpec.from_dict(old)
+    assert spec.hyperparameter_set == "cifar10_c" and spec.key() == row["key"]
+    # the record file as the store wrote it before the rename: its spec names "setting"
+    rows = {"gaussian_noise": Row({"acc": 80.0, "auroc": 70.0, "h": 74.7}, n_id=16, n_outliers=4)}
+    ResultsStore(tmp_path).put(Record(key=spec.key(), spec=spec, per_corruption=rows, mean=Mean.of(rows)))
+    path = ResultsStore(tmp_path).path(spec)
+    written = json.loads(path.read_text())
+    assert written["spec"]["hyperparameter_set"] == "cifar10_c" and "setting" not in written["spec"]
+    written["spec"]["setting"] = written["spec"].pop("hyperparameter_set")
+    path.write_text(json.dumps(written, indent=1, sort_keys=True))
+    served = ResultsStore(tmp_path).get(spec)
+    assert served is not None and served.key == row["key"] and served.spec == spec
+    assert path.is_file() and not (tmp_path / ".grid" / "stale").exists()  # served, not set aside
+    with pytest.raises(ValueError, match="names 'hyperparameter_set' twice"):
+        RunSpec.from_dict({**old, "hyperparameter_set": "cifar10_c"})
+
+
+def test_a_named_hyperparameter_set_keeps_the_key_it_had_as_a_setting() -> None:
+    spec = RunSpec(method="tent", dataset="digits", outliers="noise", corruptions=("gaussian_noise", "contrast"),
+                   profile="smoke", hyperparameter_set="imagenet_c", overrides=(("lr", 0.01),))
+    fields = spec.to_dict()
+    assert fields["hyperparameter_set"] == "imagenet_c" and "setting" not in fields
+    old = {("setting" if name == "hyperparameter_set" else name): value for name, value in fields.items()}
+    # afdd9fd681a664f5: this cell's key as the code before the rename computed it
+    assert RunSpec.from_dict(old).key() == spec.key() == "afdd9fd681a664f5"
+    assert "hyperparameter_set" not in spec.with_(hyperparameter_set="").to_dict()
+    assert spec.with_(hyperparameter_set="").key() != spec.key()
 
 
 def test_a_cells_values_are_checked_by_the_spec_alone_above_the_data_layer() -> None:

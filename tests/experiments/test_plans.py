@@ -174,12 +174,12 @@ def test_ratio_sweep_reads_fractions_and_labels_rows_like_the_paper():
     assert math.isclose(plan.cells[1].spec.outlier_ratio, 1 / 3)
 
 
-def test_imagenet_stand_in_runs_the_imagenet_setting_without_the_normalised_input_quirk():
+def test_imagenet_stand_in_runs_the_imagenet_hyperparameter_set_without_the_normalised_input_quirk():
     plan = registry.plan("03_table2_imagenet_outlier_aware")
     specs = {c.spec.method: c.spec for c in plan.cells}
-    assert all(s.setting == "imagenet_c" for s in specs.values())
+    assert all(s.hyperparameter_set == "imagenet_c" for s in specs.values())
     assert dict(specs["cotta"].overrides) == {"clip_normalized_inputs": False}
-    assert registry.plan("03_table2_imagenet_outlier_aware", profile="full").cells[0].spec.setting == ""
+    assert registry.plan("03_table2_imagenet_outlier_aware", profile="full").cells[0].spec.hyperparameter_set == ""
 
 
 def test_seeds_multiply_cells():

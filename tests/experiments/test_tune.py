@@ -90,21 +90,22 @@ def test_stamp_preset_is_the_authors_intended_grid_without_the_typo() -> None:
         "imagenet_c": ([1e-4, 5e-4, 1e-3, 2e-3, 5e-3, 0.01, 0.02, 0.05, 0.1], [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]),
         "cifar100_c_80_20": ([1e-4, 1e-3, 2e-3, 5e-3, 0.01, 0.02, 0.05, 0.1], [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]),
     }
-    assert set(tune.PRESETS["stamp"].grids) == set(methods.SETTINGS)
-    for setting, (lrs, alphas) in expected.items():
-        grid = tune.preset_grid("stamp", "stamp", setting)
+    assert set(tune.PRESETS["stamp"].grids) == set(methods.HYPERPARAMETER_SETS)
+    for hyperparameter_set, (lrs, alphas) in expected.items():
+        grid = tune.preset_grid("stamp", "stamp", hyperparameter_set)
         assert list(grid) == ["lr", "alpha"]  # no "lamb"
-        assert list(grid["lr"]) == lrs and list(grid["alpha"]) == alphas, setting
+        assert list(grid["lr"]) == lrs and list(grid["alpha"]) == alphas, hyperparameter_set
         # the values the paper (and our config) uses were among those searched
-        config = methods.resolve_config("stamp", setting)
-        assert config.lr in grid["lr"] and config.alpha in grid["alpha"], setting
-    assert len(tune.make_job("stamp").specs()) == 11 * 8  # digits: the cifar10_c setting
+        config = methods.resolve_config("stamp", hyperparameter_set)
+        assert config.lr in grid["lr"] and config.alpha in grid["alpha"], hyperparameter_set
+    assert len(tune.make_job("stamp").specs()) == 11 * 8  # digits: the cifar10_c hyperparameter set
 
 
-def test_every_preset_builds_a_valid_job_in_each_of_its_settings() -> None:
+def test_every_preset_builds_a_valid_job_in_each_of_its_hyperparameter_sets() -> None:
     for preset in tune.PRESETS.values():
-        for setting in preset.grids:
-            job = tune.make_job(preset.method, preset=preset.name, setting=setting, profile="smoke")
+        for hyperparameter_set in preset.grids:
+            job = tune.make_job(preset.method, preset=preset.name, hyperparameter_set=hyperparameter_set,
+                                profile="smoke")
             assert len(job.specs()) == math.prod(len(v) for _, v in job.grid) >= 2
     assert tune.preset_grid("eata", "eata", "imagenet_c")["lr"] == (1e-4, 2.5e-4, 5e-4)
     assert tune.preset_grid("cotta", "cotta", "cifar100_c_80_20")["aug_threshold"] == (0.5, 0.72, 0.9)
@@ -116,17 +117,19 @@ def test_newer_methods_script_keeps_its_cells(tmp_path: Path) -> None:
     script = load_script("benchmarks/tune_newer_methods.py")
     alphas = (1.0, 0.5, 0.2, 0.1)
     for method in ("unient", "ostta", "tent_come"):
-        settings = list(script.settings(method))
-        assert settings == (["cifar10_c"] if method == "tent_come" else ["cifar10_c", "imagenet_c"])
-        new = [s.key() for setting in settings for s in tune.TuneJob(
-            method, setting=setting, grid=tuple(tune.preset_grid(method, method, setting).items())).specs()]
+        hyperparameter_sets = list(script.hyperparameter_sets(method))
+        assert hyperparameter_sets == (["cifar10_c"] if method == "tent_come" else ["cifar10_c", "imagenet_c"])
+        new = [s.key() for hp in hyperparameter_sets for s in tune.TuneJob(
+            method, hyperparameter_set=hp, grid=tuple(tune.preset_grid(method, method, hp).items())).specs()]
         if method == "unient":
-            cells = [(st, {"alpha_marginal": a, "alpha_ood": b}) for st in settings for a in alphas for b in alphas]
+            cells = [(hp, {"alpha_marginal": a, "alpha_ood": b}) for hp in hyperparameter_sets for a in alphas
+                     for b in alphas]
         elif method == "ostta":
-            cells = [(st, {"alpha_marginal": a}) for st in settings for a in alphas]
+            cells = [(hp, {"alpha_marginal": a}) for hp in hyperparameter_sets for a in alphas]
         else:
             cells = [("cifar10_c", {"lr": lr}) for lr in (1e-4, 2.5e-4, 1e-3, 5e-3)]
-        old = [RunSpec.make(method, overrides=o, corruptions=("gaussian_noise",), setting=st).key() for st, o in cells]
+        old = [RunSpec.make(method, overrides=o, corruptions=("gaussian_noise",), hyperparameter_set=hp).key()
+               for hp, o in cells]
         assert new == old, method
 
 
@@ -139,7 +142,7 @@ def test_newer_methods_script_runs_its_command_line(tmp_path: Path, digits_model
         cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
     assert done.returncode == 0, done.stderr
-    assert "tent_come, optimiser of setting cifar10_c:" in done.stdout and "<- chosen" in done.stdout
+    assert "tent_come, optimiser of hyperparameter set cifar10_c:" in done.stdout and "<- chosen" in done.stdout
     assert done.stdout.count("| 0.0001 |") == 1 and "config uses: lr=0.0001" in done.stdout
     stem = "tune__tent_come__digits__noise__cifar10_c__smoke"
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [f"{stem}.csv", f"{stem}.md"]

@@ -166,7 +166,7 @@ def test_cli_names_the_missing_files_of_a_partial_copy(tmp_path: Path, monkeypat
 def test_cli_methods_lists_a_datasets_hyperparameters(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["methods", "--dataset", "cifar10_jpeg_8_2"]) == 0
     out = capsys.readouterr().out
-    assert "TentConfig(lr=0.0001)" in out  # the cifar10_c_8_2 setting of the registry entry
+    assert "TentConfig(lr=0.0001)" in out  # the cifar10_c_8_2 hyperparameter set of the registry entry
     assert cli.main(["methods", "--dataset", "mnist"]) == 2
     assert "unknown dataset 'mnist'" in capsys.readouterr().err
 

@@ -307,7 +307,7 @@ def test_run_refuses_a_data_set_read_from_files_in_one_line(
             == 2
         )
         err = _one_error(capsys)
-        assert "has no source network to adapt" in err and "--outliers" in err and "setting=" not in err
+        assert "has no source network to adapt" in err and "--outliers" in err and "hyperparameter_set=" not in err
     assert cli.main(["run", "--method", "tent", "--dataset", "mnist", "--results", str(tmp_path)]) == 2
     err = _one_error(capsys)
     assert "unknown dataset 'mnist'; choose one of" in err and "npz:" not in err

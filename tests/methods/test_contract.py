@@ -74,7 +74,7 @@ def test_the_callers_model_is_left_untouched(name: str) -> None:
     check(contract.check_model_untouched, name)
 
 
-def test_unknown_hyperparameters_and_settings_are_refused(name: str) -> None:
+def test_unknown_hyperparameters_and_hyperparameter_sets_are_refused(name: str) -> None:
     check(contract.check_refuses_unknown_hyperparameters, name)
 
 

@@ -21,11 +21,11 @@ from tests.support import two_bn_net as tiny_net
 C = 4
 
 
-def make(setting: str = "cifar10_c", net: nn.Module | None = None,
+def make(hyperparameter_set: str = "cifar10_c", net: nn.Module | None = None,
          execution: methods.Execution = methods.RECORD_EXECUTION,
          **overrides) -> Cotta:
-    method = methods.create("cotta", net if net is not None else tiny_net(), C, setting=setting, seed=3,
-                            execution=execution, **overrides)
+    method = methods.create("cotta", net if net is not None else tiny_net(), C, hyperparameter_set=hyperparameter_set,
+                            seed=3, execution=execution, **overrides)
     assert isinstance(method, Cotta)
     return method
 

@@ -39,7 +39,7 @@ def test_entropy_filter_keeps_exactly_the_samples_below_e0(base_model):
 
 
 def test_redundancy_filter_drops_samples_similar_to_the_moving_vector(base_model):
-    m = make(base_model)  # ε = 0.2 (CIFAR-10 setting)
+    m = make(base_model)  # ε = 0.2 (CIFAR-10 hyperparameter set)
     logits = torch.tensor([[9.0, 0, 0, 0], [0.0, 9, 0, 0], [0.0, 0, 9, 0], [0.0, 0, 0, 0]])
     entropy = logit_entropy(logits)
     m.moving_probs = torch.tensor([1.0, 0.0, 0.0, 0.0])

@@ -66,7 +66,7 @@ def test_the_recipe_registers_a_method_and_adds_no_row_here(monkeypatch) -> None
     try:
         exec(compile(text, where, "exec"), module.__dict__)  # the page's own code
         assert NAME in methods.available() and methods.method_class(NAME).table_row is None
-        assert methods.table_order() == methods.TABLE_ORDER  # what tests/methods/test_settings.py checks
+        assert methods.table_order() == methods.TABLE_ORDER  # what tests/methods/test_hyperparameter_sets.py checks
         assert set(methods.TABLE_ORDER) <= set(methods.available())
     finally:
         _REGISTRY.pop(NAME, None)
@@ -92,7 +92,7 @@ def test_a_new_method_is_one_file_that_runs_and_passes_its_contract(tmp_path: Pa
     assert contract.returncode == 0 and "failed" not in contract.stdout.splitlines()[-1], contract.stdout[-3000:]
 
     # The copy's rows and its headline notebooks' cells are this checkout's: registered ⊇ rows, and
-    # what test_settings, test_plans, test_builtin_benchmark and the reference run count is unchanged.
+    # what test_hyperparameter_sets, test_plans, test_builtin_benchmark and the reference run count is unchanged.
     there = in_copy(copy, "-c", ROWS_AND_CELLS)
     assert there.returncode == 0, there.stderr[-3000:]
     copied = json.loads(there.stdout)

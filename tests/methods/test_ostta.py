@@ -92,7 +92,7 @@ def test_score_is_energy_of_the_pre_update_logits_and_reset_is_exact():
 
 
 def test_imagenet_setting_uses_sgd_with_momentum():
-    m = methods.create("ostta", tiny_net(C), C, setting="imagenet_c")
+    m = methods.create("ostta", tiny_net(C), C, hyperparameter_set="imagenet_c")
     assert isinstance(m.optimizer, torch.optim.SGD) and m.optimizer.defaults["momentum"] == 0.9
     assert isinstance(methods.create("ostta", tiny_net(C), C).optimizer, torch.optim.Adam)
 
@@ -101,7 +101,7 @@ def test_imagenet_setting_uses_sgd_with_momentum():
 def test_runs_on_the_digits_benchmark(dataset, digits_model):
     stream = data.build_stream(data.CorruptionStreamSpec(
         dataset, "noise", "gaussian_noise", max_id=48, seed=3, stream=data.StreamSpec(batch_size=20)))
-    m = methods.create("ostta", digits_model, 8, setting=data.setting_of(dataset))
+    m = methods.create("ostta", digits_model, 8, hyperparameter_set=data.hyperparameter_set_of(dataset))
     result = runner.run_stream(m, stream)
     assert result.probs.shape == (60, 8) and torch.isfinite(result.ood_score).all()
     assert runner.collapse_reason(result) is None and 0 < m.num_kept <= 60

@@ -202,20 +202,20 @@ def _adapted_after_one_step(calibrated_model, **overrides) -> list[torch.Tensor]
 
 
 def test_lambda_is_one_in_every_setting(calibrated_model):
-    # The default step (CIFAR10-C setting) weights the alignment loss exactly as λ = 1 does.
+    # The default step (CIFAR10-C hyperparameter set) weights the alignment loss exactly as λ = 1 does.
     default = _adapted_after_one_step(calibrated_model)
     assert_same(default, _adapted_after_one_step(calibrated_model, da_scale=1.0))
     five = _adapted_after_one_step(calibrated_model, da_scale=5.0)
     assert any(not torch.equal(a, b) for a, b in zip(default, five))
-    for setting in methods.SETTINGS:
-        config = methods.resolve_config("owttt", setting)
-        assert config.da_scale == 1.0 and config.effective_da_scale == 1.0, setting
+    for hyperparameter_set in methods.HYPERPARAMETER_SETS:
+        config = methods.resolve_config("owttt", hyperparameter_set)
+        assert config.da_scale == 1.0 and config.effective_da_scale == 1.0, hyperparameter_set
 
 
 def test_intended_lambda_switch(calibrated_model):
-    for setting, value in INTENDED_LAMBDA.items():
-        config = methods.resolve_config("owttt", setting, da_scale_as_intended=True)
-        assert config.effective_da_scale == value, setting
+    for hyperparameter_set, value in INTENDED_LAMBDA.items():
+        config = methods.resolve_config("owttt", hyperparameter_set, da_scale_as_intended=True)
+        assert config.effective_da_scale == value, hyperparameter_set
     assert_same(
         _adapted_after_one_step(calibrated_model, da_scale_as_intended=True),
         _adapted_after_one_step(calibrated_model, da_scale=5.0),

@@ -26,8 +26,9 @@ def params_of(module: nn.Module) -> list[torch.Tensor]:
     return [p.detach().clone() for p in module.parameters()]
 
 
-def make(setting: str = "cifar10_c", net: nn.Module | None = None, **overrides) -> Rotta:
-    method = methods.create("rotta", net if net is not None else tiny_net(), C, setting=setting, seed=5, **overrides)
+def make(hyperparameter_set: str = "cifar10_c", net: nn.Module | None = None, **overrides) -> Rotta:
+    method = methods.create("rotta", net if net is not None else tiny_net(), C, hyperparameter_set=hyperparameter_set,
+                            seed=5, **overrides)
     assert isinstance(method, Rotta)
     return method
 
@@ -40,11 +41,11 @@ def make(setting: str = "cifar10_c", net: nn.Module | None = None, **overrides) 
 
 # -- the method ------------------------------------------------------------------------------------------------
 def test_hyperparameters_and_configuration() -> None:
-    for setting in methods.SETTINGS:
-        cfg = methods.resolve_config("rotta", setting)
+    for hyperparameter_set in methods.HYPERPARAMETER_SETS:
+        cfg = methods.resolve_config("rotta", hyperparameter_set)
         assert (cfg.lr, cfg.capacity, cfg.update_every, cfg.nu, cfg.bn_momentum) == (5e-3, 64, 64, 0.001, 0.05)
         assert (cfg.lambda_t, cfg.lambda_u, cfg.reset_counter) == (1.0, 1.0, False)
-        assert cfg.clip_normalized_inputs == (setting == "imagenet_c")
+        assert cfg.clip_normalized_inputs == (hyperparameter_set == "imagenet_c")
     method = make()
     trainable = {n for n, p in method.model.named_parameters() if p.requires_grad}
     assert trainable == {"bn1.weight", "bn1.bias", "bn2.weight", "bn2.bias"}

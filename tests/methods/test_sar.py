@@ -212,7 +212,7 @@ def test_corrections_work_as_run_spec_overrides():
     from stamplib.evaluation.spec import RunSpec
 
     spec = RunSpec.make("sar", overrides={"clear_ema_on_reset": True, "reset_base_optimizer_state": True})
-    config = methods.resolve_config("sar", spec.hyperparameter_setting(), **dict(spec.overrides))
+    config = methods.resolve_config("sar", spec.resolved_hyperparameter_set(), **dict(spec.overrides))
     assert config.clear_ema_on_reset and config.reset_base_optimizer_state
     defaults = methods.resolve_config("sar", "cifar10_c")
     assert not defaults.clear_ema_on_reset and not defaults.reset_base_optimizer_state

@@ -31,8 +31,8 @@ def test_configuration(base_model):
         for mod in m.model.modules()
         if isinstance(mod, torch.nn.BatchNorm2d)
     )
-    for setting in methods.SETTINGS:
-        assert methods.resolve_config("sotta", setting).rho == 0.5  # the STAMP runs' radius
+    for hyperparameter_set in methods.HYPERPARAMETER_SETS:
+        assert methods.resolve_config("sotta", hyperparameter_set).rho == 0.5  # the STAMP runs' radius
     assert isinstance(m.optimizer.base_optimizer, torch.optim.Adam)
 
 

@@ -24,7 +24,8 @@ from tests.support import tiny_net
 # -- memory (stamp.md §4.3; the memory itself: tests/blocks/test_memories.py) --------------------------
 def test_xi_moves_once_per_adaptation_step():
     net = tiny_net(4)
-    stamp = methods.create("stamp", net, 4, setting="cifar100_c", alpha=10.0, consistency_filter=False, num_views=2)
+    stamp = methods.create("stamp", net, 4, hyperparameter_set="cifar100_c", alpha=10.0, consistency_filter=False,
+                           num_views=2)
     x = torch.rand(8, 3, 32, 32)
     stamp.step(x)
     counts = stamp.memory.class_counts()
@@ -37,7 +38,7 @@ def test_xi_moves_once_per_adaptation_step():
 
 # -- loss (stamp.md §4.4) -------------------------------------------------------------------------------
 def test_self_weighted_loss_gradient_flows_through_the_weights():
-    stamp = methods.create("stamp", tiny_net(4), 4, setting="cifar100_c")
+    stamp = methods.create("stamp", tiny_net(4), 4, hyperparameter_set="cifar100_c")
     # float64: two formulas of the same gradient agree to rounding, far below the difference
     # between keeping and detaching the weights' gradient.
     logits = torch.randn(10, 4, dtype=torch.float64, requires_grad=True)
@@ -63,7 +64,7 @@ def test_weighting_switches_give_different_losses():
     logits = torch.randn(10, 4)
     values = {}
     for weighting in ("adaptive", "static", "eata", "none"):
-        stamp = methods.create("stamp", tiny_net(4), 4, setting="cifar100_c", weighting=weighting)
+        stamp = methods.create("stamp", tiny_net(4), 4, hyperparameter_set="cifar100_c", weighting=weighting)
         values[weighting] = float(stamp.loss(logits, scale=10))
     assert values["adaptive"] == pytest.approx(values["static"])  # same value, different gradient
     assert len({round(values[k], 6) for k in ("adaptive", "eata", "none")}) == 3
@@ -88,7 +89,7 @@ def test_cosine_step_size_matches_closed_form_and_torch_including_the_rise_after
 def test_step_sizes_used_by_the_method_follow_the_schedule_for_0_to_2T():
     period = 4
     stamp = methods.create(
-        "stamp", tiny_net(4), 4, setting="cifar100_c", period=period, alpha=10.0,
+        "stamp", tiny_net(4), 4, hyperparameter_set="cifar100_c", period=period, alpha=10.0,
         consistency_filter=False, num_views=1,
     )
     reports = []
@@ -104,9 +105,9 @@ def test_step_sizes_used_by_the_method_follow_the_schedule_for_0_to_2T():
 
 # -- parameters (stamp.md §2.2) ------------------------------------------------------------------------
 def test_adapted_parameter_counts():
-    cifar = methods.create("stamp", create_model("resnet18_cifar", 10), 10, setting="cifar10_c")
+    cifar = methods.create("stamp", create_model("resnet18_cifar", 10), 10, hyperparameter_set="cifar10_c")
     assert sum(p.numel() for p in cifar.adapted_parameters()) == 4480
-    imagenet = methods.create("stamp", create_model("resnet50", 1000), 1000, setting="imagenet_c")
+    imagenet = methods.create("stamp", create_model("resnet50", 1000), 1000, hyperparameter_set="imagenet_c")
     assert sum(p.numel() for p in imagenet.adapted_parameters()) == 30592
     names = {id(p): n for n, p in cifar.model.named_parameters()}
     assert not any("conv5_x" in names[id(p)] or "fc" in names[id(p)] for p in cifar.adapted_parameters())
@@ -124,9 +125,9 @@ VIEWS_ATOL = 1e-10
 
 def test_batched_view_forward_equals_the_per_view_loop():
     x = torch.rand(16, 3, 32, 32, dtype=torch.float64)
-    fast = methods.create("stamp", tiny_net(4).double(), 4, setting="cifar10_c",
+    fast = methods.create("stamp", tiny_net(4).double(), 4, hyperparameter_set="cifar10_c",
                           execution=Execution(batched_views=True, view_chunk=16))
-    loop = methods.create("stamp", tiny_net(4).double(), 4, setting="cifar10_c",
+    loop = methods.create("stamp", tiny_net(4).double(), 4, hyperparameter_set="cifar10_c",
                           execution=Execution(batched_views=False))
     views = make_views(x, 16, "cotta", torch.Generator().manual_seed(0))
     with torch.no_grad():
@@ -140,9 +141,9 @@ def test_chunked_view_forwards_equal_the_per_view_loop(chunk, channels_last):
     memory format, keeps per-view BN statistics: the logits of the plain loop (issue 9)."""
     x = torch.rand(16, 3, 32, 32, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
     views = make_views(x, 16, "cotta", torch.Generator().manual_seed(0))
-    loop = methods.create("stamp", tiny_net(4).double(), 4, setting="cifar10_c",
+    loop = methods.create("stamp", tiny_net(4).double(), 4, hyperparameter_set="cifar10_c",
                           execution=Execution(batched_views=False))
-    fast = methods.create("stamp", tiny_net(4).double(), 4, setting="cifar10_c",
+    fast = methods.create("stamp", tiny_net(4).double(), 4, hyperparameter_set="cifar10_c",
                           execution=Execution(view_chunk=chunk, channels_last=channels_last))
     with torch.no_grad():
         expected = loop._view_logits(views)
@@ -151,14 +152,15 @@ def test_chunked_view_forwards_equal_the_per_view_loop(chunk, channels_last):
 
 
 def test_auto_view_chunk_is_one_on_cpu_but_for_small_batches_all_on_cuda_and_bf16_stays_off_on_cpu():
-    stamp = methods.create("stamp", tiny_net(4), 4, setting="cifar10_c", execution=Execution(bf16_autocast=True))
+    stamp = methods.create("stamp", tiny_net(4), 4, hyperparameter_set="cifar10_c",
+                           execution=Execution(bf16_autocast=True))
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert stamp.views_per_forward(16, cpu, 64 * 32 * 32) == 1
     assert stamp.views_per_forward(16, cpu, 16 * 32 * 32) == 1
     assert stamp.views_per_forward(16, cpu, 4 * 32 * 32) == 8  # 32 images per forward
     assert stamp.views_per_forward(16, cuda, 64 * 32 * 32) == 16
     assert not stamp.autocast  # the model lives on the CPU: fp32, whatever the switch says
-    fp32 = methods.create("stamp", tiny_net(4), 4, setting="cifar10_c")
+    fp32 = methods.create("stamp", tiny_net(4), 4, hyperparameter_set="cifar10_c")
     x = torch.rand(8, 3, 32, 32)
     assert torch.equal(stamp.step(x).probs, fp32.step(x).probs)
 
@@ -178,7 +180,7 @@ def test_paper_variant_switches_every_row_of_section_9():
     assert (code.consistency_reference, code.score_eps, code.schedule) == ("bn_stats", 1e-5, "periodic")
     assert (cfg.consistency_reference, cfg.compare_label, cfg.stored_label) == ("source_eval", "averaged", "averaged")
     assert (cfg.loss_scale, cfg.score_eps, cfg.schedule, cfg.xi_update) == ("sum", 0.0, "clamped", "after_step")
-    stamp = methods.create("stamp", tiny_net(4), 4, setting="cifar10_c", variant="paper", num_views=2)
+    stamp = methods.create("stamp", tiny_net(4), 4, hyperparameter_set="cifar10_c", variant="paper", num_views=2)
     # one name for what runs: the method reads the switches from its config
     assert stamp.config == dataclasses.replace(cfg, num_views=2)
     assert isinstance(stamp.reference, nn.Module) and not stamp.reference.training  # row 1: the source in eval mode
@@ -192,7 +194,7 @@ def test_execution_options_are_no_hyperparameters_but_records_still_name_them() 
     with them at the values every record runs under, as records written before say."""
     with pytest.raises(ValueError, match=r"unknown hyperparameter\(s\) \['view_chunk'\]"):
         methods.resolve_config("stamp", "cifar10_c", view_chunk=4)
-    stamp = methods.create("stamp", tiny_net(4), 4, setting="cifar10_c", execution=Execution(view_chunk=4))
+    stamp = methods.create("stamp", tiny_net(4), 4, hyperparameter_set="cifar10_c", execution=Execution(view_chunk=4))
     assert stamp.execution.view_chunk == 4 and not hasattr(stamp.config, "view_chunk")
     assert stamp.views_per_forward(16, torch.device("cpu"), 64 * 32 * 32) == 4
     assert repr(stamp.config).endswith(
@@ -208,7 +210,7 @@ def test_execution_options_are_no_hyperparameters_but_records_still_name_them() 
     [dict(memory=False), dict(sam=False), dict(lr_decay=False), dict(num_views=1), dict(consistency_filter=False)],
 )
 def test_ablation_switches_run(switches):
-    stamp = methods.create("stamp", tiny_net(4), 4, setting="cifar10_c", alpha=10.0, **switches)
+    stamp = methods.create("stamp", tiny_net(4), 4, hyperparameter_set="cifar10_c", alpha=10.0, **switches)
     before = [p.detach().clone() for p in stamp.adapted_parameters()]
     for _ in range(2):
         out = stamp.step(torch.rand(8, 3, 32, 32))
@@ -229,7 +231,7 @@ ORACLE_ATOL = 1e-10
 def test_step_matches_the_plain_oracle():
     torch.manual_seed(0)
     net = tiny_net(4, seed=3).double()
-    ours = methods.create("stamp", net, 4, setting="cifar10_c", lr=0.5, alpha=0.99, period=3, seed=5)
+    ours = methods.create("stamp", net, 4, hyperparameter_set="cifar10_c", lr=0.5, alpha=0.99, period=3, seed=5)
     oracle = OracleStamp(net, 4, lr=0.5, alpha=0.99, period=3, seed=5)
     g = torch.Generator().manual_seed(1)
     filled = []

@@ -90,7 +90,7 @@ def test_step_minimises_the_opinion_entropy_and_scores_by_max_belief():
 
 
 def test_imagenet_setting_is_the_authors_sgd():
-    m = methods.create("tent_come", tiny_net(C), C, setting="imagenet_c")
+    m = methods.create("tent_come", tiny_net(C), C, hyperparameter_set="imagenet_c")
     assert isinstance(m.optimizer, torch.optim.SGD)
     assert m.optimizer.defaults["lr"] == 2.5e-4 and m.optimizer.defaults["momentum"] == 0.9
 
@@ -108,7 +108,7 @@ def test_reset_is_exact():
 def test_runs_on_the_digits_benchmark(digits_model):
     stream = data.build_stream(data.CorruptionStreamSpec(
         "digits", "noise", "gaussian_noise", max_id=48, seed=3, stream=data.StreamSpec(batch_size=20)))
-    m = methods.create("tent_come", digits_model, 8, setting=data.setting_of("digits"))
+    m = methods.create("tent_come", digits_model, 8, hyperparameter_set=data.hyperparameter_set_of("digits"))
     result = runner.run_stream(m, stream)
     assert result.probs.shape == (60, 8) and torch.isfinite(result.ood_score).all()
     assert runner.collapse_reason(result) is None

@@ -184,7 +184,7 @@ def test_score_is_energy_of_the_pre_update_logits_and_reset_is_exact(name):
 def test_runs_on_the_digits_benchmark(name, digits_model):
     stream = data.build_stream(data.CorruptionStreamSpec("digits", "noise", "gaussian_noise", max_id=48, seed=3,
                                stream=data.StreamSpec(batch_size=20)))
-    m = methods.create(name, digits_model, 8, setting=data.setting_of("digits"))
+    m = methods.create(name, digits_model, 8, hyperparameter_set=data.hyperparameter_set_of("digits"))
     result = runner.run_stream(m, stream)
     assert result.probs.shape == (60, 8) and torch.isfinite(result.ood_score).all()
     assert runner.collapse_reason(result) is None
