@@ -331,7 +331,7 @@ def test_lesson_16s_self_weighting_text_follows_the_authors_code_and_the_gradien
     scale, entropy = 64, torch.tensor([0.05, 0.2, 0.4, 1.9, 2.2], dtype=torch.float64, requires_grad=True)
     weights = torch.softmax(-entropy, 0)
     (grad,) = torch.autograd.grad((entropy * scale * weights).mean(), entropy)
-    mean = float((weights * entropy).sum())
+    mean = float((weights * entropy).sum().detach())
     formula = scale / len(entropy) * weights * (1 - entropy + mean)
     assert torch.allclose(grad, formula.detach())
     above = entropy.detach() > 1 + mean
