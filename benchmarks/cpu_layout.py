@@ -35,7 +35,7 @@ LAYOUTS = (torch.contiguous_format, torch.channels_last)
 def quick_stream_spec(method: str, **fields: Any) -> RunSpec:
     """The cell these CPU benchmarks time: the built-in benchmark's first corruption with Noise
     outliers, quick profile, seed 0 (``fields``: more RunSpec fields, e.g. stream, overrides)."""
-    return RunSpec.make(method, dataset="cifar10_builtin", outliers="noise", corruptions=("gaussian_noise",),
+    return RunSpec.make(method, dataset="cifar10_builtin", outlier_set="noise", corruptions=("gaussian_noise",),
                         profile="quick", seed=0, **fields)
 
 

@@ -148,14 +148,14 @@ class Real:
 
     def __init__(self, shape: Shape, args: argparse.Namespace) -> None:
         self.shape = shape
-        self.spec = RunSpec(method="source", dataset=shape.hyperparameter_set, outliers="noise",
+        self.spec = RunSpec(method="source", dataset=shape.hyperparameter_set, outlier_set="noise",
                             corruptions=("gaussian_noise",), profile="full")
         stream = build_stream(self.spec, max_id=args.batches * args.batch_size * 4 // 5)
         self.stream = data.Stream(stream.images, stream.labels, args.batch_size)
 
     def method(self, name: str, device: str, overrides: dict[str, Any], execution: methods.Execution,
                replay_graphs: bool = False) -> methods.TTAMethod:
-        return build_method(RunSpec.make(name, dataset=self.spec.dataset, outliers="noise",
+        return build_method(RunSpec.make(name, dataset=self.spec.dataset, outlier_set="noise",
                                          corruptions=("gaussian_noise",), profile="full", overrides=overrides),
                             device, replay_graphs=replay_graphs, execution=execution)
 

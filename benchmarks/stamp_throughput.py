@@ -180,7 +180,7 @@ def all_methods(args: argparse.Namespace) -> None:
         torch.manual_seed(0)
         model = models.create(ARCHITECTURES[args.model], data.num_classes("digits")).eval()
     # one per method below
-    spec = RunSpec(method="source", dataset="digits", outliers="noise", corruptions=("gaussian_noise",))
+    spec = RunSpec(method="source", dataset="digits", outlier_set="noise", corruptions=("gaussian_noise",))
     stream = build_stream(spec, max_id=args.max_id)
     n_images = stream.images.shape[0]
     print(

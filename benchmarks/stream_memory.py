@@ -126,7 +126,7 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
     folder = Path(args.measure)
     register(folder, folder / "stand_in.pt")
     data.set_stream_cache_budget(args.budget)
-    spec = RunSpec(method=args.method, dataset=NAME, outliers="noise", corruptions=CORRUPTIONS,
+    spec = RunSpec(method=args.method, dataset=NAME, outlier_set="noise", corruptions=CORRUPTIONS,
                    profile="full", hyperparameter_set="imagenet_c")
     models.source_model(NAME)  # the network, before the baseline is read
     data.outlier_set("noise").load(folder, None)

@@ -48,7 +48,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--methods", default="unient,unient_plus,ostta,tent_come")
     ap.add_argument("--dataset", default="digits")
-    ap.add_argument("--outliers", default="noise")
+    ap.add_argument("--outlier-set", default="noise")
     ap.add_argument("--corruption", default="gaussian_noise", help="the protocol tunes on the first one")
     ap.add_argument("--profile", default="quick", choices=["smoke", "quick", "full"])
     ap.add_argument("--data-root", default="")
@@ -64,11 +64,11 @@ def main() -> int:
     from stamplib.report import tuning
 
     context = RunContext.build(args.data_root, args.results, device=args.device)
-    print(f"tuning on {args.dataset} + {args.outliers}, {args.corruption}, profile {args.profile}, "
+    print(f"tuning on {args.dataset} + {args.outlier_set}, {args.corruption}, profile {args.profile}, "
           f"seed {args.seed}; results in {context.results}")
     for method in args.methods.split(","):
         for hyperparameter_set in hyperparameter_sets(method):
-            job = tune.TuneJob(method, dataset=args.dataset, outliers=args.outliers, corruption=args.corruption,
+            job = tune.TuneJob(method, dataset=args.dataset, outlier_set=args.outlier_set, corruption=args.corruption,
                                profile=args.profile, seed=args.seed, hyperparameter_set=hyperparameter_set,
                                grid=tuple(tune.preset_grid(method, method, hyperparameter_set).items()))
             result = tune.tune(job, context)

@@ -253,7 +253,7 @@ def explore(
     dataset: str = "",
     corruption: str = "gaussian_noise",
     severity: int = 5,
-    outliers: str = "noise",
+    outlier_set: str = "noise",
     outlier_ratio: float = 0.2,
     max_id: int | None = None,
     seed: int = 0,
@@ -279,11 +279,11 @@ def explore(
     dataset = dataset or get_profile(profile).builtin
     spec = RunSpec.make(
         method, overrides={**stand_in_overrides(method, dataset, hyperparameter_set), **hyperparameters},
-        dataset=dataset, outliers=outliers, corruptions=(corruption,), severity=severity, outlier_ratio=outlier_ratio,
-        seed=seed, profile=profile, hyperparameter_set=hyperparameter_set,
+        dataset=dataset, outlier_set=outlier_set, corruptions=(corruption,), severity=severity,
+        outlier_ratio=outlier_ratio, seed=seed, profile=profile, hyperparameter_set=hyperparameter_set,
     )
     extra = ", ".join(f"{k}={v}" for k, v in hyperparameters.items())
-    title = f"{method}{f' ({extra})' if extra else ''} on {dataset} / {corruption} {severity} + {outliers}"
+    title = f"{method}{f' ({extra})' if extra else ''} on {dataset} / {corruption} {severity} + {outlier_set}"
     kept = _kept_path(Path(context.results), spec, max_id)
     stored = _read_kept(kept, current_config(spec)) if reuse else None
     stream = build_stream(spec, max_id=max_id, data_root=context.data_root)

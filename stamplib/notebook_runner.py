@@ -104,6 +104,25 @@ def notebook_parameters(nb: Path) -> dict[str, Any]:
     return _papermill().inspect_notebook(str(nb))
 
 
+#: Old spellings of notebook parameters that still work for one release → their new names.
+OLD_PARAMETERS = {"outliers": "outlier_set"}
+
+
+def renamed_parameters(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with each old spelling (:data:`OLD_PARAMETERS`) under its new name, saying so in
+    one line."""
+    out = dict(params)
+    for old, new in OLD_PARAMETERS.items():
+        if old in out:
+            if new in out:
+                raise ValueError(f"--param {old} and {new} name one parameter ({old} is {new}'s old spelling): "
+                                 f"give {new}")
+            print(f"note: the parameter `{old}` is now `{new}`; the old spelling goes in the next release",
+                  file=sys.stderr)
+            out[new] = out.pop(old)
+    return out
+
+
 def check_parameters(nb: Path, params: dict[str, Any]) -> None:
     known = notebook_parameters(nb)
     unknown = sorted(set(params) - set(known))
@@ -182,7 +201,7 @@ def run_notebooks(
     # A headless run executes every notebook whole: the course's exercise checks take the reference
     # solutions (execute gives a notebook only the parameters its parameters cell has).
     common: dict[str, Any] = {"profile": profile, "device": device, "data_root": data_root or "", "solutions": True}
-    extra = extra or {}
+    extra = renamed_parameters(extra or {})
     _executor()  # a missing extra stops here, before any notebook is looked at
     notebooks = discover(only)
     for nb in notebooks:

@@ -95,7 +95,7 @@ def test_the_data_root_is_passed_down_not_read_from_the_environment(
         seen.append(data_root), build(spec, corruption, severity=severity, data_root=data_root))[1])
     run(RunSpec(method="source", profile="smoke"), context_for(tmp_path / "results", data_root=tmp_path / "given"))
     assert seen == [tmp_path / "given"]
-    spec = RunSpec(method="source", dataset="cifar10", outliers="none", corruptions=("none",), profile="smoke")
+    spec = RunSpec(method="source", dataset="cifar10", outlier_set="none", corruptions=("none",), profile="smoke")
     with pytest.raises(FileNotFoundError, match=str(tmp_path / "given")):
         assembly.build_stream(spec, data_root=tmp_path / "given")
 

@@ -61,7 +61,7 @@ def test_without_a_front_end_a_cell_value_shows_the_summary_once(monkeypatch):
 
 def test_exploring_a_cell_again_reuses_the_kept_run(tmp_path, monkeypatch, digits_model, capsys):
     context = context_for(tmp_path / "results")
-    kwargs = dict(context=context, profile="smoke", outliers="noise", corruption="gaussian_noise")
+    kwargs = dict(context=context, profile="smoke", outlier_set="noise", corruption="gaussian_noise")
     first = explorer.explore("stamp", **kwargs)
     assert "exploring stamp over" in capsys.readouterr().err  # progress while it computes
     assert list((tmp_path / "results" / ".explorer").glob("stamp__*.npz"))

@@ -64,7 +64,7 @@ def test_nothing_the_run_path_can_reach_is_above_the_run() -> None:
 
 def test_import_stamplib_and_a_smoke_run_load_nothing_above_the_run(tmp_path: Path) -> None:
     """The README's example with the cheapest method (a forward per batch): the run path is the same."""
-    loaded = loaded_by(dict(method="source", dataset="cifar10_builtin", outliers="noise", profile="smoke"),
+    loaded = loaded_by(dict(method="source", dataset="cifar10_builtin", outlier_set="noise", profile="smoke"),
                        tmp_path / "results")
     # `import stamplib` loads its names on first use (a few modules); the run loads the run path.
     assert len(loaded["import"]) <= 5 and "stamplib.evaluation.runner" in loaded["run"]
@@ -74,6 +74,6 @@ def test_import_stamplib_and_a_smoke_run_load_nothing_above_the_run(tmp_path: Pa
 
 @pytest.mark.slow
 def test_the_readme_example_loads_nothing_above_the_run(tmp_path: Path) -> None:
-    loaded = loaded_by(dict(method="stamp", dataset="cifar10_builtin", outliers="noise", profile="smoke"),
+    loaded = loaded_by(dict(method="stamp", dataset="cifar10_builtin", outlier_set="noise", profile="smoke"),
                        tmp_path / "results")
     assert above_the_run(loaded["run"]) == [], loaded

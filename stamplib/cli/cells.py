@@ -63,7 +63,7 @@ def adapted_dataset(text: str) -> str:
         raise argparse.ArgumentTypeError(
             f"{text!r} is a data set read from files, which has no source network to adapt: register it with "
             "its checkpoint (docs/architecture.md, Adding a data set) and give its name, or give the files as "
-            "--outliers")
+            "--outlier-set")
     try:
         return validation.check_choice("dataset", text, DATASETS)  # the registered ones only
     except ValueError as err:
@@ -77,7 +77,8 @@ def run_parser(sub: Any) -> None:
                    help="ID data set (default: the built-in CIFAR-10 photographs)")
     p.add_argument("--network", default=0, type=flags.read_seed,
                    help="the source network: its training seed (0 = the registered one)")
-    p.add_argument("--outliers", default="noise", help="outlier set, or 'none' for closed-set")
+    p.add_argument("--outlier-set", default="noise", help="outlier set, or 'none' for closed-set")
+    common.old_flag(p, "--outliers", "--outlier-set")
     p.add_argument("--corruptions", default="gaussian_noise", help="comma-separated names")
     p.add_argument("--severity", type=int, default=5)
     p.add_argument("--outlier-ratio", type=float, default=0.2, help="outliers / (ID + outliers)")
@@ -102,8 +103,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         from stamplib.determinism import set_deterministic
 
         set_deterministic()
-    spec = RunSpec.make(args.method, overrides=flags.pairs(args.set), dataset=args.dataset, outliers=args.outliers,
-                        corruptions=tuple(args.corruptions.split(",")), severity=args.severity,
+    spec = RunSpec.make(args.method, overrides=flags.pairs(args.set), dataset=args.dataset,
+                        outlier_set=args.outlier_set, corruptions=tuple(args.corruptions.split(",")),
+                        severity=args.severity,
                         outlier_ratio=args.outlier_ratio, seed=args.seed, profile=args.profile,
                         stream=stream_of(args), network=args.network)
     from stamplib.experiments import grid

@@ -122,7 +122,8 @@ def tune_parser(sub: Any) -> None:
     )
     p.add_argument("method", nargs="?", default=None, help="a registered method name, e.g. stamp")
     p.add_argument("--dataset", default="cifar10_builtin", type=adapted_dataset)
-    p.add_argument("--outliers", default="noise", help="outlier set (the protocol uses noise)")
+    p.add_argument("--outlier-set", default="noise", help="outlier set (the protocol uses noise)")
+    common.old_flag(p, "--outliers", "--outlier-set")
     p.add_argument("--corruption", default="gaussian_noise", help="the selection corruption (the protocol: the first)")
     p.add_argument(
         "--grid",
@@ -164,7 +165,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         return 0
     if not args.method:
         raise ValueError(
-            "name the METHOD to tune, e.g. python -m stamplib tune stamp --dataset cifar10_builtin --outliers noise"
+            "name the METHOD to tune, e.g. python -m stamplib tune stamp --dataset cifar10_builtin --outlier-set noise"
         )
     context = common.context(args, writes=True)
     job = tune.make_job(
@@ -172,7 +173,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         grid_items=args.grid,
         preset=args.preset,
         dataset=args.dataset,
-        outliers=args.outliers,
+        outlier_set=args.outlier_set,
         corruption=args.corruption,
         profile=args.profile,
         seed=args.seed,

@@ -150,14 +150,15 @@ def outlier_set(name: str, data: Dataset | None = None) -> OutlierSet:
     return OUTLIER_SETS[name]
 
 
-def check_names(dataset: str, outliers: str | None = None, corruptions: tuple[str, ...] | list[str] = ()) -> None:
+def check_names(dataset: str, outlier_set_name: str | None = None,
+                corruptions: tuple[str, ...] | list[str] = ()) -> None:
     """Refuse unknown dataset, outlier-set and corruption names with the list of valid ones.
 
     Names only: no file is read, so a typo fails at once instead of after loading data."""
     if parse_scheme(dataset) is None:
         validation.check_choice("dataset", dataset, DATASETS, also=_SCHEME_HINT)
-    if outliers is not None and outliers != CLOSED_SET and parse_scheme(outliers) is None:
-        if outliers == HELDOUT:
+    if outlier_set_name is not None and outlier_set_name != CLOSED_SET and parse_scheme(outlier_set_name) is None:
+        if outlier_set_name == HELDOUT:
             if dataset not in class_split_names():
                 raise ValueError(
                     f"outlier set {HELDOUT!r} needs a class-split dataset ({', '.join(class_split_names())}), "
@@ -165,7 +166,8 @@ def check_names(dataset: str, outliers: str | None = None, corruptions: tuple[st
                 )
         else:
             validation.check_choice(
-                "outlier set", outliers, OUTLIER_SETS, also=f"{HELDOUT}, {_SCHEME_HINT}, or {CLOSED_SET} (closed set)"
+                "outlier set", outlier_set_name, OUTLIER_SETS,
+                also=f"{HELDOUT}, {_SCHEME_HINT}, or {CLOSED_SET} (closed set)",
             )
     validation.check_choices("corruption", list(corruptions), [*CORRUPTIONS, "none"], also="or none (clean images)")
 

@@ -379,7 +379,7 @@ class CorruptionStreamSpec:
     """
 
     dataset: str
-    outliers: str
+    outlier_set: str
     corruption: str
     severity: int = 5
     outlier_ratio: float = 0.2
@@ -388,10 +388,10 @@ class CorruptionStreamSpec:
     stream: StreamSpec = PAPER_STREAM
 
     def __post_init__(self) -> None:
-        check_names(self.dataset, self.outliers, (self.corruption,))
+        check_names(self.dataset, self.outlier_set, (self.corruption,))
         object.__setattr__(self, "severity", validation.check_severity(self.severity))
         validation.check_outlier_ratio(self.outlier_ratio)
-        if self.outliers == CLOSED_SET:
+        if self.outlier_set == CLOSED_SET:
             object.__setattr__(self, "outlier_ratio", 0.0)
         object.__setattr__(self, "seed", validation.check_seed(self.seed))
         if self.max_id is not None:
@@ -417,13 +417,14 @@ def build_stream(spec: CorruptionStreamSpec, *, data_root: str | os.PathLike | N
     """
     if not isinstance(spec, CorruptionStreamSpec):
         raise TypeError(f"build_stream takes a CorruptionStreamSpec (stamplib.data.CorruptionStreamSpec(dataset, "
-                        f"outliers, corruption, ...)), got {type(spec).__name__}")
+                        f"outlier_set, corruption, ...)), got {type(spec).__name__}")
     root = Path(data_root) if data_root else None
     return _CACHE.get((spec.building(), root), lambda: _build_stream(spec, root))
 
 
 def _build_stream(spec: CorruptionStreamSpec, root: Path | None) -> Stream:
-    outliers, corruption, severity, seed, max_id = spec.outliers, spec.corruption, spec.severity, spec.seed, spec.max_id
+    outlier_set_name, corruption, severity = spec.outlier_set, spec.corruption, spec.severity
+    seed, max_id = spec.seed, spec.max_id
     stream = spec.stream.building()
     data = dataset(spec.dataset)
     if corruption != "none" and data.released is not None:
@@ -441,8 +442,8 @@ def _build_stream(spec: CorruptionStreamSpec, root: Path | None) -> Stream:
         id_images, id_labels = id_images[kept], id_labels[kept]
     pool = None
     n_out = 0
-    if outliers != CLOSED_SET:
-        source = outlier_set(outliers, data)
+    if outlier_set_name != CLOSED_SET:
+        source = outlier_set(outlier_set_name, data)
         n_out = outliers_for_ratio(id_images.shape[0], spec.outlier_ratio)
         if source.corrupted and corruption != "none" and source.released is not None:
             pool = source.released(root, corruption, severity, n_out)

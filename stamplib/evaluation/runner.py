@@ -313,7 +313,7 @@ class CellResult:
 
 
 def _corruptions(spec: RunSpec, progress: bool) -> Any:
-    return tqdm(spec.corruptions, desc=f"{spec.method}/{spec.outliers}", disable=not progress, leave=False)
+    return tqdm(spec.corruptions, desc=f"{spec.method}/{spec.outlier_set}", disable=not progress, leave=False)
 
 
 def run_episodic(method: methods.TTAMethod, spec: RunSpec, context: RunContext, store: ResultsStore,

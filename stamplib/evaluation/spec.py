@@ -15,7 +15,19 @@ from stamplib.evaluation.profiles import get_profile
 #: Fields added after the first records were written, with the default that leaves them out.
 _LATER_FIELDS: dict[str, Any] = {"hyperparameter_set": "", "network": 0, "diagnostic": ""}
 #: Renamed fields → the name the key hashes, so that keys written before the rename stay valid.
-_KEY_NAMES: dict[str, str] = {"hyperparameter_set": "setting"}
+_KEY_NAMES: dict[str, str] = {"hyperparameter_set": "setting", "outlier_set": "outliers"}
+
+
+def current_names(d: dict[str, Any]) -> dict[str, Any]:
+    """A spec's dict (a record's ``spec``) with each renamed field under its name today: a record
+    written before a rename names the field as it was then (:data:`_KEY_NAMES`)."""
+    d = dict(d)
+    for name, old in _KEY_NAMES.items():
+        if old in d:
+            if name in d:
+                raise ValueError(f"a spec names {name!r} twice, as {name!r} and as its old name {old!r}")
+            d[name] = d.pop(old)
+    return d
 
 
 def check_network(network: object, dataset: str) -> int:
@@ -70,7 +82,7 @@ class RunSpec:
 
     method: str
     dataset: str = "digits"
-    outliers: str = "noise"  # outlier set name, or "none" for closed-set TTA
+    outlier_set: str = "noise"  # the outlier set's name, or "none" for closed-set TTA
     corruptions: tuple[str, ...] = ("gaussian_noise",)
     severity: int = 5
     outlier_ratio: float = 0.2  # outliers / (ID + outliers)
@@ -138,7 +150,7 @@ class RunSpec:
         """The spec of the test stream of ``corruption`` (default: the cell's first) at ``severity``
         (default: the cell's) with at most ``max_id`` known-class samples (None: all)."""
         return data.CorruptionStreamSpec(
-            self.dataset, self.outliers, self.corruptions[0] if corruption is None else corruption,
+            self.dataset, self.outlier_set, self.corruptions[0] if corruption is None else corruption,
             self.severity if severity is None else severity, self.outlier_ratio, self.seed, max_id, self.stream)
 
     def resolved_hyperparameter_set(self) -> str:
@@ -172,12 +184,7 @@ class RunSpec:
     def from_dict(cls, d: dict[str, Any]) -> RunSpec:
         """The spec of :meth:`to_dict`'s dict (a record's ``spec``), a field under its name or
         under the name it had when the record was written (:data:`_KEY_NAMES`)."""
-        d = dict(d)
-        for name, old in _KEY_NAMES.items():
-            if old in d:
-                if name in d:
-                    raise ValueError(f"a spec names {name!r} twice, as {name!r} and as its old name {old!r}")
-                d[name] = d.pop(old)
+        d = current_names(d)
         stream_names = data.StreamSpec.key_names()
         d["stream"] = data.StreamSpec.from_key_fields(**{k: d.pop(k) for k in list(d) if k in stream_names})
         d["corruptions"] = tuple(d["corruptions"])

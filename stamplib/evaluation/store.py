@@ -240,7 +240,7 @@ def record_problem(record: Record, root: Path, outputs_kept: bool = True) -> str
     docstring gives the rules; ``outputs_kept`` False: the store declares :data:`OUTPUTS_NOT_KEPT`)."""
     rows = record.per_corruption
     for corruption, row in rows.items():
-        without = row.n_outliers == 0 if row.n_outliers is not None else record.spec.outliers == CLOSED_SET
+        without = row.n_outliers == 0 if row.n_outliers is not None else record.spec.outlier_set == CLOSED_SET
         problem = _row_problem(corruption, row, without)
         if problem:
             return problem
@@ -315,7 +315,7 @@ def checked_record(root: Path, path: Path) -> Record | str:
     record = read_record(path)
     if isinstance(record, str):
         return record
-    named = f"{record.spec.method}__{record.spec.dataset}__{record.spec.outliers}__{record.key}.json"
+    named = f"{record.spec.method}__{record.spec.dataset}__{record.spec.outlier_set}__{record.key}.json"
     if path.name != named or record.spec.key() != record.key:
         return f"it holds the record of cell {record.spec.key()} ({named}), not of its file name"
     why = record_problem(record, root, not (root / OUTPUTS_NOT_KEPT).is_file())
@@ -482,7 +482,7 @@ class ResultsStore:
         return manifest.EvidenceError(f"committed evidence refused: {file} {what}{also}")
 
     def path(self, spec: RunSpec) -> Path:
-        return self.root / f"{spec.method}__{spec.dataset}__{spec.outliers}__{spec.key()}.json"
+        return self.root / f"{spec.method}__{spec.dataset}__{spec.outlier_set}__{spec.key()}.json"
 
     def get(self, spec: RunSpec) -> Record | None:
         """The stored record of ``spec`` if it may be served, else None (a stale one is set aside)."""

@@ -246,7 +246,7 @@ def spec(arm: Arm, design: Design, replicate: Replicate) -> RunSpec | None:
     cells = _plan_cells(arm.experiment, arm.params, design.profile, design.scale, replicate.seed, design.corruptions)
     for cell in cells:
         if (cell.spec.method == arm.method and cell.variant == arm.variant and cell.paper_dataset == arm.dataset
-                and cell.paper_outliers == arm.outliers):
+                and cell.paper_outlier_set == arm.outlier_set):
             changes = {"network": replicate.network} if replicate.network else {}
             if arm.diagnostic:
                 changes["diagnostic"] = arm.diagnostic

@@ -618,10 +618,10 @@ def arm_label(arm: Arm) -> str:
         return f"{name} at {100 * float(arm.variant.removeprefix('ratio=')):.0f} %"
     if arm.variant:
         return f"{name} {short_variant(arm.variant)}"
-    setting = _SETTINGS.get((arm.experiment, arm.dataset, arm.outliers))
+    setting = _SETTINGS.get((arm.experiment, arm.dataset, arm.outlier_set))
     if setting:
         return f"{name} {setting}"
-    return f"{name} ({dataset_label(arm.dataset)} + {outlier_label(arm.outliers)})"
+    return f"{name} ({dataset_label(arm.dataset)} + {outlier_label(arm.outlier_set)})"
 
 
 def _text(values: Mapping[Replicate, float], over: Sequence[Replicate]) -> str:

@@ -37,14 +37,14 @@ from stamplib.methods import PAPER_ORDER
 @dataclass(frozen=True)
 class Arm:
     """One row of an experiment's table: ``method`` (and its ``variant``, the plan's row label)
-    on the paper's ``dataset`` with its ``outliers``; ``params`` are the plan's own parameters
+    on the paper's ``dataset`` with its ``outlier_set``; ``params`` are the plan's own parameters
     (such as Table 6's ``methods``)."""
 
     experiment: str  # a notebook name of :data:`stamplib.experiments.registry.EXPERIMENTS`
     method: str
     variant: str = ""
     dataset: str = "cifar10_c"
-    outliers: str = "noise"
+    outlier_set: str = "noise"
     params: tuple[tuple[str, str], ...] = ()
     #: A counterfactual arm of ``method`` (:mod:`stamplib.evaluation.diagnostics`): a diagnostic, not a method.
     diagnostic: str = ""
@@ -193,11 +193,12 @@ def paper_arm_value(arm: Arm, metric: str, corruptions: Sequence[str] | None = N
         return None
     for table in EXPERIMENTS[arm.experiment].paper_tables:
         if corruptions is None:
-            value = paper_value(table, arm.dataset, arm.outliers, arm.method, metric, variant=arm.variant)
+            value = paper_value(table, arm.dataset, arm.outlier_set, arm.method, metric, variant=arm.variant)
             if value is not None:
                 return value
             continue
-        found = [paper_value(table, arm.dataset, arm.outliers, arm.method, metric, c, arm.variant) for c in corruptions]
+        found = [paper_value(table, arm.dataset, arm.outlier_set, arm.method, metric, c, arm.variant)
+                 for c in corruptions]
         if found and all(v is not None for v in found):
             return float(np.mean(found))
     return None
@@ -252,10 +253,10 @@ _T1, _T3, _T4 = plans.TABLE1.notebook, plans.CLASS_SPLIT.notebook, plans.CLOSED_
 _ABL, _WEIGHTS, _RATIOS, _VIEWS = (plans.ABLATION.notebook, plans.WEIGHTS.notebook, plans.RATIOS.notebook,
                                    plans.AUGMENTATION.notebook)
 _IMAGENET = plans.IMAGENET.notebook
-_SPLIT10 = {"dataset": "cifar10_c_8_2", "outliers": "heldout_classes"}
-_CLOSED10 = {"dataset": "cifar10_c", "outliers": "none"}
+_SPLIT10 = {"dataset": "cifar10_c_8_2", "outlier_set": "heldout_classes"}
+_CLOSED10 = {"dataset": "cifar10_c", "outlier_set": "none"}
 #: Table 5, Fig. 3 and Table 6 are the paper's on CIFAR100-C + SVHN-C; our small scales stand in.
-_C100_SVHN = {"dataset": "cifar100_c", "outliers": "svhn"}
+_C100_SVHN = {"dataset": "cifar100_c", "outlier_set": "svhn"}
 
 
 def _best(experiment: str, others: Sequence[str] = PAPER_ORDER, method: str = "stamp", **where: str) -> Lead:
@@ -397,12 +398,12 @@ LEDGER: tuple[Claim, ...] = (
                 "higher (no values in the source)"),
     # Claims only the paper's data can test.
     Claim("a_other_sets_best_h", "STAMP has the best H-score on CIFAR10-C with SVHN-C, LSUN-C and TinyImageNet-C "
-          "outliers", "Table 1a", "h", tuple(_best(_T1, outliers=o) for o in ("svhn", "lsun", "tiny")),
+          "outliers", "Table 1a", "h", tuple(_best(_T1, outlier_set=o) for o in ("svhn", "lsun", "tiny")),
           "Table 1a, CIFAR10-C, 15 corruptions: STAMP H 80.6 / 84.8 / 78.5 (Avg 81.0 over the four sets, best other "
           "CoTTA 77.2)", quote="Table 1a, H: STAMP **80.6** (SVHN-C), **84.8** (LSUN-C), **78.5** (TinyImageNet-C)",
           needs="SVHN-C, LSUN-C and TinyImageNet-C (outliers for CIFAR10-C)", scales=("paper",)),
     Claim("cifar100_best_h", "STAMP has the best H-score on CIFAR100-C with each of the four outlier sets", "Table 1b",
-          "h", tuple(_best(_T1, dataset="cifar100_c", outliers=o) for o in ("noise", "svhn", "lsun", "tiny")),
+          "h", tuple(_best(_T1, dataset="cifar100_c", outlier_set=o) for o in ("noise", "svhn", "lsun", "tiny")),
           "Table 1b, CIFAR100-C, 15 corruptions: STAMP H 72.8 / 71.7 / 71.9 / 69.2 (Avg ACC 62.3 vs SAR 59.5, "
           "AUROC 84.7 vs EATA 77.4, §4.2)",
           quote="§4.2: on CIFAR100-C STAMP gains ACC +2.8 % and AUC +7.3 % over the best baseline; Table 1b, H: "
@@ -410,17 +411,17 @@ LEDGER: tuple[Claim, ...] = (
           needs="CIFAR100-C with Noise, SVHN-C, LSUN-C and TinyImageNet-C", scales=("paper",)),
     Claim("imagenet_best_h", "STAMP has the best H-score on ImageNet-C with Places365-C and Textures-C outliers",
           "Table 2, §4.2", "h",
-          tuple(_best(_IMAGENET, dataset="imagenet_c", outliers=o) for o in ("places365", "textures")),
+          tuple(_best(_IMAGENET, dataset="imagenet_c", outlier_set=o) for o in ("places365", "textures")),
           "Table 2, ImageNet-C, 15 corruptions: H +1.6 over EATA (Places365-C, 57.6 vs 56.0), +2.2 over SAR "
           "(Textures-C, 56.2 vs 54.0)", quote="§4.2: STAMP's H-score gain on ImageNet-C, +1.6 % (Places365-C) and "
                                               "+2.2 % (Textures-C)",
           needs="ImageNet-C, Places365-C and Textures-C", scales=("paper",)),
     Claim("cifar100_split_best_h", "STAMP has the best H-score in CIFAR100-C's 80:20 class split", "Table 3", "h",
-          (_best(_T3, dataset="cifar100_c_80_20", outliers="heldout_classes"),),
+          (_best(_T3, dataset="cifar100_c_80_20", outlier_set="heldout_classes"),),
           "Table 3, CIFAR100-C 80:20, 15 corruptions: STAMP H 68.5, best other SAR 66.1",
           quote="Table 3, CIFAR100-C (80:20), H: STAMP **68.5**, SAR 66.1", needs="CIFAR100-C", scales=("paper",)),
     Claim("cifar100_closed_best_acc", "STAMP has the best closed-set accuracy on CIFAR100-C", "Table 4b, §4.2", "acc",
-          (_best(_T4, dataset="cifar100_c", outliers="none"),),
+          (_best(_T4, dataset="cifar100_c", outlier_set="none"),),
           "Table 4b, CIFAR100-C, Avg of the 15 corruptions: STAMP 64.4, second best SAR 61.7",
           quote="Table 4b, Avg.: STAMP **64.4**, SAR 61.7, SoTTA 60.1", needs="CIFAR100-C", scales=("paper",)),
 )

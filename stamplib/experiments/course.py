@@ -51,14 +51,14 @@ def long_stream(cells: Sequence[plans.PlannedCell], closed_set: bool = False) ->
     for cell in cells:
         spec = cell.spec.with_(corruptions=list(CORRUPTIONS)).with_stream(schedule="continual")
         if closed_set:
-            spec = spec.with_(outliers="none", outlier_ratio=0.0)
+            spec = spec.with_(outlier_set="none", outlier_ratio=0.0)
         out.append(dataclasses.replace(cell, spec=spec, variant=LONG_STREAM_CLOSED if closed_set else LONG_STREAM))
     return out
 
 
 def closed_set(cells: Sequence[plans.PlannedCell]) -> list[plans.PlannedCell]:
     """``cells`` without outliers: notebook 05's cells of the same methods."""
-    return [dataclasses.replace(cell, spec=cell.spec.with_(outliers="none", outlier_ratio=0.0), variant="closed set")
+    return [dataclasses.replace(cell, spec=cell.spec.with_(outlier_set="none", outlier_ratio=0.0), variant="closed set")
             for cell in cells]
 
 

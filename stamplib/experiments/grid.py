@@ -117,7 +117,7 @@ def describe(spec: RunSpec) -> str:
     """One line naming a cell, e.g. ``tent digits/noise ratio=0.2 seed=0 smoke [3f2a…]``."""
     extra = "".join(f" {k}={v}" for k, v in spec.overrides)
     hyperparameter_set = f" hyperparameter_set={spec.hyperparameter_set}" if spec.hyperparameter_set else ""
-    return (f"{spec.method} {spec.dataset}/{spec.outliers} ratio={round(spec.outlier_ratio, 4):g} "
+    return (f"{spec.method} {spec.dataset}/{spec.outlier_set} ratio={round(spec.outlier_ratio, 4):g} "
             f"seed={spec.seed} {spec.profile}{hyperparameter_set}{extra} [{spec.key()}]")
 
 
@@ -312,7 +312,7 @@ def group_cells(specs: Sequence[RunSpec], cells_per_job: int, keep_order: bool =
     if cells_per_job < 1:
         raise ValueError(f"cells_per_job must be at least 1, got {cells_per_job}")
     ordered = list(specs) if keep_order else sorted(
-        specs, key=lambda s: (s.profile, s.dataset, s.hyperparameter_set, s.outliers, s.method, s.key()))
+        specs, key=lambda s: (s.profile, s.dataset, s.hyperparameter_set, s.outlier_set, s.method, s.key()))
     return [ordered[i:i + cells_per_job] for i in range(0, len(ordered), cells_per_job)]
 
 

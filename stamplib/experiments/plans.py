@@ -60,9 +60,9 @@ WEIGHT_STRATEGIES = ("adaptive", "static", "eata")
 # ------------------------------------------------------------------------------- defaults
 
 
-def _stand_in(dataset: str, outliers: tuple[str, ...], paper_dataset: str, paper_outliers: tuple[str, ...],
+def _stand_in(dataset: str, outlier_sets: tuple[str, ...], paper_dataset: str, paper_outlier_sets: tuple[str, ...],
               hyperparameter_set: str = "") -> Setup:
-    return Setup(dataset, outliers, paper_dataset, paper_outliers, hyperparameter_set)
+    return Setup(dataset, outlier_sets, paper_dataset, paper_outlier_sets, hyperparameter_set)
 
 
 _CIFAR_SETS = ("noise", "svhn", "lsun", "tiny")
@@ -72,16 +72,17 @@ _CIFAR_SETS = ("noise", "svhn", "lsun", "tiny")
 Setups = dict[str, list[Setup]]
 
 
-def _noise_stand_in(paper: list[Setup], paper_dataset: str, paper_outliers: tuple[str, ...],
+def _noise_stand_in(paper: list[Setup], paper_dataset: str, paper_outlier_sets: tuple[str, ...],
                     hyperparameter_set: str = "") -> Setups:
     """The paper's cells, and at teaching scale Noise outliers on the JPEG (real) or built-in
     CIFAR-10 in their place."""
     return {
         "paper": paper,
-        "real": [_stand_in("cifar10_jpeg", ("noise",), paper_dataset, paper_outliers, hyperparameter_set)],
-        "builtin": [_stand_in("cifar10_builtin", ("noise",), paper_dataset, paper_outliers, hyperparameter_set)],
+        "real": [_stand_in("cifar10_jpeg", ("noise",), paper_dataset, paper_outlier_sets, hyperparameter_set)],
+        "builtin": [_stand_in("cifar10_builtin", ("noise",), paper_dataset, paper_outlier_sets, hyperparameter_set)],
         # The paper's stream length: the compact built-in network on all 10,000 JPEG test images.
-        "stream": [_stand_in("cifar10_jpeg_compact", ("noise",), paper_dataset, paper_outliers, hyperparameter_set)],
+        "stream": [_stand_in("cifar10_jpeg_compact", ("noise",), paper_dataset, paper_outlier_sets,
+                             hyperparameter_set)],
     }
 
 
@@ -118,7 +119,7 @@ def builtin_setup(setup: Setup, benchmark: str) -> Setup:
     assert benchmark == "digits", f"no stand-ins for the built-in benchmark {benchmark!r}"
     swap = DIGITS_IN_PLACE_OF
     return dataclasses.replace(setup, dataset=swap.get(setup.dataset, setup.dataset),
-                               outliers=tuple(swap.get(o, o) for o in setup.outliers))
+                               outlier_sets=tuple(swap.get(o, o) for o in setup.outlier_sets))
 
 
 def _scale_setups(experiment: Experiment, params: NotebookParameters, scale: str) -> list[Setup]:
@@ -139,14 +140,15 @@ def _setups(experiment: Experiment, params: NotebookParameters) -> list[Setup]:
         digits = [builtin_setup(s, "digits") for s in experiment.setups.get("builtin", [])]
         known = {s.dataset: s for s in [*others, *digits, *defaults]}
         first = defaults[0]
-        setups = [known.get(ds, Setup(ds, first.outliers, "", ("",) * len(first.outliers), first.hyperparameter_set))
+        setups = [known.get(ds, Setup(ds, first.outlier_sets, "", ("",) * len(first.outlier_sets),
+                                         first.hyperparameter_set))
                   for ds in params.datasets]
     else:
         setups = list(defaults)
     if wanted := params.outlier_sets:
         setups = [
-            dataclasses.replace(s, outliers=wanted,
-                                paper_outliers=tuple(dict(zip(s.outliers, s.paper_outliers)).get(o, o) for o in wanted))
+            dataclasses.replace(s, outlier_sets=wanted, paper_outlier_sets=tuple(
+                dict(zip(s.outlier_sets, s.paper_outlier_sets)).get(o, o) for o in wanted))
             for s in setups
         ]
     return setups
@@ -165,7 +167,7 @@ def _cells(experiment: Experiment, params: NotebookParameters, rows: Sequence[st
     method; ``seeds`` (None: the parameters'). A network other than 0 labels its rows."""
     cells = []
     for setup in _setups(experiment, params):
-        for o, po in zip(setup.outliers, setup.paper_outliers):
+        for o, po in zip(setup.outlier_sets, setup.paper_outlier_sets):
             for method in rows:
                 for label, overrides, ratio in variants:
                     own = overrides if method in experiment.variant_methods else {}
@@ -176,7 +178,7 @@ def _cells(experiment: Experiment, params: NotebookParameters, rows: Sequence[st
                         row = label if network == 0 else ", ".join(filter(None, (label, f"network {network}")))
                         for seed in seeds if seeds is not None else params.seeds:
                             spec = RunSpec.make(
-                                method, overrides={**stand_ins, **own}, dataset=setup.dataset, outliers=o,
+                                method, overrides={**stand_ins, **own}, dataset=setup.dataset, outlier_set=o,
                                 corruptions=params.corruptions, severity=params.severity, outlier_ratio=share,
                                 seed=seed, profile=params.profile, hyperparameter_set=setup.hyperparameter_set,
                                 network=network,
@@ -404,17 +406,23 @@ def plan_stress_streams(experiment: Experiment, params: NotebookParameters, batc
 
 def plan_walkthrough(experiment: Experiment, params: NotebookParameters,
                      methods_to_compare: str = "source,bn_stats,tent,stamp",
-                     corruption: str = "gaussian_noise", outliers: str = "noise", seed: int | str = 0) -> Plan:
+                     corruption: str = "gaussian_noise", outlier_set: str = "noise", seed: int | str = 0,
+                     outliers: str | None = None) -> Plan:
     """The walkthrough's small comparison: each method on the profile's built-in benchmark, on
     the profile's corruptions and the one studied in detail (first, if the profile lacks it).
-    ``corruption``, ``outliers`` and ``seed`` go into each RunSpec as they are: it checks them."""
+    ``corruption``, ``outlier_set`` and ``seed`` go into each RunSpec as they are: it checks them;
+    ``outliers`` is ``outlier_set``'s old spelling."""
+    if outliers is not None:
+        print("note: the parameter `outliers` is now `outlier_set`; the old spelling goes in the next release",
+              file=sys.stderr)
+        outlier_set = outliers
     prof = get_profile(params.profile)
     corruptions = prof.corruptions if corruption in prof.corruptions else (corruption, *prof.corruptions)
     chosen = parse_methods(methods_to_compare)
     if not chosen:
         raise ValueError(f"methods_to_compare: name at least one method; valid: {', '.join(methods.available())}")
-    specs = [RunSpec(method=m, dataset=prof.builtin, outliers=outliers, corruptions=corruptions, seed=number(seed, int),
-                     profile=params.profile) for m in chosen]
+    specs = [RunSpec(method=m, dataset=prof.builtin, outlier_set=outlier_set, corruptions=corruptions,
+                     seed=number(seed, int), profile=params.profile) for m in chosen]
     return Plan(experiment, "builtin", tuple(PlannedCell(s) for s in specs))
 
 

@@ -43,7 +43,7 @@ class PlannedCell:
     spec: RunSpec
     variant: str = ""  # row label beyond the method: ablation flags, ratio, K, weighting
     paper_dataset: str = ""
-    paper_outliers: str = ""
+    paper_outlier_set: str = ""
     # The corruptions of the spec's record that the table reads (empty: all): notebook 13's
     # batch-size axis reads the paper's stream from notebook 02's cell, on its own corruptions.
     corruptions: tuple[str, ...] = ()
@@ -90,15 +90,15 @@ class Setup:
     paper's table, and the hyperparameter set to run it with ("" = the data set's own)."""
 
     dataset: str
-    outliers: tuple[str, ...]
+    outlier_sets: tuple[str, ...]
     paper_dataset: str = ""
-    paper_outliers: tuple[str, ...] = ()
+    paper_outlier_sets: tuple[str, ...] = ()
     hyperparameter_set: str = ""
 
     @classmethod
-    def same(cls, dataset: str, outliers: tuple[str, ...]) -> Setup:
+    def same(cls, dataset: str, outlier_sets: tuple[str, ...]) -> Setup:
         """The paper's own cell: ours is what the paper ran."""
-        return cls(dataset, outliers, dataset, outliers)
+        return cls(dataset, outlier_sets, dataset, outlier_sets)
 
 
 @dataclass(frozen=True)

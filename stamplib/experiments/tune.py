@@ -273,7 +273,7 @@ class TuneJob:
 
     method: str
     dataset: str = "digits"
-    outliers: str = "noise"
+    outlier_set: str = "noise"
     corruption: str = SELECTION_CORRUPTION
     profile: str = "quick"
     seed: int = 0
@@ -291,7 +291,7 @@ class TuneJob:
 
     def _spec(self, overrides: Mapping[str, Any]) -> RunSpec:
         # A value out of its config's bounds (e.g. lr > 0) is a ValueError from resolve_config.
-        return RunSpec.make(self.method, overrides=dict(overrides), dataset=self.dataset, outliers=self.outliers,
+        return RunSpec.make(self.method, overrides=dict(overrides), dataset=self.dataset, outlier_set=self.outlier_set,
                             corruptions=(self.corruption,), profile=self.profile, seed=self.seed,
                             hyperparameter_set=self.hyperparameter_set)
 
@@ -317,10 +317,10 @@ class TuneJob:
         return {name: getattr(config, name) for name in self.names}
 
     def file_stem(self) -> str:
-        """``tune__<method>__<dataset>__<outliers>__<hyperparameter set>__<profile>`` (the
+        """``tune__<method>__<dataset>__<outlier set>__<hyperparameter set>__<profile>`` (the
         hyperparameter set's name, e.g. ``cifar10_c``), and the corruption, seed and criterion
         where they are not the protocol's defaults."""
-        parts = ["tune", self.method, self.dataset, self.outliers, self.resolved_hyperparameter_set(), self.profile]
+        parts = ["tune", self.method, self.dataset, self.outlier_set, self.resolved_hyperparameter_set(), self.profile]
         if self.corruption != SELECTION_CORRUPTION:
             parts.append(self.corruption)
         if self.seed:
@@ -336,7 +336,8 @@ def make_job(method: str, *, grid_items: Sequence[str] = (), preset: str | None 
     """A :class:`TuneJob` from the command line's pieces: the preset's grid (``preset``; with
     neither a preset nor ``--grid`` items, the method's own preset if it has one), each
     ``--grid NAME=V1,...`` item replacing that dimension or adding one after it."""
-    probe = RunSpec.make(method, dataset=fields.get("dataset", "digits"), outliers=fields.get("outliers", "noise"),
+    probe = RunSpec.make(method, dataset=fields.get("dataset", "digits"),
+                         outlier_set=fields.get("outlier_set", "noise"),
                          corruptions=(fields.get("corruption", SELECTION_CORRUPTION),),
                          profile=fields.get("profile", "quick"), seed=fields.get("seed", 0),
                          hyperparameter_set=fields.get("hyperparameter_set", ""))

@@ -2,7 +2,8 @@
 
 One row per (record, corruption) with ``per_corruption``, and always one ``mean`` row per record
 (``corruption == "mean"``: the paper's per-metric means over corruptions). Columns: the spec's
-coordinates (``dataset``, ``outliers``, ``method``, ``seed``, ``outlier_ratio``), the row's
+coordinates (``dataset``, ``outliers``: its ``outlier_set``, as the paper's numbers name the column,
+``method``, ``seed``, ``outlier_ratio``), the row's
 ``corruption``, the metrics ``acc``, ``auroc``, ``h`` and every other metric of
 :data:`stamplib.evaluation.metrics.METRICS` that the records have (percent; a record that
 predates a metric is re-scored from its outputs by :func:`stamplib.evaluation.outputs.rescore`),
@@ -62,7 +63,7 @@ def _rows(record: Record, coordinates: Mapping[str, Any], per_corruption: bool,
     if corruptions and tuple(corruptions) != tuple(record.per_corruption):
         record = _part(record, corruptions)
     spec = record.spec
-    base = {"dataset": spec.dataset, "outliers": spec.outliers, "method": spec.method,
+    base = {"dataset": spec.dataset, "outliers": spec.outlier_set, "method": spec.method,
             **coordinates, "seed": spec.seed, "outlier_ratio": spec.outlier_ratio}
     rows = []
     if per_corruption:
@@ -84,14 +85,14 @@ def results_frame(records: Iterable[Record], per_corruption: bool = False) -> pd
 
 def plan_frame(plan: Plan, records: Mapping[str, Record], per_corruption: bool = False) -> pd.DataFrame:
     """The frame of a plan's cells that have a record (``records`` by spec key), with each
-    cell's ``variant``, ``paper_dataset`` and ``paper_outliers``; a cell that names its
-    ``corruptions`` reads its record on those alone."""
+    cell's ``variant``, ``paper_dataset`` and ``paper_outliers`` (its ``paper_outlier_set``); a
+    cell that names its ``corruptions`` reads its record on those alone."""
     rows = []
     for cell in plan.cells:
         record = records.get(cell.spec.key())
         if record is not None:
             coordinates = {"variant": cell.variant, "paper_dataset": cell.paper_dataset,
-                           "paper_outliers": cell.paper_outliers}
+                           "paper_outliers": cell.paper_outlier_set}
             rows += _rows(record, coordinates, per_corruption, cell.corruptions)
     return pd.DataFrame(rows)
 

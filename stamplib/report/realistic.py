@@ -33,7 +33,7 @@ def _speeds(plan: Plan, records: Mapping[str, Record]) -> pd.DataFrame:
         record = records.get(cell.spec.key())
         realistic = record.realistic if record is not None else None  # the record says how it was fed
         if realistic is not None:
-            rows.append({"dataset": cell.spec.dataset, "outliers": cell.spec.outliers, "method": cell.spec.method,
+            rows.append({"dataset": cell.spec.dataset, "outliers": cell.spec.outlier_set, "method": cell.spec.method,
                          "C(g)": realistic.speed.value,
                          "adapted %": 100.0 * realistic.adapted_batches / max(realistic.batches, 1)})
     if not rows:

@@ -2,7 +2,7 @@
 
 The notebooks stay thin: they call :func:`paper_table`, :func:`save_paper_table` and one plot
 function each. A teaching-scale cell is shown next to the paper's number of the cell it stands
-in for (``PlannedCell.paper_dataset`` / ``paper_outliers``), with the data it actually ran on in the
+in for (``PlannedCell.paper_dataset`` / ``paper_outlier_set``), with the data it actually ran on in the
 ``ours on`` column, so nobody mistakes one for the other.
 
 On the built-in benchmarks (plan scale ``builtin``: the CIFAR-10 photographs of the quick
@@ -70,13 +70,13 @@ def describe(plan: Plan, records: dict[str, Any] | None = None) -> str:
     specs = plan.specs
     done = "" if records is None else f"; {sum(s.key() in records for s in specs)} in the results store"
     datasets = sorted({c.spec.dataset for c in plan.cells})
-    outliers = sorted({c.spec.outliers for c in plan.cells})
+    outlier_sets = sorted({c.spec.outlier_set for c in plan.cells})
     corruptions = plan.cells[0].spec.corruptions if plan.cells else ()
     note = _SCALE_NOTE[plan.scale]
     if plan.scale == "builtin" and any(d.startswith("cifar10_builtin") for d in datasets):
         note = _SCALE_NOTE["builtin_cifar10"]
     return (f"{plan.notebook}: {len(specs)} cells ({plan.scale} scale{done}); data {', '.join(datasets)}; "
-            f"outliers {', '.join(outliers)}; {len(corruptions)} corruption(s): {', '.join(corruptions)}.\n"
+            f"outliers {', '.join(outlier_sets)}; {len(corruptions)} corruption(s): {', '.join(corruptions)}.\n"
             f"{note}.")
 
 

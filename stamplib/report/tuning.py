@@ -31,7 +31,7 @@ def summary(result: TuneResult) -> list[str]:
     label = METRIC_LABELS.get(job.criterion, job.criterion)
     direction = "highest" if higher_is_better(job.criterion) else "lowest"
     lines = [
-        f"{job.method} on {job.dataset} + {job.outliers} outliers, corruption {job.corruption}, profile "
+        f"{job.method} on {job.dataset} + {job.outlier_set} outliers, corruption {job.corruption}, profile "
         f"{job.profile}, seed {job.seed}, hyperparameter set {job.resolved_hyperparameter_set()}: "
         f"{len(result.table)} cells, {direction} {label} chosen (ties: the first in grid order)",
         f"chosen:      {_values(result.chosen)}  ({label} {result.value:.2f})",
@@ -78,7 +78,7 @@ def heatmap(result: TuneResult) -> plt.Figure:
     r, c = divmod(result.best, len(col_values))
     ax.add_patch(plt.Rectangle((c, r), 1, 1, fill=False, edgecolor="red", linewidth=2.5))
     ax.set(xlabel=cols_name, ylabel=rows_name,
-           title=f"{job.method}: {label} on {job.dataset} + {job.outliers}, {job.corruption} ({job.profile})")
+           title=f"{job.method}: {label} on {job.dataset} + {job.outlier_set}, {job.corruption} ({job.profile})")
     fig.tight_layout()
     return fig
 

@@ -159,7 +159,7 @@ def _run_cli(monkeypatch, root: Path, results: Path, method: str, *sets: str) ->
     monkeypatch.setenv("STAMPLIB_DATA_ROOT", str(root))
     # ResNet-50's weights cannot be downloaded here: the stand-in takes its place.
     monkeypatch.setattr(models, "source_model", lambda dataset, progress=True, network=0: _stand_in())
-    argv = ["run", "--method", method, "--dataset", "imagenet_c", "--outliers", "none",
+    argv = ["run", "--method", method, "--dataset", "imagenet_c", "--outlier-set", "none",
             "--corruptions", "gaussian_noise", "--profile", "smoke", "--results", str(results)]
     for item in sets:
         argv += ["--set", item]

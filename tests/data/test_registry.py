@@ -60,7 +60,7 @@ def test_a_new_dataset_is_one_registry_entry_and_runs_end_to_end(toy_dataset, tm
         spec = RunSpec(
             method=method,
             dataset="toy",
-            outliers="heldout_classes",
+            outlier_set="heldout_classes",
             corruptions=("none", "gaussian_noise"),
             profile="smoke",
         )

@@ -22,7 +22,7 @@ SHA_A, SHA_B = "a" * 64, "b" * 64
 
 
 def _record(seed: int = 0, acc: float = 80.0) -> Record:
-    spec = RunSpec(method="source", dataset="digits", outliers="noise", profile="smoke",
+    spec = RunSpec(method="source", dataset="digits", outlier_set="noise", profile="smoke",
                    corruptions=("gaussian_noise", "fog"), seed=seed)
     rows = {"gaussian_noise": Row({"acc": acc, "auroc": 70.0, "h": 74.7}, n_id=16, n_outliers=4),
             "fog": Row({"acc": acc - 10, "auroc": 60.0, "h": 64.6}, n_id=16, n_outliers=4)}

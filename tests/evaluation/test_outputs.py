@@ -29,7 +29,7 @@ from tests.support import context_for
 
 
 def _spec(method: str = "tent") -> RunSpec:
-    return RunSpec(method=method, dataset="digits", outliers="noise", corruptions=("gaussian_noise", "contrast"),
+    return RunSpec(method=method, dataset="digits", outlier_set="noise", corruptions=("gaussian_noise", "contrast"),
                    profile="smoke")
 
 

@@ -17,7 +17,7 @@ from stamplib.evaluation.store import ResultsStore
 from stamplib.methods import contract
 from tests.support import context_for
 
-SMOKE = dict(dataset="digits", outliers="noise", corruptions=("gaussian_noise", "contrast"), profile="smoke")
+SMOKE = dict(dataset="digits", outlier_set="noise", corruptions=("gaussian_noise", "contrast"), profile="smoke")
 
 
 def _outputs(store: ResultsStore, spec: RunSpec) -> dict[str, np.ndarray]:

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _spec(**kw) -> RunSpec:
-    return RunSpec(method="source", dataset="digits", outliers="noise", profile="smoke",
+    return RunSpec(method="source", dataset="digits", outlier_set="noise", profile="smoke",
                    corruptions=("gaussian_noise", "fog"), **kw)
 
 
@@ -161,7 +161,7 @@ def test_a_store_that_does_not_keep_outputs_serves_metrics_and_checks_files_it_h
 def test_closed_set_rows_may_have_undefined_outlier_metrics(tmp_path):
     """A stream without outliers has no AUROC (NaN); ACC must still be a finite number."""
     store = ResultsStore(tmp_path)
-    spec = RunSpec(method="source", dataset="digits", outliers="none", profile="smoke", corruptions=("fog",))
+    spec = RunSpec(method="source", dataset="digits", outlier_set="none", profile="smoke", corruptions=("fog",))
     rows = {"fog": Row({"acc": 80.0, "auroc": float("nan"), "h": float("nan")}, n_id=16, n_outliers=0)}
     record = store.put(Record(key=spec.key(), spec=spec, per_corruption=rows, mean=Mean.of(rows)))
     with warnings.catch_warnings():
@@ -252,7 +252,7 @@ def test_run_recomputes_a_tampered_record_and_never_serves_it(tmp_path, digits_m
     import stamplib
     from tests.support import context_for
 
-    spec = RunSpec(method="source", dataset="digits", outliers="noise", profile="smoke")
+    spec = RunSpec(method="source", dataset="digits", outlier_set="noise", profile="smoke")
     context = context_for(tmp_path / "results")
     original = stamplib.run(spec, context)
     store = ResultsStore(context.results)

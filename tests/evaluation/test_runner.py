@@ -264,7 +264,7 @@ def test_collapsed_corruptions_are_flagged_in_records(
 
 def test_continual_resets_once_and_records_the_order(tmp_path: Path, digits_model: torch.nn.Module) -> None:
     corruptions = ("contrast", "gaussian_noise")
-    base = RunSpec(method="tent", dataset="digits", outliers="noise", corruptions=corruptions, profile="smoke")
+    base = RunSpec(method="tent", dataset="digits", outlier_set="noise", corruptions=corruptions, profile="smoke")
     episodic = stamplib.run(base, context_for(tmp_path))
     continual = stamplib.run(base.with_stream(schedule="continual"), context_for(tmp_path))
     assert continual.stream.to_json() == {"continual": True, "order": list(corruptions), "dirichlet": 0.0,

@@ -24,7 +24,7 @@ def test_runspec_validates_and_hashes_stably():
 
 
 def test_the_realistic_protocol_keeps_every_older_key() -> None:
-    older = RunSpec(method="tent", dataset="digits", outliers="noise", corruptions=("gaussian_noise", "contrast"),
+    older = RunSpec(method="tent", dataset="digits", outlier_set="noise", corruptions=("gaussian_noise", "contrast"),
                     profile="smoke", hyperparameter_set="imagenet_c", overrides=(("lr", 0.01),))
     assert older.with_stream(realistic=False, relative_speed=0).key() == "afdd9fd681a664f5"
     measured, fixed = older.with_stream(realistic=True), older.with_stream(realistic=True, relative_speed=17)
@@ -44,8 +44,8 @@ def test_the_realistic_protocol_keeps_every_older_key() -> None:
     ("kwargs", "match"),
     [
         (dict(dataset="mnist"), r"unknown dataset 'mnist'; choose one of .*digits"),
-        (dict(outliers="cifar"), r"unknown outlier set 'cifar'; choose one of .*svhn.*none"),
-        (dict(dataset="cifar10_c", outliers="heldout_classes"), r"needs a class-split dataset \(.*cifar10_c_8_2"),
+        (dict(outlier_set="cifar"), r"unknown outlier set 'cifar'; choose one of .*svhn.*none"),
+        (dict(dataset="cifar10_c", outlier_set="heldout_classes"), r"needs a class-split dataset \(.*cifar10_c_8_2"),
         (dict(corruptions=("gaussian_noise", "fogg")), r"unknown corruption\(s\) 'fogg'; choose from .*contrast"),
         (dict(severity=0), r"severity must be an integer from 1 to 5"),
         (dict(outlier_ratio=-0.1), r"must be in \[0, 1\)"),
@@ -99,7 +99,7 @@ def test_the_hyperparameter_set_comes_from_the_dataset_registry_or_is_named() ->
 def test_keys_of_specs_written_before_the_stream_options_are_unchanged() -> None:
     # Computed by the code before `continual`, `dirichlet` and `outlier_burst` existed.
     assert RunSpec(method="stamp").key() == "8c92a55947dd4606"
-    older = RunSpec(method="tent", dataset="digits", outliers="noise", corruptions=("gaussian_noise", "contrast"),
+    older = RunSpec(method="tent", dataset="digits", outlier_set="noise", corruptions=("gaussian_noise", "contrast"),
                     profile="smoke", hyperparameter_set="imagenet_c", overrides=(("lr", 0.01),))
     assert older.key() == "afdd9fd681a664f5"
     harder = older.with_stream(schedule="continual", dirichlet=0.1, outlier_burst=16)

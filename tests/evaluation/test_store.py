@@ -18,7 +18,7 @@ from stamplib.evaluation.store import ResultsStore
 
 
 def _smoke(method: str, **kw) -> RunSpec:
-    return RunSpec(method=method, dataset="digits", outliers="noise", profile="smoke", **kw)
+    return RunSpec(method=method, dataset="digits", outlier_set="noise", profile="smoke", **kw)
 
 
 def _fake_record(store: ResultsStore, spec: RunSpec) -> None:
@@ -98,7 +98,7 @@ def test_a_record_honours_the_umask(tmp_path: Path) -> None:
 
     from stamplib.evaluation.record import Mean, Row
 
-    spec = RunSpec(method="source", dataset="digits", outliers="noise", profile="smoke")
+    spec = RunSpec(method="source", dataset="digits", outlier_set="noise", profile="smoke")
     rows = {"gaussian_noise": Row({"acc": 80.0, "auroc": 70.0, "h": 74.7}, n_id=16, n_outliers=4)}
     path = ResultsStore(tmp_path).path(spec)
     ResultsStore(tmp_path).put(Record(key=spec.key(), spec=spec, per_corruption=rows, mean=Mean.of(rows)))

@@ -19,7 +19,7 @@ from tests.support import context_for
 
 pytestmark = pytest.mark.usefixtures("fresh_streams")
 
-BASE = RunSpec(method="tent", dataset="digits", outliers="noise", corruptions=("contrast", "gaussian_noise"),
+BASE = RunSpec(method="tent", dataset="digits", outlier_set="noise", corruptions=("contrast", "gaussian_noise"),
                profile="smoke")
 
 

@@ -68,7 +68,7 @@ def test_a_replicate_is_a_network_with_its_own_stream_seed_and_network_0_keeps_e
     assert NETWORKS.replicates_text() == "networks 0–4 (network k with stream seed k)"
     assert STREAMS.replicates_text() == "network 0, seeds 0–4"
     # The reference run's networks have setting (a)'s cells only.
-    assert B.spec(C.Arm(plans.CLASS_SPLIT.notebook, "stamp", dataset="cifar10_c_8_2", outliers="heldout_classes"),
+    assert B.spec(C.Arm(plans.CLASS_SPLIT.notebook, "stamp", dataset="cifar10_c_8_2", outlier_set="heldout_classes"),
                   REF_NETWORKS, REF_NETWORKS.replicates[1]) is None
 
 
@@ -253,7 +253,7 @@ def test_a_stand_in_row_says_so_in_the_row() -> None:
     claim = C.BY_KEY["ablation_memory_acc"]
     assert J.claim_text(claim).endswith("(paper: CIFAR100-C + SVHN-C; here: CIFAR-10 + Noise)")
     for c in C.LEDGER:
-        small = any(a.dataset == "cifar100_c" and a.outliers == "svhn" for a in c.arms) and c.scales == C.SCALES
+        small = any(a.dataset == "cifar100_c" and a.outlier_set == "svhn" for a in c.arms) and c.scales == C.SCALES
         assert bool(c.stand_in) == small, c.key
 
 

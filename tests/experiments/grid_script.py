@@ -34,7 +34,7 @@ grid._prepare_sources = lambda specs: None  # no source model: the cells compute
 
 
 def cells(n: int) -> list[RunSpec]:
-    return [RunSpec(method="source", dataset="digits", outliers="noise", profile="smoke", seed=s) for s in range(n)]
+    return [RunSpec(method="source", dataset="digits", outlier_set="noise", profile="smoke", seed=s) for s in range(n)]
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ def _fake_record(store: ResultsStore, spec: RunSpec) -> None:
 
 
 def _smoke(method: str, **kw) -> RunSpec:
-    return RunSpec(method=method, dataset="digits", outliers="noise", profile="smoke", **kw)
+    return RunSpec(method=method, dataset="digits", outlier_set="noise", profile="smoke", **kw)
 
 
 def _metrics(record: Record) -> tuple:
@@ -43,7 +43,7 @@ def _metrics(record: Record) -> tuple:
 
 # -- grouping ---------------------------------------------------------------------------------------------
 def test_cells_per_job_and_grouping():
-    full = [RunSpec(method=m, dataset="cifar10_c", outliers=o, profile="full", corruptions=("fog",))
+    full = [RunSpec(method=m, dataset="cifar10_c", outlier_set=o, profile="full", corruptions=("fog",))
             for m in ("source", "tent") for o in ("noise", "svhn", "lsun", "tiny")] * 20
     # Full cells (~30 min): at most half the 240-minute limit per job, spread over the slots.
     assert grid.default_cells_per_job(full, time_min=240, slots=32) == 4

@@ -95,7 +95,8 @@ def test_two_grids_started_at_once_claim_disjoint_cells_and_report_their_own_job
 
 def test_claims_are_atomic_and_take_over_only_stale_markers(tmp_path):
     store = ResultsStore(tmp_path)
-    specs = [RunSpec(method="source", dataset="digits", outliers="noise", profile="smoke", seed=s) for s in range(40)]
+    specs = [RunSpec(method="source", dataset="digits", outlier_set="noise", profile="smoke", seed=s)
+             for s in range(40)]
     start = threading.Barrier(6)
     won: dict[int, list[str]] = {}
 

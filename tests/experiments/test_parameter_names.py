@@ -27,14 +27,12 @@ STREAM_FIELDS = StreamSpec.key_names() | set(SCHEDULE_FLAGS.values())
 EDGE_FLAGS = {"help", "set", "stream", "data_root", "results", "device", "force", "into_committed", "json",
               "deterministic"}
 #: A notebook list takes the plural of its field's name.
-PLURALS = {"methods": "method", "datasets": "dataset", "seeds": "seed", "networks": "network",
-           "outlier_ratios": "outlier_ratio"}
+PLURALS = {"methods": "method", "datasets": "dataset", "outlier_sets": "outlier_set", "seeds": "seed",
+           "networks": "network", "outlier_ratios": "outlier_ratio"}
 #: Notebook parameters that say how to compute and show (a lesson: with its solutions), not which cell.
 EDGE_PARAMETERS = {"profile", "data_root", "scale", "device", "compute_missing", "metrics", "solutions"}
 #: One item of a list field, as a lesson that shows one of a cell's corruptions names it.
 SINGULARS = {"corruption": "corruptions"}
-#: The one second name left: the notebooks' list of outlier sets, whose field is ``outliers``.
-SECOND_NAMES = {"outlier_sets": "outliers"}
 
 
 def _run_parser() -> argparse.ArgumentParser:
@@ -81,18 +79,24 @@ def _parameter_names(notebook: Path) -> set[str]:
 def test_every_notebook_parameter_walks_to_its_field_by_one_name() -> None:
     fields = {f.name for f in dataclasses.fields(NotebookParameters)}
     for name in fields - EDGE_PARAMETERS:
-        field = PLURALS.get(name, SECOND_NAMES.get(name, name))
+        # by its name, or a list by the plural of its field's name (outlier_sets → outlier_set): no other
+        field = PLURALS.get(name, name)
         assert field in SPEC_FIELDS, f"NotebookParameters.{name} names no RunSpec field"
+        assert field == name or name == f"{field}s", f"NotebookParameters.{name}: a list takes its field's plural"
     walked = set()
-    planned = registry.registered()  # the notebooks whose cells a plan makes (01, 11 compute their own)
+    planned = registry.registered()  # the notebooks whose cells a plan makes (01 and 11 compute their own)
     for notebook in sorted(p for p in (REPO / "notebooks").glob("*.ipynb") if p.stem in planned):
         own = planned[notebook.stem].own
         for name in _parameter_names(notebook):
             assert name in fields | set(own) | EDGE_PARAMETERS | set(SINGULARS), f"{notebook.name}: {name}"
             walked.add(name)
-    # the three settings' tables take the source networks, and notebook 08 its outlier ratios by their plural
-    assert {"networks", "seeds", "outlier_ratio", "outlier_ratios"} <= walked
-    assert {n for n in walked if n in SECOND_NAMES} == set(SECOND_NAMES)
+    # the three settings' tables take the source networks, notebook 08 its outlier ratios and every
+    # table its outlier sets by their plural; the walkthrough its one outlier set by the field's name
+    assert {"networks", "seeds", "outlier_ratio", "outlier_ratios", "outlier_sets", "outlier_set"} <= walked
+    # the notebooks that compute their own cells (11, the explorer) name a field as the spec does
+    explorer = _parameter_names(REPO / "notebooks/11_explore_a_stream.ipynb")
+    assert {"method", "dataset", "outlier_set", "outlier_ratio", "severity", "seed"} <= explorer
+    assert explorer <= SPEC_FIELDS | EDGE_PARAMETERS | set(SINGULARS) | {"max_id", "hyperparameters"}, explorer
 
 
 def test_the_old_spelling_of_a_notebook_list_still_plans_with_a_note(capsys: pytest.CaptureFixture[str]) -> None:
@@ -156,7 +160,7 @@ def test_a_record_written_before_the_rename_loads_and_keeps_its_key(tmp_path: Pa
 
 
 def test_a_named_hyperparameter_set_keeps_the_key_it_had_as_a_setting() -> None:
-    spec = RunSpec(method="tent", dataset="digits", outliers="noise", corruptions=("gaussian_noise", "contrast"),
+    spec = RunSpec(method="tent", dataset="digits", outlier_set="noise", corruptions=("gaussian_noise", "contrast"),
                    profile="smoke", hyperparameter_set="imagenet_c", overrides=(("lr", 0.01),))
     fields = spec.to_dict()
     assert fields["hyperparameter_set"] == "imagenet_c" and "setting" not in fields
@@ -193,3 +197,79 @@ def test_a_cells_values_are_checked_by_the_spec_alone_above_the_data_layer() -> 
         registry.plan("02_table1_cifar_outlier_aware", profile="smoke", outlier_ratio="1.5")
     with pytest.raises(ValueError, match="severity must be an integer"):
         RunSpec(method="source", corruptions=("fog", "contrast"), severity=6)
+
+
+def test_the_old_outliers_flag_of_run_and_tune_sets_the_outlier_set_with_a_note(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from stamplib.experiments import grid
+
+    made: list[str] = []
+
+    def capture_spec(spec: RunSpec, *args: object, **kwargs: object) -> None:
+        made.append(spec.outlier_set)
+        raise ValueError("captured")
+
+    def capture_job(method: str, **fields: object) -> None:
+        made.append(str(fields["outlier_set"]))
+        raise ValueError("captured")
+
+    monkeypatch.setattr(grid, "run_claimed", capture_spec)
+    monkeypatch.setattr(tune, "make_job", capture_job)
+    for flag in ("--outlier-set", "--outliers"):
+        assert cli.main(["run", "--method", "tent", "--dataset", "digits", flag, "digits_heldout",
+                         "--profile", "smoke", "--results", str(tmp_path)]) == 2
+        assert cli.main(["tune", "tent", "--dataset", "digits", flag, "none", "--profile", "smoke",
+                         "--results", str(tmp_path)]) == 2
+    assert made == ["digits_heldout", "none"] * 2
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
+    assert notes == ["note: `--outliers` is now `--outlier-set`; the old spelling goes in the next release"] * 2
+
+
+def test_the_old_outliers_parameter_of_the_walkthrough_still_plans_with_a_note(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    old = registry.plan("00_walkthrough", profile="smoke", outliers="digits_heldout")
+    new = registry.plan("00_walkthrough", profile="smoke", outlier_set="digits_heldout")
+    assert [s.key() for s in old.specs] == [s.key() for s in new.specs]
+    assert {s.outlier_set for s in new.specs} == {"digits_heldout"}
+    assert "`outliers` is now `outlier_set`" in capsys.readouterr().err
+    from stamplib import notebook_runner
+
+    assert notebook_runner.renamed_parameters({"outliers": "svhn", "seed": 1}) == {"outlier_set": "svhn", "seed": 1}
+    assert "`outliers` is now `outlier_set`" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="name one parameter"):
+        notebook_runner.renamed_parameters({"outliers": "svhn", "outlier_set": "noise"})
+
+
+def test_a_record_that_names_its_outlier_set_outliers_loads_and_keeps_its_key(tmp_path: Path) -> None:
+    """Every committed record names the outlier set ``outliers``, as the store wrote it before the
+    rename: the store serves it under the key it had; a record written now names it ``outlier_set``."""
+    committed = sorted((REPO / "results/builtin_benchmark").glob("stamp__cifar10_builtin__noise__*.json"))[0]
+    stored = json.loads(committed.read_text())
+    assert stored["spec"]["outliers"] == "noise" and "outlier_set" not in stored["spec"]
+    spec = RunSpec.from_dict(stored["spec"])
+    assert spec.outlier_set == "noise" and spec.key() == stored["key"]
+    store = ResultsStore(tmp_path)
+    assert store.path(spec).name == committed.name  # the file name holds the value, as before
+    store.path(spec).write_text(committed.read_text())
+    # as the committed store declares: its records' outputs files are not kept
+    (tmp_path / "OUTPUTS_NOT_KEPT.txt").write_text((committed.parent / "OUTPUTS_NOT_KEPT.txt").read_text())
+    served = ResultsStore(tmp_path).get(spec)
+    assert served is not None and served.key == stored["key"] and served.spec == spec
+    assert store.path(spec).is_file() and not (tmp_path / ".grid" / "stale").exists()  # served, not set aside
+    written = served.to_json()["spec"]
+    assert written["outlier_set"] == "noise" and "outliers" not in written
+    with pytest.raises(ValueError, match="names 'outlier_set' twice"):
+        RunSpec.from_dict({**stored["spec"], "outlier_set": "noise"})
+
+
+def test_an_outlier_set_keeps_the_key_it_had_as_outliers() -> None:
+    spec = RunSpec(method="stamp", dataset="digits", outlier_set="digits_heldout", corruptions=("fog", "contrast"),
+                   profile="smoke", outlier_ratio=0.1)
+    fields = spec.to_dict()
+    assert fields["outlier_set"] == "digits_heldout" and "outliers" not in fields
+    old = {("outliers" if name == "outlier_set" else name): value for name, value in fields.items()}
+    # 6d3e31afc7716ece: this cell's key as the code before the rename computed it
+    assert RunSpec.from_dict(old).key() == spec.key() == "6d3e31afc7716ece"
+    # a closed-set cell too (its ratio is 0): bfc553e379e54636 before the rename
+    closed = RunSpec(method="tent", dataset="digits", outlier_set="none", corruptions=("fog",), profile="smoke")
+    assert closed.key() == "bfc553e379e54636" and closed.with_(outlier_set="noise").key() != closed.key()

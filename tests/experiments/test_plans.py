@@ -55,20 +55,20 @@ def test_every_notebook_passes_its_parameters_cell_to_its_plan(nb):
 def test_the_smoke_profile_keeps_the_digits_and_they_stay_selectable_by_name(nb):
     smoke = registry.plan(nb, profile="smoke")
     assert smoke.cells and {c.spec.dataset for c in smoke.cells} == {"digits"}
-    assert {c.spec.outliers for c in smoke.cells} <= {"noise", "none", "digits_heldout"}
+    assert {c.spec.outlier_set for c in smoke.cells} <= {"noise", "none", "digits_heldout"}
     if nb == "00_walkthrough":
         return  # the walkthrough takes the profile's benchmark, no datasets parameter
     quick = registry.plan(nb, profile="quick", seeds="0")  # the digits by name: seed 0, the notebook's own data
     by_name = registry.plan(nb, profile="quick", datasets="digits")
     assert {c.spec.dataset for c in by_name.cells} == {"digits"}
     # Same outlier sets as the smoke profile's digits (digits 8–9 stand in for the held-out classes).
-    assert {c.spec.outliers for c in by_name.cells} == {c.spec.outliers for c in smoke.cells}
+    assert {c.spec.outlier_set for c in by_name.cells} == {c.spec.outlier_set for c in smoke.cells}
     assert [c.paper_dataset for c in by_name.cells] == [c.paper_dataset for c in quick.cells]
 
 
 def test_the_class_split_runs_on_the_built_in_ship_and_truck():
     quick = registry.plan("04_table3_class_split", methods="stamp")
-    assert [(c.spec.dataset, c.spec.outliers, c.paper_dataset, c.spec.seed) for c in quick.cells] == [
+    assert [(c.spec.dataset, c.spec.outlier_set, c.paper_dataset, c.spec.seed) for c in quick.cells] == [
         ("cifar10_builtin_8_2", "heldout_classes", "cifar10_c_8_2", seed) for seed in (0, 1, 2)]
 
 
@@ -165,7 +165,7 @@ def test_ablation_rows_switch_the_documented_overrides():
     assert by_label["sam=0,lr_decay=0,memory=0,weighting=none"] == {
         "sam": False, "lr_decay": False, "memory": False, "weighting": "none"}
     assert by_label["sam=1,lr_decay=1,memory=1,weighting=adaptive"] == {}
-    assert all(c.spec.dataset == "cifar100_c" and c.spec.outliers == "svhn" for c in cells)
+    assert all(c.spec.dataset == "cifar100_c" and c.spec.outlier_set == "svhn" for c in cells)
 
 
 def test_ratio_sweep_reads_fractions_and_labels_rows_like_the_paper():
@@ -253,7 +253,7 @@ def test_the_walkthrough_compares_methods_on_its_corruption_first():
     with pytest.raises(ValueError, match="methods: unknown"):
         registry.plan("00_walkthrough", methods_to_compare="tnet")
     with pytest.raises(ValueError, match="unknown outlier set 'cifar'"):
-        registry.plan("00_walkthrough", outliers="cifar")
+        registry.plan("00_walkthrough", outlier_set="cifar")
 
 
 def test_grid_parameters_are_checked_by_name():

@@ -86,14 +86,14 @@ def test_recompute_comparison_uses_point_one_for_deterministic_methods_and_the_s
 ) -> None:
     committed, again = ResultsStore(tmp_path / "ref"), ResultsStore(tmp_path / "new")
     cells = reference.specs()  # planning needs no data
-    stamp_seeds = [s for s in cells if s.method == "stamp" and s.dataset == "cifar10_jpeg" and s.outliers == "noise"]
+    stamp_seeds = [s for s in cells if s.method == "stamp" and s.dataset == "cifar10_jpeg" and s.outlier_set == "noise"]
     assert sorted(s.seed for s in stamp_seeds) == [0, 1, 2]
     for spec, acc in zip(sorted(stamp_seeds, key=lambda s: s.seed), (80.0, 80.6, 79.9)):
         committed.put(_record(spec, acc, 70.0))
     assert reference.seed_spread(committed) == pytest.approx(0.7)
 
-    tent = next(s for s in cells if s.method == "tent" and s.outliers == "noise")
-    cotta = next(s for s in cells if s.method == "cotta" and s.outliers == "noise")
+    tent = next(s for s in cells if s.method == "tent" and s.outlier_set == "noise")
+    cotta = next(s for s in cells if s.method == "cotta" and s.outlier_set == "noise")
     committed.put(_record(tent, 60.0, 55.0))
     committed.put(_record(cotta, 50.0, 45.0))
     again.put(_record(tent, 60.05, 55.2))  # AUROC moved 0.2 > 0.1
@@ -131,7 +131,7 @@ def test_a_missing_or_nan_metric_counts_as_a_difference() -> None:
 def test_a_closed_set_record_without_auroc_equals_its_recomputation() -> None:
     """No outliers, no AUROC: NaN on both sides is agreement (it once flagged every closed-set
     cell of a recomputation as different)."""
-    spec = RunSpec(method="source", outliers="none", corruptions=("gaussian_noise",))
+    spec = RunSpec(method="source", outlier_set="none", corruptions=("gaussian_noise",))
     ref, new = _record(spec, 50.0, float("nan")), _json(spec, 50.04, float("nan"))
     assert reference.compare_records(ref, Record.from_json(new), 0.1) == []
     new["per_corruption"]["gaussian_noise"]["acc"] = 51.0
@@ -167,7 +167,7 @@ def test_recompute_reports_the_largest_difference_and_can_take_the_deterministic
         reference.select_methods(cells, "tenet")
 
     committed, again = ResultsStore(tmp_path / "ref"), ResultsStore(tmp_path / "new")
-    tent, source = (next(s for s in cells if s.method == m and s.outliers == "noise") for m in ("tent", "source"))
+    tent, source = (next(s for s in cells if s.method == m and s.outlier_set == "noise") for m in ("tent", "source"))
     committed.put(_record(tent, 60.0, 55.0))
     committed.put(_record(source, 40.0, 45.0))
     again.put(_record(tent, 60.03, 55.0))
@@ -184,7 +184,7 @@ def test_owttt_is_held_to_the_seed_spread_because_rounding_moves_it() -> None:
     assert reference.tolerance_for("tent", 17.98) == reference.DETERMINISTIC_TOLERANCE
     assert reference.tolerance_for("owttt", 17.98) == 17.98 and reference.tolerance_for("owttt", None) is None
     assert reference.tolerance_for("stamp", 17.98) == 17.98
-    spec = next(s for s in reference.specs() if s.method == "owttt" and s.outliers == "heldout_classes")
+    spec = next(s for s in reference.specs() if s.method == "owttt" and s.outlier_set == "heldout_classes")
     committed, again = _record(spec, 58.0, 47.0), _record(spec, 58.15, 47.0)
     assert reference.compare_records(committed, again, reference.tolerance_for("owttt", 17.98)) == []
     assert reference.compare_records(committed, again, reference.DETERMINISTIC_TOLERANCE) != []
@@ -197,7 +197,7 @@ def test_the_optional_cells_follow_the_issue_and_repeat_no_reference_cell() -> N
     assert len(core) == 44
     full = [s for s in extra if len(s.corruptions) == 15]
     assert [s.method for s in full] == ["source", "bn_stats", "tent", "stamp"]
-    assert all(s.dataset == "cifar10_jpeg" and s.outliers == "noise" for s in extra)
+    assert all(s.dataset == "cifar10_jpeg" and s.outlier_set == "noise" for s in extra)
     assert dict(extra[4].overrides) == {"num_views": 1}
     streams = 11 * 4  # notebook 13: batches of 4 and 16, sorted labels, mixed domains; the ten and UniEnt
     seeded = 9 * 2  # the paper's ten over seeds 1 and 2 in (a), STAMP's being reference cells
@@ -208,7 +208,7 @@ def test_the_optional_cells_follow_the_issue_and_repeat_no_reference_cell() -> N
     assert over_seeds == extra[-seeded:]
     assert {(s.method, s.seed) for s in over_seeds} == {(m, seed) for m in methods.PAPER_ORDER if m != "stamp"
                                                         for seed in (1, 2)}
-    assert all(s.outliers == "noise" and s.outlier_ratio == 0.2 and not s.overrides for s in over_seeds)
+    assert all(s.outlier_set == "noise" and s.outlier_ratio == 0.2 and not s.overrides for s in over_seeds)
     assert [dict(s.overrides).get("weighting") for s in stress[:2]] == ["static", "eata"]
     stamp_ratios = [s.outlier_ratio for s in stress if s.method == "stamp" and not s.overrides and
                     s.outlier_ratio != 0.2]
@@ -260,8 +260,8 @@ def test_claims_compute_reference_takes_the_cells_asked_for_on_the_device_asked_
 def test_recompute_can_take_one_setting_so_one_source_model_is_enough() -> None:
     cells = reference.specs()
     a, c = reference.select_settings(cells, "a"), reference.select_settings(cells, "c")
-    assert {s.outliers for s in a} == {"noise"} and {s.dataset for s in a} == {"cifar10_jpeg"}
-    assert {s.outliers for s in c} == {"none"} and {s.dataset for s in c} == {"cifar10_jpeg"}
+    assert {s.outlier_set for s in a} == {"noise"} and {s.dataset for s in a} == {"cifar10_jpeg"}
+    assert {s.outlier_set for s in c} == {"none"} and {s.dataset for s in c} == {"cifar10_jpeg"}
     assert len(a) == 14 + 2  # the fourteen methods and STAMP's seeds 1 and 2
     b = reference.select_settings(cells, "b")
     assert {s.dataset for s in b} == {"cifar10_jpeg_8_2"}

@@ -240,7 +240,7 @@ def test_cli_help_documents_the_grid_syntax(capsys: pytest.CaptureFixture[str]) 
 def test_cli_tunes_and_refuses_a_bad_grid_before_any_work(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = ["tune", "tent", "--dataset", "digits", "--outliers", "noise", "--profile", "smoke",
+    argv = ["tune", "tent", "--dataset", "digits", "--outlier-set", "noise", "--profile", "smoke",
             "--results", str(tmp_path / "results"), "--out", str(tmp_path / "out")]
     assert cli.main([*argv, "--grid", "lr=0.001,0.05"]) == 0
     out = capsys.readouterr().out

@@ -50,7 +50,7 @@ def test_cli_run_under_the_realistic_protocol(tmp_path: Path, capsys: pytest.Cap
     ("argv", "match"),
     [
         (["--method", "tent", "--dataset", "mnist"], "unknown dataset 'mnist'; choose one of"),
-        (["--method", "tent", "--outliers", "cifar"], "unknown outlier set 'cifar'; choose one of"),
+        (["--method", "tent", "--outlier-set", "cifar"], "unknown outlier set 'cifar'; choose one of"),
         (["--method", "tent", "--corruptions", "gaussian_noise,fogg"], "unknown corruption(s) 'fogg'; choose from"),
         (["--method", "tent", "--severity", "6"], "severity must be an integer from 1 to 5"),
         (["--method", "tent", "--outlier-ratio", "1.0"], "must be in [0, 1)"),

@@ -67,7 +67,7 @@ def test_run_into_a_committed_store_when_told_says_so_and_lists_the_record(tmp_p
     from stamplib.evaluation import runner
 
     store = _sealed_store(tmp_path / "store")
-    spec = RunSpec(method="source", dataset="digits", outliers="noise", profile="smoke")
+    spec = RunSpec(method="source", dataset="digits", outlier_set="noise", profile="smoke")
 
     def run(spec: RunSpec, context: Any, **kwargs: Any) -> Record:
         return ResultsStore(context.results).put(Record.from_json({"key": spec.key(), "spec": spec.to_dict(),

@@ -35,7 +35,7 @@ def _enospc(path: object = "somewhere") -> OSError:
 
 
 def _cells(n: int) -> list[RunSpec]:
-    return [RunSpec(method="source", dataset="digits", outliers="noise", profile="smoke", seed=s) for s in range(n)]
+    return [RunSpec(method="source", dataset="digits", outlier_set="noise", profile="smoke", seed=s) for s in range(n)]
 
 
 def _errors(err: str) -> list[str]:

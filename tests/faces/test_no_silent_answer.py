@@ -71,7 +71,7 @@ def test_relative_speed_zero_is_the_realistic_protocol_with_c_measured(tmp_path:
 
 def test_a_run_of_a_cell_another_process_holds_waits_and_reads_its_record(tmp_path: Path) -> None:
     store = ResultsStore(tmp_path)
-    spec = RunSpec(method="source", dataset="digits", outliers="noise", profile="smoke")
+    spec = RunSpec(method="source", dataset="digits", outlier_set="noise", profile="smoke")
     other = {"job_id": "the-other-run", "host": os.uname().nodename, "pid": os.getpid(), "deadline": None}
     assert store.claim(spec, other) is None
 
@@ -92,7 +92,7 @@ def test_a_run_of_a_cell_another_process_holds_waits_and_reads_its_record(tmp_pa
 
 def test_a_run_whose_holder_stored_nothing_computes_the_cell_and_releases_it(tmp_path: Path) -> None:
     store = ResultsStore(tmp_path)
-    spec = RunSpec(method="source", dataset="digits", outliers="noise", profile="smoke")
+    spec = RunSpec(method="source", dataset="digits", outlier_set="noise", profile="smoke")
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     store.mark_running(spec, {"job_id": "stopped", "host": os.uname().nodename, "pid": gone.pid, "deadline": None})
@@ -179,7 +179,7 @@ def test_jobs_beyond_the_cores_are_cut_with_a_line_and_the_dry_run_says_what_sta
 
     from stamplib.experiments import registry
 
-    specs = [RunSpec(method="source", dataset="digits", outliers="noise", profile="smoke",
+    specs = [RunSpec(method="source", dataset="digits", outlier_set="noise", profile="smoke",
                      seed=s) for s in range(cells)]
     monkeypatch.setattr(registry, "cells_by_notebook", lambda chosen, **params: {"02": specs})
     monkeypatch.setattr(grid, "_prepare_sources", lambda specs: None)
@@ -307,7 +307,7 @@ def test_run_refuses_a_data_set_read_from_files_in_one_line(
             == 2
         )
         err = _one_error(capsys)
-        assert "has no source network to adapt" in err and "--outliers" in err and "hyperparameter_set=" not in err
+        assert "has no source network to adapt" in err and "--outlier-set" in err and "hyperparameter_set=" not in err
     assert cli.main(["run", "--method", "tent", "--dataset", "mnist", "--results", str(tmp_path)]) == 2
     err = _one_error(capsys)
     assert "unknown dataset 'mnist'; choose one of" in err and "npz:" not in err

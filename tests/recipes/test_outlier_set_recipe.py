@@ -37,11 +37,11 @@ def test_a_new_outlier_set_is_five_edits_and_runs_end_to_end(tmp_path: Path, dig
     (data_root / "my_outliers").mkdir(parents=True)
     rng = np.random.default_rng(0)
     np.savez(data_root / "my_outliers" / "test.npz", images=rng.integers(0, 256, (400, 32, 32, 3), dtype=np.uint8))
-    done = run_cli(copy, "run", "--method", "source", "--dataset", "digits", "--outliers", "my_outliers",
+    done = run_cli(copy, "run", "--method", "source", "--dataset", "digits", "--outlier-set", "my_outliers",
                    "--profile", "smoke", "--data-root", str(data_root), "--results", str(tmp_path / "results"),
                    "--json")
     assert done.returncode == 0, done.stderr[-3000:]
     record = json.loads(done.stdout[done.stdout.index("\n{") + 1:])
-    assert record["spec"]["outliers"] == "my_outliers"
+    assert record["spec"]["outlier_set"] == "my_outliers"
     assert all(row["n_outliers"] > 0 for row in record["per_corruption"].values())
     assert 0 <= record["mean"]["auroc"] <= 100

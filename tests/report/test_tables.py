@@ -55,7 +55,7 @@ def test_collapsed_rows_get_daggers_and_keep_their_numbers(tmp_path) -> None:
 
 
 def test_tables_without_a_collapse_have_no_dagger() -> None:
-    spec = RunSpec(method="tent", dataset="digits", outliers="noise", seed=0)
+    spec = RunSpec(method="tent", dataset="digits", outlier_set="noise", seed=0)
     frame = frames.results_frame([Record.from_json({
         "key": spec.key(), "spec": spec.to_dict(), "per_corruption": {}, "collapsed": [],
         "mean": {"acc": 1.0, "auroc": 2.0, "h": 1.5},

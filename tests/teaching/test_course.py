@@ -48,7 +48,7 @@ def test_the_lessons_plan_the_paper_notebooks_cells() -> None:
     adapting = registry.plan(LESSONS[0], profile="quick")
     long = [c.spec for c in adapting.cells if c.variant.startswith(course.LONG_STREAM)]
     assert len(long) == 4 and all(s.stream.schedule == "continual" and s.corruptions == CORRUPTIONS for s in long)
-    assert {s.outliers for s in long} == {"noise", "none"}
+    assert {s.outlier_set for s in long} == {"noise", "none"}
     own = {s.key() for s in long}  # the one stream no paper notebook has
     assert keys(LESSONS[0]) - own <= table1
     assert keys(LESSONS[1]) - own <= table1 | closed | inside and keys(LESSONS[1]) & own == own
