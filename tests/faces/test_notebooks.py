@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from stamplib.experiments import course
 from stamplib.notebook_runner import check_parameters, discover, notebook_parameters
 
 NOTEBOOKS = discover()
@@ -31,7 +32,13 @@ def test_notebook_is_committed_clean_with_one_typed_parameters_cell(nb, caplog):
         check_parameters(nb, {"epcohs": 3})
 
 
-@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+#: Notebooks whose every cell tests/teaching/test_sections.py already runs with these parameters (and checks
+#: each section shows something): their papermill run here repeats it, so it runs with -m slow.
+RUN_BY_THE_SECTION_TEST = {"00_walkthrough", *(e.notebook for e in course.LESSONS)}
+
+
+@pytest.mark.parametrize("nb", [pytest.param(nb, marks=pytest.mark.slow) if nb.stem in RUN_BY_THE_SECTION_TEST
+                                else nb for nb in NOTEBOOKS], ids=lambda p: p.stem)
 def test_notebook_runs_in_smoke_profile(nb, tmp_path):
     import papermill
 
