@@ -419,13 +419,15 @@ def build_stream(spec: CorruptionStreamSpec, *, data_root: str | os.PathLike | N
         raise TypeError(f"build_stream takes a CorruptionStreamSpec (stamplib.data.CorruptionStreamSpec(dataset, "
                         f"outlier_set, corruption, ...)), got {type(spec).__name__}")
     root = Path(data_root) if data_root else None
-    return _CACHE.get((spec.building(), root), lambda: _build_stream(spec, root))
+    built = spec.building()
+    return _CACHE.get((built, root), lambda: _build_stream(built, root))
 
 
 def _build_stream(spec: CorruptionStreamSpec, root: Path | None) -> Stream:
+    """The stream of ``spec`` as :meth:`CorruptionStreamSpec.building` gives it (the run-level
+    options at their defaults: they do not change the images)."""
     outlier_set_name, corruption, severity = spec.outlier_set, spec.corruption, spec.severity
-    seed, max_id = spec.seed, spec.max_id
-    stream = spec.stream.building()
+    seed, max_id, stream = spec.seed, spec.max_id, spec.stream
     data = dataset(spec.dataset)
     if corruption != "none" and data.released is not None:
         id_images, id_labels = data.released(root, corruption, severity)
