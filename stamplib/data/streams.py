@@ -397,7 +397,8 @@ class CorruptionStreamSpec:
         if self.max_id is not None:
             validation.check_positive_int("max_id", self.max_id, "or None for every ID sample")
         if not isinstance(self.stream, StreamSpec):
-            raise ValueError(f"stream is a StreamSpec (stamplib.data.StreamSpec), got {self.stream!r}")
+            raise ValueError("stream is a StreamSpec (stamplib.data.StreamSpec, e.g. "
+                             f"StreamSpec(schedule='continual')), got {self.stream!r}")
 
     def building(self) -> CorruptionStreamSpec:
         """This spec with the feeding options that do not change the images at their defaults

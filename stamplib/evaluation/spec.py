@@ -107,12 +107,9 @@ class RunSpec:
         if not self.corruptions:
             raise ValueError("corruptions is empty: name at least one (or 'none' for clean data)")
         object.__setattr__(self, "corruptions", tuple(self.corruptions))
-        if not isinstance(self.stream, data.StreamSpec):
-            raise ValueError(f"stream is a stamplib.data.StreamSpec (e.g. StreamSpec(schedule='continual')), "
-                             f"got {self.stream!r}")
-        # The stream's values (data set, outlier set, corruptions, severity, ratio, seed) are checked by the
-        # data layer's spec of one corruption's stream, the one place that checks them; the cell keeps them as
-        # that spec normalised them (an int severity, ratio 0 without outliers).
+        # The stream's values (its StreamSpec, data set, outlier set, corruptions, severity, ratio, seed) are
+        # checked by the data layer's spec of one corruption's stream, the one place that checks them; the cell
+        # keeps them as that spec normalised them (an int severity, ratio 0 without outliers).
         first, *_ = [self.corruption_stream(c) for c in self.corruptions]
         for name in ("severity", "outlier_ratio", "seed"):
             object.__setattr__(self, name, getattr(first, name))

@@ -122,7 +122,7 @@ def test_the_stream_is_one_object_whose_fields_the_key_names_as_before() -> None
     assert RunSpec.from_dict(spec.to_dict()) == spec
     assert spec.with_stream(schedule="episodic", batch_size=64) == RunSpec(method="tent", corruptions=("fog", "snow"))
     assert not spec.resets_per_corruption and RunSpec(method="tent").resets_per_corruption
-    with pytest.raises(ValueError, match="stream is a stamplib.data.StreamSpec"):
+    with pytest.raises(ValueError, match="stream is a StreamSpec"):
         RunSpec(method="tent", stream={"batch_size": 4})
     with pytest.raises(TypeError):
         RunSpec(method="tent", continual=True)  # a stream option is the stream's, not a field of its own
