@@ -442,10 +442,16 @@ def trace_figure(benchmark: Benchmark, records: Mapping[str, Record], other: Ben
     panels = [(axes[0, 0], memory, "Noise images in STAMP's memory (%)", "its memory")]
     if accuracy:
         panels.append((axes[0, 1], accuracy, "STAMP's accuracy − BN Stats' (points)", "its accuracy beside BN Stats'"))
+    # One colour per network across both panels: a panel that lacks a network's line (no accuracy columns
+    # in its trace) would otherwise shift every later line to the next colour of the cycle.
+    networks = sorted({(style, replicate) for _, replicate, _, style in memory + accuracy})
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colour = {network: cycle[i % len(cycle)] for i, network in enumerate(networks)}
     for ax, lines, label, what in panels:
         for bench, replicate, curve, style in sorted(lines, key=lambda item: (item[3], item[1])):
             x = (np.arange(len(curve)) + 1) / len(curve)
-            ax.plot(x, 100 * curve, style, lw=1.6, label=f"{bench.title}, network {replicate.network}")
+            ax.plot(x, 100 * curve, style, lw=1.6, color=colour[style, replicate],
+                    label=f"{bench.title}, network {replicate.network}")
         ax.set(xlabel="share of the corruption's stream seen", ylabel=label, xlim=(0, 1),
                title=f"STAMP, setting (a): {what}, the mean over the 15 corruptions")
         ax.title.set_fontsize(9)

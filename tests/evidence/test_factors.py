@@ -112,3 +112,27 @@ def test_the_driver_of_a_best_h_carries_the_measured_factor(tmp_path: Path) -> N
     assert not any(s.diagnostic for s in B.ledger_cells(B.BUILTIN.design("streams")))
     assert json.loads(json.dumps(C.paper_arm_value(C.Arm(t1, "stamp", diagnostic="oracle_filter"), "h"))) is None
     assert len(CORRUPTIONS) == 15
+
+
+def test_the_trace_figure_keeps_a_networks_colour_in_both_panels() -> None:
+    from matplotlib.colors import to_hex
+
+    from stamplib.evidence import tables
+
+    records = {}
+    for replicate in NETWORKS.replicates[:3]:
+        # Network 0's trace predates the accuracy columns: it has a memory line and no accuracy line.
+        full = replicate.network != 0
+        old = Trace(memory_size=(10,) * 4, memory_outliers=(3,) * 4)
+        for method, trace in (("stamp", _trace() if full else old), ("bn_stats", _trace(correct=44))):
+            spec = B.spec(C.Arm(plans.TABLE1.notebook, method), NETWORKS, replicate)
+            records[spec.key()] = _record(spec, 70.0, trace)
+    figure = tables.trace_figure(B.BUILTIN, records)
+    memory, accuracy = figure.axes
+    colours = [{line.get_label(): to_hex(line.get_color()) for line in ax.get_lines() if "network" in line.get_label()}
+               for ax in (memory, accuracy)]
+    assert len(colours[0]) == 3 and len(colours[1]) == 2
+    assert all(colours[0][label] == colour for label, colour in colours[1].items())
+    assert len(set(colours[0].values())) == 3
+    assert [line.get_ydata()[0] for line in accuracy.get_lines() if "network" in line.get_label()] == \
+        pytest.approx([100 * (40 - 44) / 48] * 2)
