@@ -45,7 +45,9 @@ a live job (job id, host, pid, start, deadline; claimed atomically: :meth:`Resul
 ``failed/<key>.json`` keeps the last failure of a cell that is still missing, and
 ``partial/<key>/<corruption>.json`` (with its ``.outputs.npz``) keeps each finished corruption
 of an episodic cell that is still running, so that a cell interrupted at its 7th corruption
-resumes there (:meth:`ResultsStore.partial`). :meth:`ResultsStore.status` splits cells into
+resumes there (:meth:`ResultsStore.partial`), on this machine or, where the partial folder is
+committed (``results/reference``), on a fresh clone: an entry is used only under the cell's key, its
+current hyperparameters and the same checkpoint's SHA-256. :meth:`ResultsStore.status` splits cells into
 done, running and missing from these files; grids and notebooks both ask it.
 
 A record whose stored hyperparameters (``config``) differ from what the spec resolves to today

@@ -5,7 +5,11 @@ vouches), under today's hyperparameters, by a command that computes them."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from stamplib.data import builtin_cifar10
 from stamplib.evaluation.store import ResultsStore, current_config
@@ -64,3 +68,76 @@ def test_no_committed_record_was_made_under_other_hyperparameters() -> None:
     file must go, so that nothing committed shows numbers the code no longer gives."""
     stale = [r.key for b in benchmarks.BENCHMARKS for r in _records(b) if r.config != current_config(r.spec)]
     assert not stale, f"stale records (recompute them with `python -m stamplib claims compute`): {stale}"
+
+
+def _kept_corruption_problems(root: Path, specs: dict, stored: set[str]) -> list[str]:
+    """What is wrong with the finished corruptions a store keeps for its unfinished cells
+    (``.grid/partial/<key>/``): each must belong to a planned cell that has no record yet, name its
+    key and corruption, have its outputs, and be current (a stale one would be computed again, so
+    committing it keeps dead files)."""
+    problems = []
+    folder = ResultsStore(root).grid_dir / "partial"
+    for cell in sorted(folder.iterdir()) if folder.is_dir() else []:
+        if cell.name not in specs:
+            problems.append(f"{cell.name}: no planned cell has this key")
+            continue
+        if cell.name in stored:
+            problems.append(f"{cell.name}: the cell has its record; its kept corruptions should have gone")
+        spec = specs[cell.name]
+        for entry_file in sorted(cell.glob("*.json")):
+            entry = json.loads(entry_file.read_text())
+            corruption = entry_file.stem
+            if entry.get("key") != cell.name or entry.get("corruption") != corruption:
+                problems.append(f"{entry_file}: names {entry.get('key')}/{entry.get('corruption')}")
+            if corruption not in spec.corruptions:
+                problems.append(f"{entry_file}: {corruption} is not one of the cell's corruptions")
+            if not (cell / f"{corruption}.outputs.npz").is_file():
+                problems.append(f"{entry_file}: its outputs file is missing")
+            if entry.get("config") != current_config(spec):
+                problems.append(f"{entry_file}: made under other hyperparameters (stale)")
+            if entry.get("checkpoint_sha256") not in REFERENCE_NETWORKS.values():
+                problems.append(f"{entry_file}: from a checkpoint that is none of the reference networks")
+    return problems
+
+
+def _reference_specs() -> dict:
+    from stamplib.experiments import reference
+
+    empty = ResultsStore(Path("/nonexistent"))  # every cell counts as missing, so every one is listed
+    planned = [s for design in benchmarks.REFERENCE.designs for s in benchmarks.evidence_cells(design, empty, "cpu")]
+    return {s.key(): s for s in planned + reference.specs() + reference.extra_specs()}
+
+
+def test_the_reference_stores_kept_corruptions_are_of_unfinished_cells_and_current() -> None:
+    root = REPO / benchmarks.REFERENCE.store
+    stored = {r.key for r in ResultsStore(root).records()}
+    assert not _kept_corruption_problems(root, _reference_specs(), stored)
+
+
+def test_a_kept_corruption_of_a_finished_or_unknown_cell_is_reported(tmp_path: Path) -> None:
+    specs = _reference_specs()
+    spec = next(s for s in specs.values() if len(s.corruptions) == 15)
+    cell = tmp_path / ".grid" / "partial" / spec.key()
+    cell.mkdir(parents=True)
+    entry = {"key": spec.key(), "corruption": spec.corruptions[0], "config": current_config(spec),
+             "checkpoint_sha256": REFERENCE_NETWORKS["ResNet18_10_jpeg"]}
+    (cell / f"{spec.corruptions[0]}.json").write_text(json.dumps(entry))
+    (cell / f"{spec.corruptions[0]}.outputs.npz").write_bytes(b"")
+    assert _kept_corruption_problems(tmp_path, specs, set()) == []
+    assert "should have gone" in _kept_corruption_problems(tmp_path, specs, {spec.key()})[0]
+    (tmp_path / ".grid" / "partial" / "made_up__key").mkdir()
+    assert "no planned cell" in _kept_corruption_problems(tmp_path, specs, set())[0]
+    (cell / f"{spec.corruptions[0]}.json").write_text(json.dumps({**entry, "config": {"lr": -1}}))
+    assert any("stale" in p for p in _kept_corruption_problems(tmp_path, specs, set()))
+
+
+@pytest.mark.skipif(not (REPO / ".git").exists(), reason="needs the git checkout")
+def test_git_keeps_the_reference_stores_finished_corruptions_and_ignores_its_claims() -> None:
+    def ignored(path: str) -> bool:
+        return subprocess.run(["git", "check-ignore", "-q", path], cwd=REPO).returncode == 0
+
+    assert not ignored("results/reference/.grid/partial/k/gaussian_noise.json")
+    assert not ignored("results/reference/.grid/partial/k/gaussian_noise.outputs.npz")
+    assert ignored("results/reference/.grid/running/k.json")
+    assert ignored("results/reference/.grid/claims.lock")
+    assert ignored("results/reference/.grid/partial/k/.tmp-12-gaussian_noise.json")
