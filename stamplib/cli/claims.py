@@ -16,6 +16,8 @@ from stamplib import flags, paths
 from stamplib.cli import common
 
 if TYPE_CHECKING:  # the evidence package imports torch; the command line imports it only when a command needs it
+    from stamplib.evaluation.spec import RunSpec
+    from stamplib.evaluation.store import ResultsStore
     from stamplib.evidence import benchmarks
 
 
@@ -110,7 +112,7 @@ def _claims_compute(args: argparse.Namespace) -> int:
                 state = store.status(benchmarks.ledger_cells(design))
                 print(f"{benchmark.name}/{design.name} ({design.title}; {design.replicates_text()}, "
                       f"{design.corruptions_text()}): {len(state.done)} of {len(state.done) + len(state.missing)} "
-                      "cells")
+                      f"cells{_kept_text(store, state.missing)}")
             if benchmark.name == "reference" and args.cells:
                 from stamplib.experiments import reference
 
@@ -154,6 +156,17 @@ def _claims_compute(args: argparse.Namespace) -> int:
     if design.varies_networks:
         _write_diagnostics(design, chosen, context, args.command_line)
     return 0 if report.ok else 1
+
+
+def _kept_text(store: ResultsStore, unfinished: Sequence[RunSpec]) -> str:
+    """How far the unfinished cells got: their finished corruptions that the store keeps."""
+    kept = {spec.key(): len(store.kept_corruptions(spec)) for spec in unfinished}
+    started = [n for n in kept.values() if n]
+    if not started:
+        return ""
+    total = sum(len(spec.corruptions) for spec in unfinished if kept[spec.key()])
+    return (f"; {len(started)} unfinished cell(s) have {sum(started)} of their {total} corruptions kept "
+            "(claims compute resumes there)")
 
 
 def _write_diagnostics(

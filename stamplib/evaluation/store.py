@@ -698,6 +698,18 @@ class ResultsStore:
         trace = entry.get("trace")
         return Row.from_json(entry["row"]), outputs, Trace.from_json(trace) if trace else None
 
+    def kept_corruptions(self, spec: RunSpec) -> tuple[str, ...]:
+        """The corruptions of ``spec`` kept by :meth:`put_partial` under its current
+        hyperparameters, in the spec's order: where ``claims compute`` resumes the cell. (The
+        checkpoint is checked when the cell resumes, not here: this is for counting.)"""
+        folder, config = self.partial_dir(spec), current_config(spec)
+        kept = []
+        for corruption in spec.corruptions:
+            entry = _read_json(folder / f"{corruption}.json")
+            if entry is not None and entry.get("key") == spec.key() and entry.get("config") == config:
+                kept.append(corruption)
+        return tuple(kept)
+
     def clear_partials(self, spec: RunSpec) -> None:
         shutil.rmtree(self.partial_dir(spec), ignore_errors=True)
 

@@ -150,6 +150,23 @@ def test_claims_status_counts_each_designs_cells(capsys) -> None:
     assert [line.split(" ")[0] for line in lines] == names and all(" cells" in line for line in lines)
 
 
+def test_claims_status_says_how_many_corruptions_of_unfinished_cells_are_kept(tmp_path: Path, capsys) -> None:
+    from stamplib.evaluation.store import ResultsStore, current_config
+
+    design = benchmarks.REFERENCE.design("networks")
+    spec = benchmarks.ledger_cells(design)[0]
+    folder = ResultsStore(tmp_path).partial_dir(spec)
+    folder.mkdir(parents=True)
+    for corruption in spec.corruptions[:2]:
+        entry = {"key": spec.key(), "corruption": corruption, "config": current_config(spec)}
+        (folder / f"{corruption}.json").write_text(json.dumps(entry))
+    stale = {"key": spec.key(), "corruption": spec.corruptions[2], "config": {"made": "up"}}
+    (folder / f"{spec.corruptions[2]}.json").write_text(json.dumps(stale))  # not counted: computed again
+    assert cli.main(["claims", "status", "--benchmark", "reference", "--results", str(tmp_path)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("reference/networks "))
+    assert line.endswith("; 1 unfinished cell(s) have 2 of their 15 corruptions kept (claims compute resumes there)")
+
+
 def test_a_full_profile_store_gets_a_page_of_its_verdicts(tmp_path: Path) -> None:
     record = next((REPO / "results" / "reference").glob("*.json"))
     shutil.copy(record, tmp_path)
