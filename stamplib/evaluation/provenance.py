@@ -72,14 +72,18 @@ def data_provenance(dataset: str, data_root: str | os.PathLike | None) -> dict[s
 
 @functools.lru_cache(maxsize=1)
 def git_state() -> dict[str, Any]:
-    """Commit of the source checkout and whether tracked files differ from it (None outside git)."""
+    """Commit of the source checkout and whether its tracked files, other than the result stores
+    under ``results/``, differ from it (None outside git). A computation that writes into a
+    committed store (its manifest, its kept corruptions) changes only what it computes, not the code
+    that computes it."""
     root = paths.repo_root()
     if root is None:
         return {"commit": None, "dirty": None}
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
                                 check=True, timeout=30).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+        code = ["--", ".", ":(exclude)results"]
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", *code], cwd=root,
                                capture_output=True, text=True, check=True, timeout=30).stdout.strip() != ""
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
