@@ -37,12 +37,21 @@ def claims_parser(sub: Any) -> None:
                    help="compute/diagnose: which networks or stream seeds of the design (default: all)")
     p.add_argument("--seeds", default="", type=flags.read_number_list("--seeds"),
                    help="judge --benchmark full: the seeds that decide (default 0-2)")
+    p.add_argument("--methods", default=(), type=_method_list,
+                   help="compute --design: only these methods' cells (comma-separated), in the order named")
     p.add_argument("--jobs", type=common.worker_count(), default=1, help="compute: local worker processes")
     p.add_argument("--write", default=None, metavar="PAGE", help="judge: also write the verdicts as a page")
     common.into_committed_flag(p)
     flags.add(p, results="judge: the store to judge; else the benchmark's committed store", device=True,
               data_root="default: shared/data beside the checkout")
     p.set_defaults(func=cmd_claims)
+
+
+def _method_list(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if not names:
+        raise argparse.ArgumentTypeError(f"name at least one method, comma-separated (e.g. eata,sar), got {text!r}")
+    return names
 
 
 def cmd_claims(args: argparse.Namespace) -> int:
@@ -60,6 +69,8 @@ def cmd_claims(args: argparse.Namespace) -> int:
                          "--benchmark reference, without --design")
     if args.cells and args.action == "compute":
         return compute_reference_cells(args, args.cells)
+    if args.methods and (args.action != "compute" or not args.design):
+        raise ValueError("--methods chooses the cells claims compute computes: give it with --design")
     if args.action in ("compute", "status", "diagnose"):
         return _claims_compute(args)
     return _claims_judge(args)
@@ -139,6 +150,8 @@ def _claims_compute(args: argparse.Namespace) -> int:
         _write_diagnostics(design, chosen, context, args.command_line)
         return 0
     cells = benchmarks.evidence_cells(design, ResultsStore(context.results), context.device, chosen)
+    if args.methods:
+        cells = benchmarks.of_methods(cells, args.methods, design)
     # every network the missing cells or the diagnostics need is here, before any work
     common.refuse_absent_networks(
         [(s.dataset, s.network) for s in cells]

@@ -356,6 +356,18 @@ def evidence_cells(design: Design, store: ResultsStore, device: str,
     return registry.distinct(todo + headline_cells(design, replicates))
 
 
+def of_methods(cells: Sequence[RunSpec], methods: Sequence[str], design: Design) -> list[RunSpec]:
+    """``cells`` of the named ``methods``, method by method in the order named (a person who knows
+    what each costs orders them cheapest first); a name that is none of ``design``'s methods is
+    refused with the list of those that are."""
+    known = {s.method for s in ledger_cells(design)}
+    unknown = [m for m in methods if m not in known]
+    if unknown:
+        raise ValueError(f"--methods: {', '.join(unknown)} has no cell in design {design.name}; its methods are "
+                         f"{', '.join(sorted(known))}")
+    return [s for method in dict.fromkeys(methods) for s in cells if s.method == method]
+
+
 def table6_rows(design: Design) -> list[RunSpec]:
     """Table 6's plan over ``design``'s replicates with the other methods beside STAMP's rows
     (Source, BN Stats, Tent, EATA at each outlier share): what the stores hold from a claim the

@@ -112,6 +112,11 @@ def test_claims_judge_judges_the_committed_reference_store_from_the_command_line
                                   ["claims", "compute", "--benchmark", "builtin", "--design", "nets"],
                                   ["claims", "compute", "--benchmark", "builtin", "--design", "networks",
                                    "--replicates", "9"],
+                                  ["claims", "compute", "--benchmark", "builtin", "--design", "networks",
+                                   "--methods", "stamp,no_such_method"],
+                                  ["claims", "status", "--methods", "stamp"],
+                                  ["claims", "compute", "--benchmark", "builtin", "--design", "networks",
+                                   "--methods", ","],
                                   ["claims", "diagnose", "--design", "networks"],
                                   ["claims", "diagnose", "--benchmark", "builtin", "--design", "streams"]])
 def test_claims_commands_refuse_bad_input_in_one_line(argv: list[str], tmp_path: Path, monkeypatch, capsys) -> None:

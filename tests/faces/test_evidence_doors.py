@@ -189,3 +189,19 @@ def json_field(path: Path, name: str) -> Any:
     import json
 
     return json.loads(path.read_text())[name]
+
+
+def test_claims_compute_methods_computes_only_those_in_the_order_named(tmp_path: Path, monkeypatch) -> None:
+    from stamplib import paths
+    from stamplib.experiments import grid
+
+    _sealed_store(tmp_path / "results" / "builtin_benchmark")
+    monkeypatch.setattr(paths, "_CHECKOUT", tmp_path)
+    monkeypatch.delenv("STAMPLIB_RESULTS")
+    seen: list = []
+    monkeypatch.setattr(grid, "run_grid", lambda cells, context, options, **kw: seen.extend(cells) or grid.GridReport())
+    assert cli.main(["claims", "compute", "--benchmark", "builtin", "--design", "streams", "--replicates", "0",
+                     "--methods", "tent,source"]) == 0
+    methods = [s.method for s in seen]
+    assert methods and set(methods) == {"tent", "source"}
+    assert methods == sorted(methods, key=["tent", "source"].index)  # every Tent cell before any Source cell
