@@ -50,8 +50,11 @@ harvest() {
         methods=$(printf '%s\n' "${new[@]}" | sed 's/__.*//' | sort -u | paste -sd, - | sed 's/,/, /g')
         message="Evidence records: ${#new[@]} record(s) of $store ($methods), computed in the background from a clean clone (provenance names commit and CPU); pages re-rendered (claims render)"
     fi
-    local pages=()
-    for folder in results docs figures; do [[ -e $folder ]] && pages+=("$folder"); done
+    # the pages only with new records (what claims render wrote): a page being edited here stays out
+    local pages=(results) folder
+    if [[ -n $message ]]; then
+        for folder in docs figures; do [[ -e $folder ]] && pages+=("$folder"); done
+    fi
     git add -A -- "${pages[@]}"
     if git diff --cached --quiet -- "${pages[@]}"; then
         echo "harvest: nothing new"

@@ -295,15 +295,21 @@ def network_taus(design: Design, records: Mapping[str, Record], metric: str) -> 
     paper = {m: ledger.paper_arm_value(Arm(plans.TABLE1.notebook, m), metric) for m in PAPER_ORDER}
     out = {}
     for replicate in design.replicates:
-        ours = {}
-        for method in PAPER_ORDER:
-            spec = benchmarks.spec(Arm(plans.TABLE1.notebook, method), design, replicate)
-            record = records.get(spec.key()) if spec is not None else None
-            if record is not None:
-                ours[method] = float(record.mean.scores[metric])
+        ours = {m: float(r.mean.scores[metric]) for m, r in _setting_a_records(design, records, replicate).items()}
         if len(ours) == len(PAPER_ORDER):
             out[replicate] = _tau(ours, {m: v for m, v in paper.items() if v is not None})
     return out
+
+
+def _setting_a_records(design: Design, records: Mapping[str, Record], replicate: Replicate) -> dict[str, Record]:
+    """The records of the paper's ten methods in setting (a) that ``replicate`` of ``design`` has."""
+    found = {}
+    for method in PAPER_ORDER:
+        spec = benchmarks.spec(Arm(plans.TABLE1.notebook, method), design, replicate)
+        record = records.get(spec.key()) if spec is not None else None
+        if record is not None:
+            found[method] = record
+    return found
 
 
 def networks_table(sets: Sequence[Judged]) -> str:
@@ -322,6 +328,7 @@ def networks_table(sets: Sequence[Judged]) -> str:
         records = j.store.records_by_key()
         source = judge.source_noise_auroc(design, records)
         taus = {m: network_taus(design, records, m) for m in ("h", "auroc")}
+        have = {r: len(_setting_a_records(design, records, r)) for r in design.replicates}
         by_network = {r.network: r for r in design.replicates}
         for d in j.diagnostics:
             replicate = by_network.get(d.network) if d.dataset == _noise_dataset(design) else None
@@ -329,7 +336,7 @@ def networks_table(sets: Sequence[Judged]) -> str:
             rows.append([SHORT_TITLES.get(j.benchmark.name, j.benchmark.name), f"`{d.checkpoint}`", accuracy,
                          f"{source[replicate]:.1f}" if replicate in source else "—", f"{d.auroc_clean_vs_noise:.1f}",
                          f"{100 * d.top_share:.0f} % \"{d.top_class}\"", f"{100 * d.confident_share:.0f} %",
-                         _tau_cell(taus["h"], replicate), _tau_cell(taus["auroc"], replicate)])
+                         _tau_cell(taus["h"], replicate, have), _tau_cell(taus["auroc"], replicate, have)])
     if not rows:
         return ("(no network diagnostics yet: `python -m stamplib claims diagnose --benchmark NAME --design networks` "
                 "writes them)")
@@ -341,10 +348,14 @@ def _noise_dataset(design: Design) -> str:
     return spec.dataset if spec is not None else ""
 
 
-def _tau_cell(taus: Mapping[Replicate, float], replicate: Replicate | None) -> str:
-    if replicate is None or replicate not in taus or np.isnan(taus[replicate]):
-        return "—"
-    return seeds.signed(taus[replicate], 2)
+def _tau_cell(taus: Mapping[Replicate, float], replicate: Replicate | None, have: Mapping[Replicate, int]) -> str:
+    """τ_b where the network has all ten methods; else how many it has so far (τ over fewer would
+    be another statistic)."""
+    if replicate is not None and replicate in taus and not np.isnan(taus[replicate]):
+        return seeds.signed(taus[replicate], 2)
+    if replicate is not None and 0 < have.get(replicate, 0) < len(PAPER_ORDER):
+        return f"— ({have[replicate]} of {len(PAPER_ORDER)} methods so far)"
+    return "—"
 
 
 def corruption_pairs(benchmark: Benchmark) -> list[tuple[Design, Design]]:

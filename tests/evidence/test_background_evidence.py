@@ -46,7 +46,8 @@ def test_harvest_commits_kept_corruptions_and_not_a_write_under_way(tmp_path: Pa
     (work / "clone" / "results" / "reference" / "half_written.json").write_text("{")  # not in its manifest
 
     _harvest(root, work)
-    assert _git(root, "log", "-1", "--format=%s").startswith("Kept corruptions of results/reference's unfinished cells: 1 ")
+    subject = _git(root, "log", "-1", "--format=%s")
+    assert subject.startswith("Kept corruptions of results/reference's unfinished cells: 1 ")
     files = _git(root, "ls-files", "results").split()
     assert "results/reference/.grid/partial/cell_key/gaussian_noise.json" in files
     assert "results/reference/.grid/partial/cell_key/gaussian_noise.outputs.npz" in files

@@ -122,7 +122,7 @@ def test_the_networks_table_gives_each_networks_diagnostic_and_its_order_of_the_
     store = ResultsStore(tmp_path)
     order = {m: 50.0 + k for k, m in enumerate(PAPER_ORDER)}
     for replicate in design.replicates:
-        for method in PAPER_ORDER:
+        for method in PAPER_ORDER[:7] if replicate.network == 2 else PAPER_ORDER:  # network 2 is still short of three
             spec = benchmarks.spec(Arm(plans.TABLE1.notebook, method), design, replicate)
             value = order[method] if replicate.network != 1 else 100.0 - order[method]  # network 1 reverses it
             per = {c: {"acc": value, "auroc": value, "h": value} for c in spec.corruptions}
@@ -137,4 +137,5 @@ def test_the_networks_table_gives_each_networks_diagnostic_and_its_order_of_the_
     assert len(rows) == 3 and "`ResNet18_10_jpeg_seed1`" in rows[1] and "90 % \"truck\"" in rows[0]
     taus = [row.split(" | ")[-2] for row in rows]
     assert taus[1].startswith("-") and not taus[0].startswith("-")  # the reversed network disagrees with Table 1a
+    assert taus[2] == "— (7 of 10 methods so far)"  # no τ over fewer than the ten
     assert rows[0].split(" | ")[3] == "50.0"  # Source's AUROC with Noise outliers, from its record
