@@ -686,13 +686,11 @@ class ResultsStore:
         """A finished corruption of ``spec`` kept by :meth:`put_partial`, as (row,
         outputs, trace), or None when absent, unreadable, or made under other hyperparameters
         or another source model (then it is computed again)."""
-        folder = self.partial_dir(spec)
-        entry = _read_json(folder / f"{corruption}.json")
-        if (entry is None or entry.get("key") != spec.key() or entry.get("corruption") != corruption
-                or entry.get("config") != current_config(spec) or entry.get("checkpoint_sha256") != checkpoint_sha256):
+        entry = self._kept_entry(spec, corruption)
+        if entry is None or entry.get("checkpoint_sha256") != checkpoint_sha256:
             return None
         try:
-            outputs = load_outputs(folder / f"{corruption}{OUTPUTS_SUFFIX}")[corruption]
+            outputs = load_outputs(self.partial_dir(spec) / f"{corruption}{OUTPUTS_SUFFIX}")[corruption]
         except (OSError, KeyError, ValueError):
             return None
         trace = entry.get("trace")
@@ -702,13 +700,16 @@ class ResultsStore:
         """The corruptions of ``spec`` kept by :meth:`put_partial` under its current
         hyperparameters, in the spec's order: where ``claims compute`` resumes the cell. (The
         checkpoint is checked when the cell resumes, not here: this is for counting.)"""
-        folder, config = self.partial_dir(spec), current_config(spec)
-        kept = []
-        for corruption in spec.corruptions:
-            entry = _read_json(folder / f"{corruption}.json")
-            if entry is not None and entry.get("key") == spec.key() and entry.get("config") == config:
-                kept.append(corruption)
-        return tuple(kept)
+        return tuple(c for c in spec.corruptions if self._kept_entry(spec, c) is not None)
+
+    def _kept_entry(self, spec: RunSpec, corruption: str) -> dict[str, Any] | None:
+        """The entry :meth:`put_partial` wrote for ``corruption`` of ``spec``, if it is readable and
+        made under the cell's key and current hyperparameters."""
+        entry = _read_json(self.partial_dir(spec) / f"{corruption}.json")
+        if (entry is None or entry.get("key") != spec.key() or entry.get("corruption") != corruption
+                or entry.get("config") != current_config(spec)):
+            return None
+        return entry
 
     def clear_partials(self, spec: RunSpec) -> None:
         shutil.rmtree(self.partial_dir(spec), ignore_errors=True)
